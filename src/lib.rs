@@ -1,0 +1,15 @@
+//! sluice: an Envoy-compatible external rate limit service.
+//!
+//! Layout (one module per concern; data flows top to bottom):
+//! - [`settings`]: flags and environment (including envoyproxy/ratelimit names) → one `Settings`.
+//! - [`config`]: rule files → validated, immutable per-domain rule trees; matching.
+//! - [`service`]: the gRPC `RateLimitService` and health; protocol types stop here.
+//! - [`limiter`]: limits, algorithms, costs and the decision types.
+//! - [`store`]: the `Store` trait and its memory and Redis implementations.
+//! - [`metrics`]: the Prometheus registry and cached handles.
+//! - [`http`]: `/healthcheck`, `/json`, `/metrics`, `/rlconfig`.
+//! - [`server`]: wires listeners, services and shutdown together.
+
+pub mod config;
+pub mod limiter;
+pub mod store;

@@ -1,0 +1,1 @@
+//! Native (in-process) implementations of every algorithm; see docs/algorithms.md.

@@ -1,0 +1,1 @@
+//! The embedded in-memory store: native algorithms (`limiter::algorithm`) over sharded maps.

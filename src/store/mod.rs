@@ -1,0 +1,54 @@
+//! Where limit state lives. The [`Store`] trait is the only way the limiter touches state;
+//! [`memory::MemoryStore`] keeps it in process, [`redis::RedisStore`] in Redis (single node
+//! or cluster) with one Lua script per check and one round trip per request.
+//!
+//! Stores know nothing of gRPC, rule files or metrics.
+
+pub mod memory;
+pub mod redis;
+
+use std::future::Future;
+
+use crate::limiter::{Check, LimitResult};
+
+/// Why a store could not decide. Mapped to gRPC `UNAVAILABLE` by the service.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    /// The backend is not connected (startup, or reconnecting after a failure).
+    #[error("store unavailable: {0}")]
+    Unavailable(String),
+    /// The backend did not answer within the configured timeout.
+    #[error("store timed out after {0:?}")]
+    Timeout(std::time::Duration),
+    /// The backend answered with an error.
+    #[error("store error: {0}")]
+    Backend(String),
+}
+
+impl StoreError {
+    /// Short label for the `err_type` of metrics.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            StoreError::Unavailable(_) => "unavailable",
+            StoreError::Timeout(_) => "timeout",
+            StoreError::Backend(_) => "backend",
+        }
+    }
+}
+
+/// Evaluates checks atomically per check (all limits of one check decided together).
+pub trait Store: Send + Sync + 'static {
+    /// Evaluate every check in order, appending exactly `check.limits.len()` results per
+    /// check to `out`, in order. On error, `out` may hold a partial prefix and must be
+    /// discarded. One call is one network round trip for remote stores.
+    fn run(
+        &self,
+        checks: &[Check<'_>],
+        out: &mut Vec<LimitResult>,
+    ) -> impl Future<Output = Result<(), StoreError>> + Send;
+
+    /// Whether the store can currently serve (health checks).
+    fn is_ready(&self) -> bool {
+        true
+    }
+}
