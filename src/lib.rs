@@ -11,5 +11,11 @@
 //! - [`server`]: wires listeners, services and shutdown together.
 
 pub mod config;
+pub mod http;
 pub mod limiter;
+pub mod metrics;
+pub mod reload;
+pub mod server;
+pub mod service;
+pub mod settings;
 pub mod store;

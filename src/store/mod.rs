@@ -52,3 +52,40 @@ pub trait Store: Send + Sync + 'static {
         true
     }
 }
+
+/// The configured store. An enum rather than a trait object: the request path pays no
+/// boxing or dynamic dispatch.
+pub enum Backend {
+    Memory(memory::MemoryStore),
+    Redis(redis::RedisStore),
+}
+
+impl Backend {
+    /// Label for metrics and logs.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Backend::Memory(_) => "memory",
+            Backend::Redis(_) => "redis",
+        }
+    }
+}
+
+impl Store for Backend {
+    async fn run(
+        &self,
+        checks: &[Check<'_>],
+        out: &mut Vec<LimitResult>,
+    ) -> Result<(), StoreError> {
+        match self {
+            Backend::Memory(s) => s.run(checks, out).await,
+            Backend::Redis(s) => s.run(checks, out).await,
+        }
+    }
+
+    fn is_ready(&self) -> bool {
+        match self {
+            Backend::Memory(s) => s.is_ready(),
+            Backend::Redis(s) => s.is_ready(),
+        }
+    }
+}

@@ -1,0 +1,232 @@
+//! One request's decision: run every limited descriptor through the store in one call,
+//! then apply envoyproxy/ratelimit's status rules (per-rule shadow mode, quota mode,
+//! overall code, global shadow mode).
+
+use std::ops::Range;
+
+use super::{Algorithm, Check, LimitResult, LimitSpec, StateTag};
+use crate::store::{Store, StoreError};
+
+/// The limits a descriptor is held to.
+#[derive(Clone, Debug)]
+pub enum Limits<'a> {
+    /// From a rule of the loaded config.
+    Rule(&'a [LimitSpec]),
+    /// From the request's `limit` override (a fixed window).
+    Override(LimitSpec),
+}
+
+impl Limits<'_> {
+    pub fn as_slice(&self) -> &[LimitSpec] {
+        match self {
+            Limits::Rule(l) => l,
+            Limits::Override(l) => std::slice::from_ref(l),
+        }
+    }
+}
+
+/// What one request descriptor asks for, after matching.
+#[derive(Clone, Debug)]
+pub enum Plan<'a> {
+    /// No rule (unknown domain, no match, or replaced): a bare OK.
+    NoLimit,
+    /// An `unlimited` rule: OK with `limit_remaining` = u32::MAX, nothing counted.
+    Unlimited,
+    Limited(Limited<'a>),
+}
+
+#[derive(Clone, Debug)]
+pub struct Limited<'a> {
+    pub limits: Limits<'a>,
+    pub tag: StateTag,
+    pub cost: u64,
+    pub refund: bool,
+    /// Per-rule `shadow_mode`: OVER_LIMIT is reported as OK (still counted).
+    pub shadow: bool,
+    /// Per-rule `quota_mode` (or global quota mode).
+    pub quota: bool,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Code {
+    Ok,
+    OverLimit,
+}
+
+/// The decision for one descriptor.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Status {
+    NoLimit,
+    Unlimited,
+    Limited(LimitedStatus),
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LimitedStatus {
+    /// Code after the per-rule shadow rewrite.
+    pub code: Code,
+    /// The store said OVER_LIMIT (before the shadow rewrite).
+    pub over_limit: bool,
+    /// Shadow mode turned OVER_LIMIT into OK.
+    pub shadowed: bool,
+    /// Index (within the plan's limits) of the limit the status reports: the first denying
+    /// one, else the one with the least remaining.
+    pub reported: usize,
+    /// `limit_remaining` (0 when OVER_LIMIT), clamped to u32.
+    pub remaining: u32,
+    /// `duration_until_reset` in milliseconds (whole seconds for fixed windows).
+    pub duration_ms: u64,
+    /// This descriptor's results in [`Decision::results`].
+    pub results: Range<usize>,
+}
+
+/// The decision for a whole request.
+#[derive(Clone, Debug, Default)]
+pub struct Decision {
+    pub overall: Option<Code>,
+    pub statuses: Vec<Status>,
+    /// Every limit's store result, in plan order (see `LimitedStatus::results`).
+    pub results: Vec<LimitResult>,
+    /// Global shadow mode turned the overall OVER_LIMIT into OK.
+    pub global_shadowed: bool,
+}
+
+impl Decision {
+    pub fn overall(&self) -> Code {
+        self.overall.unwrap_or(Code::Ok)
+    }
+}
+
+/// Request-wide modes.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Modes {
+    pub global_shadow: bool,
+}
+
+/// Decide a request: one store call for every limited descriptor, then status rules.
+pub async fn decide<S: Store + ?Sized>(
+    store: &S,
+    plans: &[Plan<'_>],
+    modes: Modes,
+) -> Result<Decision, StoreError> {
+    let mut checks = Vec::with_capacity(plans.len());
+    for plan in plans {
+        if let Plan::Limited(l) = plan {
+            checks.push(Check {
+                tag: l.tag,
+                limits: l.limits.as_slice(),
+                cost: l.cost,
+                refund: l.refund,
+            });
+        }
+    }
+    let mut results = Vec::with_capacity(checks.iter().map(|c| c.limits.len()).sum());
+    if !checks.is_empty() {
+        store.run(&checks, &mut results).await?;
+    }
+    let expected: usize = checks.iter().map(|c| c.limits.len()).sum();
+    if results.len() != expected {
+        return Err(StoreError::Backend(format!(
+            "store returned {} results for {expected} limits",
+            results.len()
+        )));
+    }
+    Ok(compose(plans, results, modes))
+}
+
+/// Turn store results into statuses and the overall code. Pure; tested directly.
+pub fn compose(plans: &[Plan<'_>], results: Vec<LimitResult>, modes: Modes) -> Decision {
+    let mut statuses = Vec::with_capacity(plans.len());
+    let mut at = 0;
+    let mut any_over = false;
+    let mut quota_seen = false;
+    let mut all_quota_over = true;
+    for plan in plans {
+        let status = match plan {
+            Plan::NoLimit => Status::NoLimit,
+            Plan::Unlimited => Status::Unlimited,
+            Plan::Limited(l) => {
+                let limits = l.limits.as_slice();
+                let range = at..at + limits.len();
+                at += limits.len();
+                let s = limited_status(limits, &results[range.clone()], range, l);
+                if l.quota {
+                    quota_seen = true;
+                    all_quota_over &= s.code == Code::OverLimit;
+                } else if s.code == Code::OverLimit {
+                    any_over = true;
+                }
+                Status::Limited(s)
+            }
+        };
+        statuses.push(status);
+    }
+    // Their quota mode: quota descriptors only deny together.
+    let over = any_over || (quota_seen && all_quota_over);
+    let global_shadowed = over && modes.global_shadow;
+    Decision {
+        overall: Some(if over && !global_shadowed {
+            Code::OverLimit
+        } else {
+            Code::Ok
+        }),
+        statuses,
+        results,
+        global_shadowed,
+    }
+}
+
+fn limited_status(
+    limits: &[LimitSpec],
+    results: &[LimitResult],
+    range: Range<usize>,
+    plan: &Limited<'_>,
+) -> LimitedStatus {
+    let denied = !plan.refund && results.iter().any(|r| !r.allowed);
+    let reported = if denied {
+        results.iter().position(|r| !r.allowed).unwrap_or(0)
+    } else {
+        // Least remaining; the first wins ties.
+        let mut best = 0;
+        for (i, r) in results.iter().enumerate() {
+            if r.remaining < results[best].remaining {
+                best = i;
+            }
+        }
+        best
+    };
+    let (limit, r) = (&limits[reported], results[reported]);
+    let raw_ms = if denied {
+        // "Never" (cost above capacity): report the time until the limit is fully replenished.
+        r.retry_ms.unwrap_or(r.reset_ms)
+    } else {
+        r.reset_ms
+    };
+    let duration_ms = if limit.algorithm == Algorithm::FixedWindow {
+        // Their value: whole seconds, `unit − now % unit`.
+        raw_ms.div_ceil(1000) * 1000
+    } else {
+        raw_ms
+    };
+    let shadowed = denied && plan.shadow;
+    LimitedStatus {
+        code: if denied && !shadowed {
+            Code::OverLimit
+        } else {
+            Code::Ok
+        },
+        over_limit: denied,
+        shadowed,
+        reported,
+        remaining: if denied {
+            0
+        } else {
+            u32::try_from(r.remaining).unwrap_or(u32::MAX)
+        },
+        duration_ms,
+        results: range,
+    }
+}
+
+#[cfg(test)]
+mod tests;

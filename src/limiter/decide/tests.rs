@@ -1,0 +1,153 @@
+use super::*;
+use crate::limiter::Unit;
+
+fn spec(algorithm: Algorithm, rpu: u32) -> LimitSpec {
+    LimitSpec {
+        algorithm,
+        burst: rpu,
+        overdraft: algorithm.default_overdraft(),
+        ..LimitSpec::fixed_window(rpu, Unit::Minute)
+    }
+}
+
+fn ok(remaining: u64, reset_ms: u64) -> LimitResult {
+    LimitResult {
+        allowed: true,
+        remaining,
+        reset_ms,
+        ..Default::default()
+    }
+}
+
+fn denied(retry_ms: Option<u64>, reset_ms: u64) -> LimitResult {
+    LimitResult {
+        allowed: false,
+        reset_ms,
+        retry_ms,
+        ..Default::default()
+    }
+}
+
+fn limited<'a>(limits: &'a [LimitSpec], shadow: bool, quota: bool) -> Plan<'a> {
+    Plan::Limited(Limited {
+        limits: Limits::Rule(limits),
+        tag: StateTag(1),
+        cost: 1,
+        refund: false,
+        shadow,
+        quota,
+    })
+}
+
+fn st(d: &Decision, i: usize) -> &LimitedStatus {
+    match &d.statuses[i] {
+        Status::Limited(s) => s,
+        other => panic!("not limited: {other:?}"),
+    }
+}
+
+#[test]
+fn fixed_window_duration_is_whole_seconds_and_gcra_keeps_milliseconds() {
+    let fw = [spec(Algorithm::FixedWindow, 10)];
+    let g = [spec(Algorithm::Gcra, 10)];
+    let plans = [limited(&fw, false, false), limited(&g, false, false)];
+    let d = compose(&plans, vec![ok(9, 57_300), ok(9, 6_001)], Modes::default());
+    assert_eq!(d.overall(), Code::Ok);
+    assert_eq!(st(&d, 0).duration_ms, 58_000);
+    assert_eq!(st(&d, 1).duration_ms, 6_001);
+    assert_eq!(st(&d, 0).remaining, 9);
+}
+
+#[test]
+fn several_limits_report_first_denial_else_least_remaining() {
+    let l = [
+        spec(Algorithm::Gcra, 10),
+        spec(Algorithm::FixedWindow, 1000),
+    ];
+    let plans = [limited(&l, false, false)];
+    let d = compose(&plans, vec![ok(5, 500), ok(3, 60_000)], Modes::default());
+    assert_eq!((st(&d, 0).reported, st(&d, 0).remaining), (1, 3));
+    let d = compose(
+        &plans,
+        vec![denied(Some(100), 1000), ok(3, 60_000)],
+        Modes::default(),
+    );
+    let s = st(&d, 0);
+    assert_eq!(
+        (s.code, s.reported, s.remaining, s.duration_ms),
+        (Code::OverLimit, 0, 0, 100)
+    );
+    // Never allowed (cost above capacity): time until fully replenished.
+    let d = compose(
+        &plans,
+        vec![denied(None, 1234), ok(3, 60_000)],
+        Modes::default(),
+    );
+    assert_eq!(st(&d, 0).duration_ms, 1234);
+}
+
+#[test]
+fn shadow_quota_and_global_shadow() {
+    let l = [spec(Algorithm::FixedWindow, 1)];
+    // Per-rule shadow: OK, remaining 0, overall OK.
+    let d = compose(
+        &[limited(&l, true, false)],
+        vec![denied(Some(1), 1)],
+        Modes::default(),
+    );
+    let s = st(&d, 0);
+    assert_eq!(
+        (s.code, s.remaining, s.shadowed, s.over_limit),
+        (Code::Ok, 0, true, true)
+    );
+    assert_eq!(d.overall(), Code::Ok);
+    // Quota: one of two quota descriptors over → OK; both → OVER_LIMIT.
+    let plans = [limited(&l, false, true), limited(&l, false, true)];
+    let d = compose(&plans, vec![denied(Some(1), 1), ok(0, 1)], Modes::default());
+    assert_eq!(d.overall(), Code::Ok);
+    assert_eq!(st(&d, 0).code, Code::OverLimit);
+    let d = compose(
+        &plans,
+        vec![denied(Some(1), 1), denied(Some(1), 1)],
+        Modes::default(),
+    );
+    assert_eq!(d.overall(), Code::OverLimit);
+    // A regular descriptor over → OVER_LIMIT whatever the quota ones say.
+    let plans = [limited(&l, false, true), limited(&l, false, false)];
+    let d = compose(&plans, vec![ok(0, 1), denied(Some(1), 1)], Modes::default());
+    assert_eq!(d.overall(), Code::OverLimit);
+    // Global shadow flips only the overall code.
+    let d = compose(
+        &plans,
+        vec![ok(0, 1), denied(Some(1), 1)],
+        Modes {
+            global_shadow: true,
+        },
+    );
+    assert_eq!(d.overall(), Code::Ok);
+    assert!(d.global_shadowed);
+    assert_eq!(st(&d, 1).code, Code::OverLimit);
+}
+
+#[test]
+fn unlimited_and_unmatched_are_ok() {
+    let d = compose(&[Plan::NoLimit, Plan::Unlimited], vec![], Modes::default());
+    assert_eq!(d.overall(), Code::Ok);
+    assert_eq!(d.statuses, vec![Status::NoLimit, Status::Unlimited]);
+}
+
+#[test]
+fn refunds_are_always_ok() {
+    let l = [spec(Algorithm::TokenBucket, 5)];
+    let plans = [Plan::Limited(Limited {
+        limits: Limits::Rule(&l),
+        tag: StateTag(1),
+        cost: 2,
+        refund: true,
+        shadow: false,
+        quota: false,
+    })];
+    let d = compose(&plans, vec![ok(5, 0)], Modes::default());
+    assert_eq!(st(&d, 0).code, Code::Ok);
+    assert_eq!(st(&d, 0).remaining, 5);
+}

@@ -1,0 +1,425 @@
+//! Prometheus metrics: every name is defined here, and handles are cached so the request
+//! path only increments atomics.
+//!
+//! Per-rule families keep envoyproxy/ratelimit's Prometheus names and labels (`domain`,
+//! `key1`, `key2` from the first levels of the rule's stats key, as their statsd mapper
+//! produces them) plus `descriptor`, the whole stats key. Stats keys built from request
+//! values (`detailed_metric`, `value_to_metric`, overrides) are unbounded, so the number of
+//! distinct keys is capped; the rest fold into one overflow series and are counted.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use parking_lot::RwLock;
+use prometheus::{
+    Encoder, Histogram, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGauge,
+    IntGaugeVec, Opts, Registry, TextEncoder,
+};
+
+/// The label value under which overflowing stats keys are counted.
+pub const OVERFLOW_DESCRIPTOR: &str = "__overflow__";
+
+const LATENCY_BUCKETS: &[f64] = &[
+    0.000_05, 0.000_1, 0.000_25, 0.000_5, 0.001, 0.002_5, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5,
+    1.0,
+];
+
+/// Counters of one stats key.
+#[derive(Debug)]
+pub struct RuleCounters {
+    pub total_hits: IntCounter,
+    pub over_limit: IntCounter,
+    pub near_limit: IntCounter,
+    pub within_limit: IntCounter,
+    pub shadow_mode: IntCounter,
+}
+
+/// One hit's outcome, in the terms of their statistics.
+#[derive(Clone, Copy, Debug)]
+pub struct HitStats {
+    /// Capacity of the reported limit.
+    pub limit: u64,
+    /// Usage before the hit (whole requests).
+    pub before: u64,
+    /// Cost of the hit.
+    pub hits: u64,
+    /// The store denied the hit.
+    pub over: bool,
+    /// Denied by a penalty lock (usage did not change).
+    pub penalized: bool,
+    /// Per-rule shadow mode turned the denial into OK.
+    pub shadowed: bool,
+}
+
+pub struct Metrics {
+    registry: Registry,
+    near_limit_ratio: f32,
+    max_series: usize,
+    rule: [IntCounterVec; 5],
+    keys: RwLock<HashMap<Arc<str>, Arc<RuleCounters>>>,
+    overflow: Arc<RuleCounters>,
+    pub overflow_total: IntCounterVec,
+    pub total_requests: IntCounter,
+    pub response_time: Histogram,
+    pub service_error: IntCounter,
+    pub redis_error: IntCounter,
+    pub config_load_success: IntCounter,
+    pub config_load_error: IntCounter,
+    pub global_shadow_mode: IntCounter,
+    pub store_latency: Histogram,
+    pub store_errors: IntCounterVec,
+    pub rules_loaded: IntGauge,
+    pub domains_loaded: IntGauge,
+    pub domain_not_found: IntCounter,
+}
+
+impl std::fmt::Debug for Metrics {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Metrics").finish_non_exhaustive()
+    }
+}
+
+fn must<T>(r: prometheus::Result<T>) -> T {
+    // Registration fails only for invalid or duplicate names, which are constants here.
+    r.unwrap_or_else(|e| panic!("metric definition error: {e}"))
+}
+
+impl Metrics {
+    pub fn new(near_limit_ratio: f32, max_series: usize, store: &str) -> Metrics {
+        let registry = Registry::new();
+        let reg = |c: Box<dyn prometheus::core::Collector>| must(registry.register(c));
+
+        let rule_vec = |stat: &str, help: &str| {
+            let v = must(IntCounterVec::new(
+                Opts::new(format!("ratelimit_service_rate_limit_{stat}"), help),
+                &["domain", "key1", "key2", "descriptor"],
+            ));
+            reg(Box::new(v.clone()));
+            v
+        };
+        let rule = [
+            rule_vec("total_hits", "Hits (sum of hits_addend) on a rule."),
+            rule_vec("over_limit", "Hits over the limit of a rule."),
+            rule_vec(
+                "near_limit",
+                "Hits above NEAR_LIMIT_RATIO of a rule's limit.",
+            ),
+            rule_vec("within_limit", "Hits within the limit of a rule."),
+            rule_vec("shadow_mode", "Over-limit hits allowed by shadow mode."),
+        ];
+        let overflow = Arc::new(counters(&rule, ["", "", "", OVERFLOW_DESCRIPTOR]));
+
+        let counter = |name: &str, help: &str, labels: &[(&str, &str)]| {
+            let mut opts = Opts::new(name, help);
+            for (k, v) in labels {
+                opts = opts.const_label(*k, *v);
+            }
+            let c = must(IntCounter::with_opts(opts));
+            reg(Box::new(c.clone()));
+            c
+        };
+        let error_vec = must(IntCounterVec::new(
+            Opts::new(
+                "ratelimit_service_should_rate_limit_error",
+                "ShouldRateLimit calls that failed, by cause.",
+            ),
+            &["err_type"],
+        ));
+        reg(Box::new(error_vec.clone()));
+        let total_requests = must(IntCounterVec::new(
+            Opts::new("ratelimit_service_total_requests", "ShouldRateLimit calls."),
+            &["grpc_method"],
+        ));
+        reg(Box::new(total_requests.clone()));
+        let response_time = must(HistogramVec::new(
+            HistogramOpts::new(
+                "ratelimit_service_response_time_seconds",
+                "ShouldRateLimit latency.",
+            )
+            .buckets(LATENCY_BUCKETS.to_vec()),
+            &["grpc_method"],
+        ));
+        reg(Box::new(response_time.clone()));
+        let store_latency = must(HistogramVec::new(
+            HistogramOpts::new(
+                "sluice_store_latency_seconds",
+                "Latency of one store call (one Redis round trip).",
+            )
+            .buckets(LATENCY_BUCKETS.to_vec()),
+            &["store"],
+        ));
+        reg(Box::new(store_latency.clone()));
+        let store_errors = must(IntCounterVec::new(
+            Opts::new("sluice_store_errors_total", "Failed store calls, by kind."),
+            &["store", "kind"],
+        ));
+        reg(Box::new(store_errors.clone()));
+        let overflow_total = must(IntCounterVec::new(
+            Opts::new(
+                "sluice_metrics_overflow_total",
+                "Per-rule updates folded into the overflow series because of the series cap.",
+            ),
+            &["family"],
+        ));
+        reg(Box::new(overflow_total.clone()));
+        let gauge = |name: &str, help: &str| {
+            let g = must(IntGauge::new(name, help));
+            reg(Box::new(g.clone()));
+            g
+        };
+        let build_info = must(IntGaugeVec::new(
+            Opts::new("sluice_build_info", "Build information."),
+            &["version"],
+        ));
+        reg(Box::new(build_info.clone()));
+        build_info
+            .with_label_values(&[env!("CARGO_PKG_VERSION")])
+            .set(1);
+
+        Metrics {
+            near_limit_ratio,
+            max_series,
+            rule,
+            keys: RwLock::new(HashMap::new()),
+            overflow,
+            overflow_total,
+            total_requests: total_requests.with_label_values(&["ShouldRateLimit"]),
+            response_time: response_time.with_label_values(&["ShouldRateLimit"]),
+            service_error: error_vec.with_label_values(&["service_error"]),
+            redis_error: error_vec.with_label_values(&["redis_error"]),
+            config_load_success: counter(
+                "ratelimit_service_config_load_success",
+                "Successful config loads.",
+                &[],
+            ),
+            config_load_error: counter(
+                "ratelimit_service_config_load_error",
+                "Rejected config loads (the previous config keeps serving).",
+                &[],
+            ),
+            global_shadow_mode: counter(
+                "ratelimit_service_global_shadow_mode",
+                "Requests allowed by global shadow mode.",
+                &[],
+            ),
+            domain_not_found: counter(
+                "sluice_domain_not_found_total",
+                "Descriptors whose domain is not configured.",
+                &[],
+            ),
+            store_latency: store_latency.with_label_values(&[store]),
+            store_errors,
+            rules_loaded: gauge("sluice_rules_loaded", "Rules in the active config."),
+            domains_loaded: gauge("sluice_domains_loaded", "Domains in the active config."),
+            registry,
+        }
+    }
+
+    /// Counters for a stats key, created on first use; past the series cap, the overflow
+    /// counters.
+    pub fn rule_counters(&self, stats_key: &str) -> Arc<RuleCounters> {
+        if let Some(c) = self.keys.read().get(stats_key) {
+            return c.clone();
+        }
+        let mut keys = self.keys.write();
+        if let Some(c) = keys.get(stats_key) {
+            return c.clone();
+        }
+        if keys.len() >= self.max_series {
+            self.overflow_total
+                .with_label_values(&["ratelimit_service_rate_limit"])
+                .inc();
+            return self.overflow.clone();
+        }
+        let key = sanitize(stats_key);
+        let mut parts = key.splitn(4, '.');
+        let labels = [
+            parts.next().unwrap_or(""),
+            parts.next().unwrap_or(""),
+            parts.next().unwrap_or(""),
+            key.as_str(),
+        ];
+        let c = Arc::new(counters(&self.rule, labels));
+        keys.insert(Arc::from(stats_key), c.clone());
+        c
+    }
+
+    /// Record one hit with their arithmetic (`base_limiter.go`): hits crossing the limit
+    /// split between near and over; `near = floor(limit × NEAR_LIMIT_RATIO)` in f32.
+    pub fn record_hit(&self, c: &RuleCounters, h: HitStats) {
+        if h.hits == 0 {
+            return;
+        }
+        c.total_hits.inc_by(h.hits);
+        let near = (h.limit as f32 * self.near_limit_ratio).floor() as u64;
+        let after = h.before.saturating_add(h.hits);
+        if h.over {
+            let over = if h.penalized || h.before >= h.limit {
+                h.hits
+            } else {
+                c.near_limit
+                    .inc_by(h.limit.saturating_sub(near.max(h.before)));
+                after.saturating_sub(h.limit).max(1)
+            };
+            c.over_limit.inc_by(over);
+            if h.shadowed {
+                c.shadow_mode.inc_by(over);
+            }
+        } else {
+            c.within_limit.inc_by(h.hits);
+            if after > near {
+                c.near_limit.inc_by(if h.before >= near {
+                    h.hits
+                } else {
+                    after - near
+                });
+            }
+        }
+    }
+
+    /// Prometheus text exposition.
+    pub fn render(&self) -> String {
+        let mut buf = Vec::new();
+        // Encoding into a Vec cannot fail for well-formed families.
+        let _ = TextEncoder::new().encode(&self.registry.gather(), &mut buf);
+        String::from_utf8(buf).unwrap_or_default()
+    }
+}
+
+fn counters(rule: &[IntCounterVec; 5], labels: [&str; 4]) -> RuleCounters {
+    let c = |i: usize| rule[i].with_label_values(&labels);
+    RuleCounters {
+        total_hits: c(0),
+        over_limit: c(1),
+        near_limit: c(2),
+        within_limit: c(3),
+        shadow_mode: c(4),
+    }
+}
+
+/// Their `SanitizeStatName`: `:` and `|` become `_`, and the dots of IPv4-looking
+/// substrings become `_` so an address does not split into levels.
+pub fn sanitize(key: &str) -> String {
+    let mut out: Vec<u8> = key
+        .bytes()
+        .map(|b| if b == b':' || b == b'|' { b'_' } else { b })
+        .collect();
+    let bytes = out.clone();
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i].is_ascii_digit() && (i == 0 || !bytes[i - 1].is_ascii_digit()) {
+            // Try to read d{1,3}(.d{1,3}){3} starting here.
+            let mut j = i;
+            let mut dots = Vec::new();
+            let mut ok = true;
+            for part in 0..4 {
+                let start = j;
+                while j < bytes.len() && bytes[j].is_ascii_digit() && j - start < 3 {
+                    j += 1;
+                }
+                if j == start {
+                    ok = false;
+                    break;
+                }
+                if part < 3 {
+                    if j < bytes.len() && bytes[j] == b'.' {
+                        dots.push(j);
+                        j += 1;
+                    } else {
+                        ok = false;
+                        break;
+                    }
+                }
+            }
+            if ok {
+                for d in dots {
+                    out[d] = b'_';
+                }
+                i = j;
+                continue;
+            }
+        }
+        i += 1;
+    }
+    String::from_utf8(out).unwrap_or_else(|_| key.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn hit(m: &Metrics, limit: u64, before: u64, hits: u64, over: bool) -> [u64; 4] {
+        let c = m.rule_counters(&format!("d.k{limit}_{before}_{hits}"));
+        m.record_hit(
+            &c,
+            HitStats {
+                limit,
+                before,
+                hits,
+                over,
+                penalized: false,
+                shadowed: false,
+            },
+        );
+        [
+            c.total_hits.get(),
+            c.over_limit.get(),
+            c.near_limit.get(),
+            c.within_limit.get(),
+        ]
+    }
+
+    #[test]
+    fn their_near_and_over_arithmetic() {
+        let m = Metrics::new(0.8, 100, "memory");
+        // limit 20: INCRBY 3 → 22 ⇒ over 2, near 1; INCRBY 7 → 22 ⇒ over 2, near 4.
+        assert_eq!(hit(&m, 20, 19, 3, true), [3, 2, 1, 0]);
+        assert_eq!(hit(&m, 20, 15, 7, true), [7, 2, 4, 0]);
+        // Already over: all of it is over.
+        assert_eq!(hit(&m, 20, 25, 2, true), [2, 2, 0, 0]);
+        // Within, crossing near (16): after 18 ⇒ near 2.
+        assert_eq!(hit(&m, 20, 15, 3, false), [3, 0, 2, 3]);
+        // Within, already near.
+        assert_eq!(hit(&m, 20, 17, 1, false), [1, 0, 1, 1]);
+        // Peeks count nothing.
+        assert_eq!(hit(&m, 20, 17, 0, false), [0, 0, 0, 0]);
+    }
+
+    #[test]
+    fn series_are_capped() {
+        let m = Metrics::new(0.8, 2, "memory");
+        let a = m.rule_counters("d.a");
+        let _b = m.rule_counters("d.b");
+        let c = m.rule_counters("d.c");
+        assert!(Arc::ptr_eq(&c, &m.overflow));
+        assert!(Arc::ptr_eq(&a, &m.rule_counters("d.a")));
+        assert_eq!(
+            m.overflow_total
+                .with_label_values(&["ratelimit_service_rate_limit"])
+                .get(),
+            1
+        );
+    }
+
+    #[test]
+    fn labels_follow_their_mapper() {
+        let m = Metrics::new(0.8, 10, "memory");
+        m.rule_counters("dom.remote_address_10.0.0.1.path")
+            .total_hits
+            .inc();
+        let text = m.render();
+        assert!(
+            text.contains(
+                "ratelimit_service_rate_limit_total_hits{descriptor=\"dom.remote_address_10_0_0_1.path\",domain=\"dom\",key1=\"remote_address_10_0_0_1\",key2=\"path\"} 1"
+            ),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn sanitize_like_theirs() {
+        assert_eq!(sanitize("a:b|c"), "a_b_c");
+        assert_eq!(sanitize("d.ip_192.168.1.10.x"), "d.ip_192_168_1_10.x");
+        assert_eq!(sanitize("d.v1.2.3"), "d.v1.2.3");
+    }
+}

@@ -1,0 +1,250 @@
+//! Wiring: build the store, service, health, reloader and listeners, serve until
+//! `shutdown`, then drain.
+//!
+//! [`run`] takes already-bound listeners, so tests bind port 0 and read the addresses.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_service_server::RateLimitServiceServer;
+use tokio::net::TcpListener;
+use tokio_util::sync::CancellationToken;
+use tonic::transport::server::TcpIncoming;
+
+use crate::config::{ConfigError, LoadOptions, RateLimitConfig};
+use crate::http::{self, HttpState};
+use crate::limiter::SystemClock;
+use crate::metrics::Metrics;
+use crate::reload::{self, Reloader};
+use crate::service::RateLimiter;
+use crate::service::grpc::GrpcService;
+use crate::service::health::Health;
+use crate::settings::Settings;
+use crate::store::memory::MemoryStore;
+use crate::store::{Backend, StoreError};
+
+/// How often health is re-evaluated (store connectivity can change at any time).
+const HEALTH_INTERVAL: Duration = Duration::from_millis(250);
+
+#[derive(Debug, thiserror::Error)]
+pub enum ServerError {
+    #[error("{}", .0.iter().map(|e| e.to_string()).collect::<Vec<_>>().join("\n"))]
+    Config(Vec<ConfigError>),
+    #[error("store: {0}")]
+    Store(#[from] StoreError),
+    #[error("{0}")]
+    Io(#[from] std::io::Error),
+    #[error("gRPC server: {0}")]
+    Grpc(#[from] tonic::transport::Error),
+}
+
+/// The bound sockets.
+pub struct Listeners {
+    pub grpc: TcpListener,
+    pub http: TcpListener,
+    pub metrics: Option<TcpListener>,
+}
+
+impl Listeners {
+    pub async fn bind(settings: &Settings) -> std::io::Result<Listeners> {
+        let bind = |addr: SocketAddr| async move {
+            TcpListener::bind(addr)
+                .await
+                .map_err(|e| std::io::Error::new(e.kind(), format!("cannot listen on {addr}: {e}")))
+        };
+        Ok(Listeners {
+            grpc: bind(settings.grpc_addr).await?,
+            http: bind(settings.http_addr).await?,
+            metrics: match settings.metrics_addr {
+                Some(a) => Some(bind(a).await?),
+                None => None,
+            },
+        })
+    }
+}
+
+/// Build the configured store (Redis connects in the background; health waits for it).
+fn build_store(settings: &Settings) -> Result<Backend, StoreError> {
+    match &settings.redis {
+        None => Ok(Backend::Memory(MemoryStore::new(Arc::new(SystemClock)))),
+        Some(r) => crate::store::redis::from_settings(r, Arc::new(SystemClock)).map(Backend::Redis),
+    }
+}
+
+/// Serve until `shutdown` is cancelled, then stop accepting, let in-flight requests finish
+/// (at most `settings.shutdown_grace`) and return.
+pub async fn run(
+    settings: Settings,
+    listeners: Listeners,
+    shutdown: CancellationToken,
+) -> Result<(), ServerError> {
+    for note in &settings.notes {
+        tracing::warn!("{note}");
+    }
+    let metrics = Arc::new(Metrics::new(
+        settings.decision.near_limit_ratio,
+        settings.metrics_max_series,
+        if settings.redis.is_some() {
+            "redis"
+        } else {
+            "memory"
+        },
+    ));
+    let opts = LoadOptions {
+        merge_domains: settings.merge_domains,
+    };
+    let config = RateLimitConfig::load(&settings.config_paths, &opts).map_err(|e| {
+        metrics.config_load_error.inc();
+        ServerError::Config(e)
+    })?;
+    metrics.config_load_success.inc();
+    tracing::info!(
+        domains = config.domain_count(),
+        rules = config.rules().len(),
+        paths = ?settings.config_paths,
+        "config loaded"
+    );
+
+    let store = Arc::new(build_store(&settings)?);
+    tracing::info!(store = store.name(), "store configured");
+    let limiter = Arc::new(RateLimiter::new(
+        config,
+        store,
+        metrics,
+        settings.decision.clone(),
+    ));
+    let (reporter, health_service) = tonic_health::server::health_reporter();
+    let health = Arc::new(Health::new(
+        limiter.clone(),
+        reporter,
+        settings.healthy_requires_config,
+    ));
+    health.refresh().await;
+
+    // Tasks that end with the process.
+    let background = CancellationToken::new();
+    {
+        let (health, stop) = (health.clone(), background.clone());
+        tokio::spawn(async move {
+            let mut tick = tokio::time::interval(HEALTH_INTERVAL);
+            loop {
+                tokio::select! {
+                    _ = stop.cancelled() => break,
+                    _ = tick.tick() => health.refresh().await,
+                }
+            }
+        });
+    }
+    let reloader = Arc::new(Reloader::new(
+        settings.config_paths.clone(),
+        opts,
+        limiter.clone(),
+    ));
+    if settings.watch_config
+        && let Err(e) = reloader
+            .clone()
+            .spawn_watcher(reload::DEFAULT_DEBOUNCE, background.clone())
+    {
+        tracing::warn!(error = %e, "config watching unavailable; reload with SIGHUP");
+    }
+    spawn_sighup(reloader, background.clone());
+
+    // Listeners drain when `drain` fires, after health has gone NOT_SERVING.
+    let drain = CancellationToken::new();
+    let grpc_addr = listeners.grpc.local_addr()?;
+    let http_addr = listeners.http.local_addr()?;
+    let grpc = tonic::transport::Server::builder()
+        .add_service(RateLimitServiceServer::new(GrpcService(limiter.clone())))
+        .add_service(health_service)
+        .serve_with_incoming_shutdown(
+            // Without TCP_NODELAY small responses wait for the peer's delayed ACK (~40 ms).
+            TcpIncoming::from(listeners.grpc).with_nodelay(Some(true)),
+            drain.clone().cancelled_owned(),
+        );
+    let state = HttpState {
+        limiter: limiter.clone(),
+        health: health.clone(),
+    };
+    let http_server = serve_http(listeners.http, http::router(state.clone()), drain.clone());
+    let metrics_server = listeners.metrics.map(|l| {
+        serve_http(
+            l,
+            http::metrics_router(state, &settings.metrics_path),
+            drain.clone(),
+        )
+    });
+    tracing::info!(grpc = %grpc_addr, http = %http_addr, "serving");
+
+    let servers = async {
+        let metrics_fut = async {
+            match metrics_server {
+                Some(f) => f.await,
+                None => Ok(()),
+            }
+        };
+        let (g, h, m) = tokio::join!(grpc, http_server, metrics_fut);
+        g?;
+        h?;
+        m?;
+        Ok::<(), ServerError>(())
+    };
+    tokio::pin!(servers);
+    let result = tokio::select! {
+        r = &mut servers => r,
+        _ = shutdown.cancelled() => {
+            tracing::info!(grace = ?settings.shutdown_grace, "shutting down");
+            health.shutting_down().await;
+            drain.cancel();
+            match tokio::time::timeout(settings.shutdown_grace, &mut servers).await {
+                Ok(r) => r,
+                Err(_) => {
+                    tracing::warn!("grace period over; closing remaining connections");
+                    Ok(())
+                }
+            }
+        }
+    };
+    background.cancel();
+    result
+}
+
+async fn serve_http(
+    listener: TcpListener,
+    router: axum::Router,
+    drain: CancellationToken,
+) -> Result<(), ServerError> {
+    use axum::serve::ListenerExt;
+    let listener = listener.tap_io(|tcp| {
+        let _ = tcp.set_nodelay(true);
+    });
+    axum::serve(listener, router)
+        .with_graceful_shutdown(drain.cancelled_owned())
+        .await?;
+    Ok(())
+}
+
+#[cfg(unix)]
+fn spawn_sighup(reloader: Arc<Reloader>, stop: CancellationToken) {
+    use tokio::signal::unix::{SignalKind, signal};
+    let Ok(mut hup) = signal(SignalKind::hangup()) else {
+        tracing::warn!("cannot install the SIGHUP handler");
+        return;
+    };
+    tokio::spawn(async move {
+        loop {
+            tokio::select! {
+                _ = stop.cancelled() => break,
+                got = hup.recv() => {
+                    if got.is_none() { break }
+                    tracing::info!("SIGHUP: reloading config");
+                    let r = reloader.clone();
+                    let _ = tokio::task::spawn_blocking(move || r.reload()).await;
+                }
+            }
+        }
+    });
+}
+
+#[cfg(not(unix))]
+fn spawn_sighup(_: Arc<Reloader>, _: CancellationToken) {}

@@ -1,0 +1,306 @@
+//! `/json`: a `RateLimitRequest` in proto3 JSON (camelCase or snake_case field names) in,
+//! a `RateLimitResponse` in proto3 JSON out (camelCase, enums as names, default values
+//! omitted, durations as `"58s"`), like envoyproxy/ratelimit's endpoint.
+
+use envoy_types::pb::envoy::extensions::common::ratelimit::v3::RateLimitDescriptor;
+use envoy_types::pb::envoy::extensions::common::ratelimit::v3::rate_limit_descriptor::{
+    Entry, RateLimitOverride,
+};
+use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_response::rate_limit::Unit as PbUnit;
+use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_response::{
+    Code as PbCode, DescriptorStatus,
+};
+use envoy_types::pb::envoy::service::ratelimit::v3::{RateLimitRequest, RateLimitResponse};
+use envoy_types::pb::google::protobuf::{
+    Duration, Struct, UInt64Value, Value as PbValue, value::Kind,
+};
+use serde_json::{Map, Value, json};
+
+type Obj = Map<String, Value>;
+
+/// Parse a JSON request. The error text is returned to the client.
+pub fn parse_request(body: &[u8]) -> Result<RateLimitRequest, String> {
+    let v: Value = serde_json::from_slice(body).map_err(|e| format!("invalid JSON: {e}"))?;
+    let o = v.as_object().ok_or("request must be a JSON object")?;
+    let mut req = RateLimitRequest::default();
+    for (k, v) in o {
+        match k.as_str() {
+            "domain" => req.domain = string(v, k)?,
+            "descriptors" => {
+                req.descriptors = array(v, k)?
+                    .iter()
+                    .enumerate()
+                    .map(|(i, d)| descriptor(d).map_err(|e| format!("descriptors[{i}]: {e}")))
+                    .collect::<Result<_, _>>()?
+            }
+            "hitsAddend" | "hits_addend" => {
+                req.hits_addend = u32::try_from(uint(v, k)?)
+                    .map_err(|_| format!("{k}: out of range for uint32"))?
+            }
+            other => return Err(format!("unknown field '{other}'")),
+        }
+    }
+    Ok(req)
+}
+
+fn descriptor(v: &Value) -> Result<RateLimitDescriptor, String> {
+    let o = object(v, "descriptor")?;
+    let mut d = RateLimitDescriptor::default();
+    for (k, v) in o {
+        match k.as_str() {
+            "entries" => d.entries = array(v, k)?.iter().map(entry).collect::<Result<_, _>>()?,
+            "limit" => d.limit = Some(limit_override(v)?),
+            "hitsAddend" | "hits_addend" => {
+                if !v.is_null() {
+                    d.hits_addend = Some(UInt64Value { value: uint(v, k)? })
+                }
+            }
+            "isNegativeHits" | "is_negative_hits" => {
+                d.is_negative_hits = v.as_bool().ok_or(format!("{k}: expected a boolean"))?
+            }
+            other => return Err(format!("unknown field '{other}'")),
+        }
+    }
+    Ok(d)
+}
+
+fn entry(v: &Value) -> Result<Entry, String> {
+    let mut e = Entry::default();
+    for (k, v) in object(v, "entry")? {
+        match k.as_str() {
+            "key" => e.key = string(v, k)?,
+            "value" => e.value = string(v, k)?,
+            other => return Err(format!("entry: unknown field '{other}'")),
+        }
+    }
+    Ok(e)
+}
+
+fn limit_override(v: &Value) -> Result<RateLimitOverride, String> {
+    let mut l = RateLimitOverride::default();
+    for (k, v) in object(v, "limit")? {
+        match k.as_str() {
+            "requestsPerUnit" | "requests_per_unit" => {
+                l.requests_per_unit = u32::try_from(uint(v, k)?)
+                    .map_err(|_| format!("{k}: out of range for uint32"))?
+            }
+            "unit" => {
+                l.unit = match v {
+                    Value::String(s) => {
+                        PbUnit::from_str_name(s).ok_or(format!("unit: unknown unit '{s}'"))? as i32
+                    }
+                    Value::Number(_) => {
+                        i32::try_from(uint(v, k)?).map_err(|_| "unit: out of range".to_string())?
+                    }
+                    _ => return Err("unit: expected a unit name".into()),
+                }
+            }
+            other => return Err(format!("limit: unknown field '{other}'")),
+        }
+    }
+    Ok(l)
+}
+
+fn object<'a>(v: &'a Value, what: &str) -> Result<&'a Obj, String> {
+    v.as_object().ok_or(format!("{what}: expected an object"))
+}
+
+fn array<'a>(v: &'a Value, what: &str) -> Result<&'a Vec<Value>, String> {
+    v.as_array().ok_or(format!("{what}: expected an array"))
+}
+
+fn string(v: &Value, what: &str) -> Result<String, String> {
+    v.as_str()
+        .map(String::from)
+        .ok_or(format!("{what}: expected a string"))
+}
+
+/// Proto3 JSON integers may be numbers or decimal strings.
+fn uint(v: &Value, what: &str) -> Result<u64, String> {
+    match v {
+        Value::Number(n) => n.as_u64(),
+        Value::String(s) => s.parse().ok(),
+        _ => None,
+    }
+    .ok_or(format!("{what}: expected a non-negative integer"))
+}
+
+/// Render a response as proto3 JSON.
+pub fn render_response(resp: &RateLimitResponse) -> Value {
+    let mut o = Obj::new();
+    if let Ok(code) = PbCode::try_from(resp.overall_code)
+        && code != PbCode::Unknown
+    {
+        o.insert("overallCode".into(), json!(code.as_str_name()));
+    }
+    if !resp.statuses.is_empty() {
+        o.insert(
+            "statuses".into(),
+            Value::Array(resp.statuses.iter().map(status).collect()),
+        );
+    }
+    if !resp.response_headers_to_add.is_empty() {
+        let h = resp
+            .response_headers_to_add
+            .iter()
+            .map(|h| json!({"key": h.key, "value": h.value}))
+            .collect();
+        o.insert("responseHeadersToAdd".into(), Value::Array(h));
+    }
+    if let Some(m) = &resp.dynamic_metadata {
+        o.insert("dynamicMetadata".into(), struct_json(m));
+    }
+    Value::Object(o)
+}
+
+fn status(s: &DescriptorStatus) -> Value {
+    let mut o = Obj::new();
+    if let Ok(code) = PbCode::try_from(s.code)
+        && code != PbCode::Unknown
+    {
+        o.insert("code".into(), json!(code.as_str_name()));
+    }
+    if let Some(l) = &s.current_limit {
+        let mut c = Obj::new();
+        if !l.name.is_empty() {
+            c.insert("name".into(), json!(l.name));
+        }
+        if l.requests_per_unit != 0 {
+            c.insert("requestsPerUnit".into(), json!(l.requests_per_unit));
+        }
+        if let Ok(u) = PbUnit::try_from(l.unit)
+            && u != PbUnit::Unknown
+        {
+            c.insert("unit".into(), json!(u.as_str_name()));
+        }
+        o.insert("currentLimit".into(), Value::Object(c));
+    }
+    if s.limit_remaining != 0 {
+        o.insert("limitRemaining".into(), json!(s.limit_remaining));
+    }
+    if let Some(d) = &s.duration_until_reset {
+        o.insert("durationUntilReset".into(), json!(duration(d)));
+    }
+    Value::Object(o)
+}
+
+/// Proto3 JSON duration: `"58s"`, or with 3/6/9 fractional digits.
+pub fn duration(d: &Duration) -> String {
+    if d.nanos == 0 {
+        format!("{}s", d.seconds)
+    } else if d.nanos % 1_000_000 == 0 {
+        format!("{}.{:03}s", d.seconds, d.nanos / 1_000_000)
+    } else if d.nanos % 1_000 == 0 {
+        format!("{}.{:06}s", d.seconds, d.nanos / 1_000)
+    } else {
+        format!("{}.{:09}s", d.seconds, d.nanos)
+    }
+}
+
+fn struct_json(s: &Struct) -> Value {
+    Value::Object(
+        s.fields
+            .iter()
+            .map(|(k, v)| (k.clone(), value_json(v)))
+            .collect(),
+    )
+}
+
+fn value_json(v: &PbValue) -> Value {
+    match &v.kind {
+        None | Some(Kind::NullValue(_)) => Value::Null,
+        Some(Kind::NumberValue(n)) => json!(n),
+        Some(Kind::StringValue(s)) => json!(s),
+        Some(Kind::BoolValue(b)) => json!(b),
+        Some(Kind::StructValue(s)) => struct_json(s),
+        Some(Kind::ListValue(l)) => Value::Array(l.values.iter().map(value_json).collect()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_camel_and_snake_case() {
+        let r = parse_request(
+            br#"{"domain":"d","hits_addend":2,"descriptors":[
+                {"entries":[{"key":"k","value":"v"}],"hitsAddend":"0","isNegativeHits":true,
+                 "limit":{"requestsPerUnit":5,"unit":"MINUTE"}},
+                {"entries":[{"key":"a"}],"limit":{"requests_per_unit":"7","unit":7}}]}"#,
+        )
+        .unwrap();
+        assert_eq!(r.domain, "d");
+        assert_eq!(r.hits_addend, 2);
+        assert_eq!(r.descriptors[0].hits_addend, Some(UInt64Value { value: 0 }));
+        assert!(r.descriptors[0].is_negative_hits);
+        let l = r.descriptors[0].limit.as_ref().unwrap();
+        assert_eq!((l.requests_per_unit, l.unit), (5, PbUnit::Minute as i32));
+        assert_eq!(r.descriptors[1].entries[0].value, "");
+        assert_eq!(r.descriptors[1].limit.as_ref().unwrap().unit, 7);
+    }
+
+    #[test]
+    fn rejects_bad_input_with_a_reason() {
+        for (body, want) in [
+            (&b"nope"[..], "invalid JSON"),
+            (b"[]", "JSON object"),
+            (br#"{"domain":1}"#, "domain: expected a string"),
+            (br#"{"domian":"x"}"#, "unknown field 'domian'"),
+            (
+                br#"{"descriptors":[{"entries":[{"key":"k","val":"v"}]}]}"#,
+                "unknown field 'val'",
+            ),
+            (br#"{"hitsAddend":-1}"#, "non-negative integer"),
+            (br#"{"hitsAddend":5000000000}"#, "out of range"),
+            (
+                br#"{"descriptors":[{"limit":{"unit":"FORTNIGHT"}}]}"#,
+                "unknown unit",
+            ),
+        ] {
+            let e = parse_request(body).unwrap_err();
+            assert!(e.contains(want), "{e}");
+        }
+    }
+
+    #[test]
+    fn renders_like_protojson() {
+        let resp = RateLimitResponse {
+            overall_code: PbCode::OverLimit as i32,
+            statuses: vec![
+                DescriptorStatus {
+                    code: PbCode::OverLimit as i32,
+                    current_limit: Some(
+                        envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_response::RateLimit {
+                            name: String::new(),
+                            requests_per_unit: 10,
+                            unit: PbUnit::Minute as i32,
+                        },
+                    ),
+                    limit_remaining: 0,
+                    duration_until_reset: Some(Duration { seconds: 58, nanos: 0 }),
+                    quota: None,
+                },
+                DescriptorStatus {
+                    code: PbCode::Ok as i32,
+                    ..Default::default()
+                },
+            ],
+            ..Default::default()
+        };
+        assert_eq!(
+            render_response(&resp),
+            json!({"overallCode":"OVER_LIMIT","statuses":[
+                {"code":"OVER_LIMIT","currentLimit":{"requestsPerUnit":10,"unit":"MINUTE"},
+                 "durationUntilReset":"58s"},
+                {"code":"OK"}]})
+        );
+        assert_eq!(
+            duration(&Duration {
+                seconds: 1,
+                nanos: 250_000_000
+            }),
+            "1.250s"
+        );
+    }
+}

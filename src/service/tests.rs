@@ -1,0 +1,1 @@
+// Service tests: see integration/ for end-to-end behaviour through the binary.

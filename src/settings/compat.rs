@@ -1,0 +1,453 @@
+//! Resolution of `serve` arguments, including envoyproxy/ratelimit's variable names.
+
+use std::path::PathBuf;
+
+use super::*;
+
+type Env<'a> = &'a dyn Fn(&str) -> Option<String>;
+
+/// A non-empty environment value.
+fn var(env: Env<'_>, name: &str) -> Option<String> {
+    env(name).filter(|v| !v.trim().is_empty())
+}
+
+fn bool_var(env: Env<'_>, name: &str) -> Result<Option<bool>, SettingsError> {
+    var(env, name).map(|v| parse_bool(name, &v)).transpose()
+}
+
+fn num_var<T: std::str::FromStr>(env: Env<'_>, name: &str) -> Result<Option<T>, SettingsError> {
+    var(env, name)
+        .map(|v| {
+            v.trim()
+                .parse::<T>()
+                .map_err(|_| err(name, format!("'{v}' is not a valid number")))
+        })
+        .transpose()
+}
+
+/// `HOST`/`PORT`-style pair → address, when either is set.
+fn host_port(
+    env: Env<'_>,
+    host_var: &str,
+    port_var: &str,
+    default_port: u16,
+) -> Result<Option<SocketAddr>, SettingsError> {
+    let host = var(env, host_var);
+    let port = var(env, port_var);
+    if host.is_none() && port.is_none() {
+        return Ok(None);
+    }
+    let host = host.unwrap_or_else(|| "0.0.0.0".into());
+    let port: u16 = match port {
+        Some(p) => p
+            .trim()
+            .parse()
+            .map_err(|_| err(port_var, format!("'{p}' is not a port number")))?,
+        None => default_port,
+    };
+    let joined = if host.contains(':') && !host.starts_with('[') {
+        format!("[{host}]:{port}")
+    } else {
+        format!("{host}:{port}")
+    };
+    parse_addr(host_var, &joined).map(Some)
+}
+
+pub(super) fn resolve(args: &ServeArgs, env: Env<'_>) -> Result<Settings, SettingsError> {
+    let mut s = Settings::default();
+
+    // Config paths: flag, else RUNTIME_ROOT/RUNTIME_SUBDIRECTORY/RUNTIME_APPDIRECTORY (their
+    // layout: the rule files live in ROOT/SUBDIRECTORY/APPDIRECTORY), else ./config.
+    if !args.config.is_empty() {
+        s.config_paths = args.config.clone();
+    } else if let Some(dir) = runtime_dir(env) {
+        s.config_paths = vec![dir];
+    }
+    s.merge_domains = match args.merge_domains {
+        Some(b) => b,
+        None => bool_var(env, "MERGE_DOMAIN_CONFIG")?.unwrap_or(false),
+    };
+    s.watch_config = args.watch_config.unwrap_or(true);
+
+    s.grpc_addr = match &args.grpc_addr {
+        Some(a) => parse_addr("--grpc-addr", a)?,
+        None => host_port(env, "GRPC_HOST", "GRPC_PORT", 8081)?.unwrap_or(s.grpc_addr),
+    };
+    s.http_addr = match &args.http_addr {
+        Some(a) => parse_addr("--http-addr", a)?,
+        None => host_port(env, "HOST", "PORT", 8080)?.unwrap_or(s.http_addr),
+    };
+    s.metrics_addr = match &args.metrics_addr {
+        Some(a) => Some(parse_addr("--metrics-addr", a)?),
+        // Their Prometheus endpoint is a separate listener enabled by USE_PROMETHEUS.
+        None if bool_var(env, "USE_PROMETHEUS")?.unwrap_or(false) => Some(parse_addr(
+            "PROMETHEUS_ADDR",
+            &var(env, "PROMETHEUS_ADDR").unwrap_or_else(|| ":9090".into()),
+        )?),
+        None => None,
+    };
+    s.metrics_path = args
+        .metrics_path
+        .clone()
+        .or_else(|| var(env, "PROMETHEUS_PATH"))
+        .unwrap_or(s.metrics_path);
+    if !s.metrics_path.starts_with('/') {
+        return Err(err("--metrics-path", "must start with '/'"));
+    }
+
+    s.redis = resolve_redis(args, env, &mut s.notes)?;
+
+    let d = &mut s.decision;
+    d.shadow_mode = match args.shadow_mode {
+        Some(b) => b,
+        None => bool_var(env, "SHADOW_MODE")?.unwrap_or(false),
+    };
+    d.quota_mode = match args.quota_mode {
+        Some(b) => b,
+        None => bool_var(env, "QUOTA_MODE")?.unwrap_or(false),
+    };
+    d.near_limit_ratio = match args.near_limit_ratio {
+        Some(r) => r,
+        None => num_var(env, "NEAR_LIMIT_RATIO")?.unwrap_or(0.8),
+    };
+    if !(0.0..=1.0).contains(&d.near_limit_ratio) {
+        return Err(err("--near-limit-ratio", "must be between 0 and 1"));
+    }
+    let h = &mut d.headers;
+    h.enabled = match args.response_headers {
+        Some(b) => b,
+        None => bool_var(env, "LIMIT_RESPONSE_HEADERS_ENABLED")?.unwrap_or(false),
+    };
+    h.style = args.response_headers_style.unwrap_or(HeaderStyle::Draft03);
+    h.retry_after = args.retry_after_header.unwrap_or(false);
+    if let Some(v) = var(env, "LIMIT_LIMIT_HEADER") {
+        h.limit_header = v;
+    }
+    if let Some(v) = var(env, "LIMIT_REMAINING_HEADER") {
+        h.remaining_header = v;
+    }
+    if let Some(v) = var(env, "LIMIT_RESET_HEADER") {
+        h.reset_header = v;
+    }
+    d.dynamic_metadata = match args.response_dynamic_metadata {
+        Some(b) => b,
+        None => bool_var(env, "RESPONSE_DYNAMIC_METADATA")?.unwrap_or(false),
+    };
+    let l = &mut d.limits;
+    l.max_descriptors = args.max_descriptors.unwrap_or(l.max_descriptors);
+    l.max_entries = args.max_entries.unwrap_or(l.max_entries);
+    l.max_key_bytes = args.max_key_bytes.unwrap_or(l.max_key_bytes);
+    l.max_value_bytes = args.max_value_bytes.unwrap_or(l.max_value_bytes);
+    l.max_hits_addend = args.max_hits_addend.unwrap_or(l.max_hits_addend);
+
+    s.metrics_max_series = args.metrics_max_series.unwrap_or(s.metrics_max_series);
+    if s.metrics_max_series == 0 {
+        return Err(err("--metrics-max-series", "must be at least 1"));
+    }
+    s.log_level = match &args.log_level {
+        Some(l) => l.clone(),
+        None => var(env, "LOG_LEVEL").unwrap_or(s.log_level),
+    };
+    s.log_level = normalize_level(&s.log_level)?;
+    s.log_format = match args.log_format {
+        Some(f) => f,
+        None => match var(env, "LOG_FORMAT").as_deref().map(str::trim) {
+            None => LogFormat::Text,
+            Some(f) if f.eq_ignore_ascii_case("json") => LogFormat::Json,
+            Some(f) if f.eq_ignore_ascii_case("text") => LogFormat::Text,
+            Some(f) => return Err(err("LOG_FORMAT", format!("'{f}' is not text or json"))),
+        },
+    };
+    if let Some(g) = &args.shutdown_grace {
+        s.shutdown_grace = parse_duration("--shutdown-grace", g)?;
+    }
+    s.healthy_requires_config =
+        bool_var(env, "HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED")?.unwrap_or(false);
+
+    unsupported(env)?;
+    ignored(env, &mut s.notes);
+    Ok(s)
+}
+
+fn runtime_dir(env: Env<'_>) -> Option<PathBuf> {
+    let root = var(env, "RUNTIME_ROOT");
+    let sub = var(env, "RUNTIME_SUBDIRECTORY");
+    let app = var(env, "RUNTIME_APPDIRECTORY");
+    if root.is_none() && sub.is_none() && app.is_none() {
+        return None;
+    }
+    let mut dir = PathBuf::from(root.unwrap_or_else(|| "/srv/runtime_data/current".into()));
+    if let Some(sub) = sub {
+        dir.push(sub);
+    }
+    dir.push(app.unwrap_or_else(|| "config".into()));
+    Some(dir)
+}
+
+fn normalize_level(level: &str) -> Result<String, SettingsError> {
+    let l = level.trim().to_ascii_lowercase();
+    Ok(match l.as_str() {
+        "trace" | "debug" | "info" | "error" => l,
+        "warn" | "warning" => "warn".into(),
+        // logrus levels above error have no tracing equivalent.
+        "fatal" | "panic" => "error".into(),
+        _ => {
+            return Err(err(
+                "--log-level",
+                format!("'{level}' is not one of trace, debug, info, warn, error"),
+            ));
+        }
+    })
+}
+
+fn resolve_redis(
+    args: &ServeArgs,
+    env: Env<'_>,
+    notes: &mut Vec<String>,
+) -> Result<Option<RedisSettings>, SettingsError> {
+    match var(env, "BACKEND_TYPE").map(|b| b.trim().to_ascii_lowercase()) {
+        None => {}
+        Some(b) if b == "redis" || b == "memory" => {}
+        Some(b) if b == "memcache" => {
+            return Err(err(
+                "BACKEND_TYPE",
+                "memcache is not supported by sluice; use redis (REDIS_URL) or the in-memory store",
+            ));
+        }
+        Some(b) => {
+            return Err(err(
+                "BACKEND_TYPE",
+                format!("unknown backend '{b}' (redis or memory)"),
+            ));
+        }
+    }
+    let redis_type = match args.redis_type {
+        Some(t) => t,
+        None => match var(env, "REDIS_TYPE").map(|t| t.trim().to_ascii_lowercase()) {
+            None => RedisType::Single,
+            Some(t) if t == "single" => RedisType::Single,
+            Some(t) if t == "cluster" => RedisType::Cluster,
+            Some(t) if t == "sentinel" => {
+                return Err(err(
+                    "REDIS_TYPE",
+                    "sentinel is not supported yet; use single or cluster",
+                ));
+            }
+            Some(t) => return Err(err("REDIS_TYPE", format!("Unrecognized redis type {t}"))),
+        },
+    };
+
+    let urls: Vec<String> = if let Some(url) = &args.redis_url {
+        split_urls(url)
+    } else if let Some(url) = var(env, "REDIS_URL") {
+        let socket = var(env, "REDIS_SOCKET_TYPE").map(|t| t.trim().to_ascii_lowercase());
+        let tls = bool_var(env, "REDIS_TLS")?.unwrap_or(false);
+        let auth = var(env, "REDIS_AUTH");
+        split_urls(&url)
+            .into_iter()
+            .map(|u| compat_url(&u, socket.as_deref(), tls, auth.as_deref()))
+            .collect::<Result<_, _>>()?
+    } else if var(env, "BACKEND_TYPE").is_some_and(|b| b.trim().eq_ignore_ascii_case("redis")) {
+        // Their default: a twemproxy socket.
+        vec!["unix:///var/run/nutcracker/ratelimit.sock".into()]
+    } else {
+        return Ok(None);
+    };
+    if urls.is_empty() {
+        return Err(err("--redis-url", "no Redis URL given"));
+    }
+    for u in &urls {
+        if !(u.starts_with("redis://") || u.starts_with("rediss://") || u.starts_with("unix://")) {
+            return Err(err(
+                "--redis-url",
+                format!("'{u}' must start with redis://, rediss:// or unix://"),
+            ));
+        }
+    }
+    if redis_type == RedisType::Single && urls.len() > 1 {
+        return Err(err(
+            "--redis-url",
+            "several URLs given; set --redis-type cluster (REDIS_TYPE=cluster) for a cluster",
+        ));
+    }
+    let pool_size = match args.redis_pool_size {
+        Some(n) => n,
+        None => num_var(env, "REDIS_POOL_SIZE")?.unwrap_or(4),
+    };
+    if pool_size == 0 {
+        return Err(err("--redis-pool-size", "must be at least 1"));
+    }
+    let request_timeout = match &args.redis_timeout {
+        Some(t) => parse_duration("--redis-timeout", t)?,
+        None => Duration::from_millis(10),
+    };
+    if request_timeout.is_zero() {
+        return Err(err("--redis-timeout", "must be greater than 0"));
+    }
+    let connect_timeout = match &args.redis_connect_timeout {
+        Some(t) => parse_duration("--redis-connect-timeout", t)?,
+        // Their REDIS_TIMEOUT is a dial timeout, so it maps here, not to the request deadline.
+        None => match var(env, "REDIS_TIMEOUT") {
+            Some(t) => parse_duration("REDIS_TIMEOUT", &t)?,
+            None => Duration::from_secs(1),
+        },
+    };
+    let key_prefix = args
+        .cache_key_prefix
+        .clone()
+        .or_else(|| var(env, "CACHE_KEY_PREFIX"))
+        .unwrap_or_default();
+    if key_prefix.contains(['{', '}']) {
+        return Err(err(
+            "--cache-key-prefix",
+            "must not contain '{' or '}' (it would change the Redis Cluster hash slot)",
+        ));
+    }
+    if var(env, "REDIS_PERSECOND")
+        .is_some_and(|v| parse_bool("REDIS_PERSECOND", &v).unwrap_or(false))
+    {
+        notes.push(
+            "REDIS_PERSECOND is ignored: all limits use the one Redis given by REDIS_URL".into(),
+        );
+    }
+    Ok(Some(RedisSettings {
+        urls,
+        redis_type,
+        pool_size,
+        request_timeout,
+        connect_timeout,
+        time_source: args.redis_time_source.unwrap_or(TimeSource::Redis),
+        key_prefix,
+    }))
+}
+
+fn split_urls(s: &str) -> Vec<String> {
+    s.split(',')
+        .map(str::trim)
+        .filter(|u| !u.is_empty())
+        .map(String::from)
+        .collect()
+}
+
+/// Their `REDIS_URL` is `host:port` (tcp) or a socket path (unix), with auth and TLS in
+/// separate variables. Build the equivalent URL.
+fn compat_url(
+    raw: &str,
+    socket: Option<&str>,
+    tls: bool,
+    auth: Option<&str>,
+) -> Result<String, SettingsError> {
+    if raw.contains("://") {
+        return Ok(raw.to_string());
+    }
+    let userinfo = auth.map(|a| match a.split_once(':') {
+        Some((user, pass)) => format!("{}:{}@", pct(user), pct(pass)),
+        None => format!(":{}@", pct(a)),
+    });
+    let unix = match socket {
+        Some("tcp") => false,
+        Some("unix") => true,
+        // Their default is unix; a value that looks like host:port is tcp either way.
+        None => raw.starts_with('/'),
+        Some(other) => {
+            return Err(err(
+                "REDIS_SOCKET_TYPE",
+                format!("'{other}' is not tcp or unix"),
+            ));
+        }
+    };
+    if unix {
+        let mut url = format!("unix://{raw}");
+        if let Some(a) = auth {
+            let (user, pass) = a.split_once(':').unwrap_or(("", a));
+            if !user.is_empty() {
+                url.push_str(&format!("?user={}&pass={}", pct(user), pct(pass)));
+            } else {
+                url.push_str(&format!("?pass={}", pct(pass)));
+            }
+        }
+        return Ok(url);
+    }
+    let scheme = if tls { "rediss" } else { "redis" };
+    Ok(format!("{scheme}://{}{raw}", userinfo.unwrap_or_default()))
+}
+
+/// Percent-encode a URL userinfo component.
+fn pct(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for b in s.bytes() {
+        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_' | b'~') {
+            out.push(b as char);
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
+}
+
+/// Their settings that would silently change meaning here: refuse to start.
+fn unsupported(env: Env<'_>) -> Result<(), SettingsError> {
+    if let Some(t) = var(env, "CONFIG_TYPE")
+        && !t.trim().eq_ignore_ascii_case("file")
+    {
+        return Err(err(
+            "CONFIG_TYPE",
+            format!("'{t}' is not supported; sluice reads rule files (CONFIG_TYPE=FILE)"),
+        ));
+    }
+    if var(env, "GRPC_UDS").is_some() {
+        return Err(err(
+            "GRPC_UDS",
+            "unix-socket gRPC listeners are not supported; use GRPC_HOST/GRPC_PORT",
+        ));
+    }
+    if bool_var(env, "GRPC_SERVER_USE_TLS")?.unwrap_or(false) {
+        return Err(err(
+            "GRPC_SERVER_USE_TLS",
+            "gRPC TLS is not supported yet; terminate TLS in the mesh",
+        ));
+    }
+    Ok(())
+}
+
+/// Their settings that have no effect here; each one set is reported once at startup.
+fn ignored(env: Env<'_>, notes: &mut Vec<String>) {
+    const IGNORED: &[(&str, &str)] = &[
+        (
+            "USE_STATSD",
+            "statsd is not supported; metrics are served on /metrics",
+        ),
+        ("STATSD_HOST", "statsd is not supported"),
+        ("STATSD_PORT", "statsd is not supported"),
+        ("USE_DOG_STATSD", "DogStatsD is not supported"),
+        (
+            "EXPIRATION_JITTER_MAX_SECONDS",
+            "Redis TTLs are exact; no jitter is added",
+        ),
+        (
+            "LOCAL_CACHE_SIZE_IN_BYTES",
+            "the local over-limit cache is not used",
+        ),
+        (
+            "STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT",
+            "use overdraft: false on fixed_window rules for this behaviour",
+        ),
+        (
+            "RUNTIME_WATCH_ROOT",
+            "the config directory is always watched, including ConfigMap symlink swaps",
+        ),
+        ("RUNTIME_IGNOREDOTFILES", "dot-files are always ignored"),
+        (
+            "REDIS_PIPELINE_WINDOW",
+            "every request is one pipeline already",
+        ),
+        ("REDIS_PIPELINE_LIMIT", "deprecated and ignored"),
+        ("TRACING_ENABLED", "tracing export is not supported"),
+        ("DISABLE_STATS", "metrics are always collected"),
+    ];
+    for (name, why) in IGNORED {
+        if let Some(v) = var(env, name) {
+            notes.push(format!("{name}={v} ignored: {why}"));
+        }
+    }
+}

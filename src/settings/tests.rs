@@ -1,0 +1,189 @@
+use std::collections::HashMap;
+
+use clap::Parser;
+
+use super::*;
+
+fn serve(args: &[&str], env: &[(&str, &str)]) -> Result<Settings, SettingsError> {
+    let mut argv = vec!["sluice", "serve"];
+    argv.extend_from_slice(args);
+    let cli = Cli::try_parse_from(argv).expect("arguments parse");
+    let Command::Serve(serve) = cli.command else {
+        panic!("not serve")
+    };
+    let env: HashMap<String, String> = env
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+    Settings::resolve(&serve, &|k| env.get(k).cloned())
+}
+
+#[test]
+fn defaults_serve_config_dir_in_memory() {
+    let s = serve(&[], &[]).unwrap();
+    assert_eq!(s.config_paths, vec![PathBuf::from("config")]);
+    assert_eq!(s.grpc_addr.to_string(), "0.0.0.0:8081");
+    assert_eq!(s.http_addr.to_string(), "0.0.0.0:8080");
+    assert!(s.redis.is_none());
+    assert_eq!(s.decision.limits, RequestLimits::default());
+    assert_eq!(s.decision.near_limit_ratio, 0.8);
+}
+
+#[test]
+fn flags_win_over_compat_variables() {
+    let s = serve(
+        &[
+            "--grpc-addr",
+            "127.0.0.1:9000",
+            "--config",
+            "a",
+            "--config",
+            "b",
+        ],
+        &[("GRPC_PORT", "7000"), ("RUNTIME_ROOT", "/srv")],
+    )
+    .unwrap();
+    assert_eq!(s.grpc_addr.to_string(), "127.0.0.1:9000");
+    assert_eq!(s.config_paths, vec![PathBuf::from("a"), PathBuf::from("b")]);
+}
+
+#[test]
+fn envoyproxy_ratelimit_variables() {
+    let s = serve(
+        &[],
+        &[
+            ("GRPC_PORT", "7081"),
+            ("HOST", "127.0.0.1"),
+            ("PORT", "7080"),
+            ("RUNTIME_ROOT", "/data"),
+            ("RUNTIME_SUBDIRECTORY", "ratelimit"),
+            ("RUNTIME_WATCH_ROOT", "false"),
+            ("REDIS_SOCKET_TYPE", "tcp"),
+            ("REDIS_URL", "redis.default:6379"),
+            ("REDIS_AUTH", "user:p@ss"),
+            ("REDIS_TLS", "true"),
+            ("REDIS_POOL_SIZE", "7"),
+            ("REDIS_TIMEOUT", "2s"),
+            ("CACHE_KEY_PREFIX", "rl:"),
+            ("SHADOW_MODE", "true"),
+            ("QUOTA_MODE", "1"),
+            ("NEAR_LIMIT_RATIO", "0.5"),
+            ("MERGE_DOMAIN_CONFIG", "true"),
+            ("LOG_LEVEL", "WARN"),
+            ("LOG_FORMAT", "json"),
+            ("LIMIT_RESPONSE_HEADERS_ENABLED", "true"),
+            ("LIMIT_RESET_HEADER", "X-Reset"),
+            ("USE_PROMETHEUS", "true"),
+            ("PROMETHEUS_ADDR", ":9191"),
+            ("PROMETHEUS_PATH", "/prom"),
+        ],
+    )
+    .unwrap();
+    assert_eq!(s.grpc_addr.to_string(), "0.0.0.0:7081");
+    assert_eq!(s.http_addr.to_string(), "127.0.0.1:7080");
+    assert_eq!(
+        s.config_paths,
+        vec![PathBuf::from("/data/ratelimit/config")]
+    );
+    let r = s.redis.as_ref().unwrap();
+    assert_eq!(
+        r.urls,
+        vec!["rediss://user:p%40ss@redis.default:6379".to_string()]
+    );
+    assert_eq!(r.pool_size, 7);
+    assert_eq!(r.connect_timeout, Duration::from_secs(2));
+    assert_eq!(r.request_timeout, Duration::from_millis(10));
+    assert_eq!(r.key_prefix, "rl:");
+    assert!(s.decision.shadow_mode && s.decision.quota_mode && s.merge_domains);
+    assert_eq!(s.decision.near_limit_ratio, 0.5);
+    assert_eq!(s.log_level, "warn");
+    assert_eq!(s.log_format, LogFormat::Json);
+    assert!(s.decision.headers.enabled);
+    assert_eq!(s.decision.headers.reset_header, "X-Reset");
+    assert_eq!(s.metrics_addr.unwrap().to_string(), "0.0.0.0:9191");
+    assert_eq!(s.metrics_path, "/prom");
+    assert!(s.notes.iter().any(|n| n.starts_with("RUNTIME_WATCH_ROOT")));
+}
+
+#[test]
+fn unix_socket_and_cluster_urls() {
+    let s = serve(&[], &[("REDIS_URL", "/var/run/redis.sock")]).unwrap();
+    assert_eq!(
+        s.redis.unwrap().urls,
+        vec!["unix:///var/run/redis.sock".to_string()]
+    );
+    let s = serve(
+        &[],
+        &[
+            ("REDIS_TYPE", "CLUSTER"),
+            ("REDIS_SOCKET_TYPE", "tcp"),
+            ("REDIS_URL", "a:7000,b:7001"),
+        ],
+    )
+    .unwrap();
+    let r = s.redis.unwrap();
+    assert_eq!(r.redis_type, RedisType::Cluster);
+    assert_eq!(
+        r.urls,
+        vec!["redis://a:7000".to_string(), "redis://b:7001".to_string()]
+    );
+}
+
+#[test]
+fn bad_values_are_clear_errors() {
+    let cases: &[(&[(&str, &str)], &str)] = &[
+        (
+            &[("REDIS_TYPE", "foo"), ("REDIS_URL", "x:1")],
+            "Unrecognized redis type foo",
+        ),
+        (&[("BACKEND_TYPE", "memcache")], "memcache is not supported"),
+        (&[("SHADOW_MODE", "maybe")], "'maybe' is not a boolean"),
+        (&[("GRPC_PORT", "http")], "'http' is not a port number"),
+        (&[("LOG_LEVEL", "loud")], "'loud' is not one of"),
+        (&[("CONFIG_TYPE", "GRPC_XDS_SOTW")], "not supported"),
+        (&[("NEAR_LIMIT_RATIO", "2")], "between 0 and 1"),
+        (
+            &[("CACHE_KEY_PREFIX", "a{b}"), ("REDIS_URL", "redis://x")],
+            "must not contain",
+        ),
+        (
+            &[("REDIS_SOCKET_TYPE", "udp"), ("REDIS_URL", "x:1")],
+            "not tcp or unix",
+        ),
+    ];
+    for (env, want) in cases {
+        let e = serve(&[], env).unwrap_err().to_string();
+        assert!(e.contains(want), "{env:?}: {e}");
+    }
+    let e = serve(&["--redis-url", "localhost:6379"], &[])
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("must start with redis://"), "{e}");
+    let e = serve(
+        &["--redis-timeout", "soon", "--redis-url", "redis://x"],
+        &[],
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(e.contains("is not a duration"), "{e}");
+}
+
+#[test]
+fn durations_and_booleans() {
+    assert_eq!(
+        parse_duration("x", "150ms").unwrap(),
+        Duration::from_millis(150)
+    );
+    assert_eq!(
+        parse_duration("x", "1h30m").unwrap(),
+        Duration::from_secs(5400)
+    );
+    assert_eq!(parse_duration("x", "0").unwrap(), Duration::ZERO);
+    assert!(parse_bool("x", "T").unwrap());
+    assert!(!parse_bool("x", "0").unwrap());
+    assert!(parse_bool("x", "yes").is_err());
+    assert_eq!(
+        parse_addr("x", ":8080").unwrap().to_string(),
+        "0.0.0.0:8080"
+    );
+}
