@@ -1,1 +1,7 @@
+//! Black-box integration tests: the real `sluice` binary, real redis-server processes and
+//! envoy-types' generated gRPC client. One test binary, so it links once.
 
+mod support;
+
+mod cli;
+mod service;

@@ -1,0 +1,152 @@
+//! `sluice check` and startup failures, through the binary.
+
+use std::process::Command;
+
+use crate::support::sluice::*;
+
+fn check(args: &[&str]) -> (bool, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_sluice"))
+        .arg("check")
+        .args(args)
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .env_remove("MERGE_DOMAIN_CONFIG")
+        .output()
+        .expect("run sluice check");
+    let mut text = String::from_utf8_lossy(&out.stdout).to_string();
+    text.push_str(&String::from_utf8_lossy(&out.stderr));
+    (out.status.success(), text)
+}
+
+#[test]
+fn bundled_config_is_valid() {
+    let (ok, out) = check(&["config"]);
+    assert!(ok, "{out}");
+    assert_eq!(out.trim(), "all rate limit configs ok");
+}
+
+#[test]
+fn fixture_errors_match_envoyproxy_ratelimit_byte_for_byte() {
+    let cases = [
+        (
+            "bad_limit_unit.yaml",
+            "bad_limit_unit.yaml: invalid rate limit unit 'foo'",
+        ),
+        (
+            "duplicate_key.yaml",
+            "duplicate_key.yaml: duplicate descriptor composite key 'test-domain.key1_value1'",
+        ),
+        (
+            "empty_domain.yaml",
+            "empty_domain.yaml: config file cannot have empty domain",
+        ),
+        ("empty_key.yaml", "empty_key.yaml: descriptor has empty key"),
+        (
+            "misspelled_key.yaml",
+            "misspelled_key.yaml: config error, unknown key 'ratelimit'",
+        ),
+        (
+            "misspelled_key2.yaml",
+            "misspelled_key2.yaml: config error, unknown key 'requestsperunit'",
+        ),
+        (
+            "non_map_list.yaml",
+            "non_map_list.yaml: config error, yaml file contains list of type other than map: a",
+        ),
+        (
+            "non_string_key.yaml",
+            "non_string_key.yaml: config error, key is not of type string: 0.25",
+        ),
+        (
+            "replaces_empty.yaml",
+            "replaces_empty.yaml: should not have an empty replaces entry",
+        ),
+        (
+            "replaces_self.yaml",
+            "replaces_self.yaml: replaces should not contain name of same descriptor",
+        ),
+        (
+            "unlimited_with_unit.yaml",
+            "unlimited_with_unit.yaml: should not specify rate limit unit when unlimited",
+        ),
+    ];
+    for (file, want) in cases {
+        let path = format!("tests/data/config/{file}");
+        let (ok, out) = check(&[&path]);
+        assert!(!ok, "{file} passed");
+        assert_eq!(out.lines().next(), Some(want), "{file}: {out}");
+    }
+    let (ok, out) = check(&["tests/data/config/bad_yaml.yaml"]);
+    assert!(!ok);
+    assert!(
+        out.starts_with("bad_yaml.yaml: error loading config file: "),
+        "{out}"
+    );
+}
+
+#[test]
+fn every_bad_file_is_reported() {
+    let dir = tempfile::TempDir::new().unwrap();
+    write(
+        &dir.path().join("a.yaml"),
+        "domain: a\ndescriptors:\n  - key: k\n    rate_limit: {unit: fortnight, requests_per_unit: 1}\n",
+    );
+    write(
+        &dir.path().join("b.yaml"),
+        "domain: b\ndescriptors:\n  - value: v\n",
+    );
+    write(&dir.path().join("c.yaml"), "domain: c\n");
+    let (ok, out) = check(&[dir.path().to_str().unwrap()]);
+    assert!(!ok);
+    assert!(
+        out.contains("a.yaml: invalid rate limit unit 'fortnight'"),
+        "{out}"
+    );
+    assert!(out.contains("b.yaml: descriptor has empty key"), "{out}");
+    assert!(out.contains("--> "), "location lines: {out}");
+}
+
+#[test]
+fn merge_domains_flag() {
+    let dir = tempfile::TempDir::new().unwrap();
+    write(
+        &dir.path().join("a.yaml"),
+        "domain: d\ndescriptors:\n  - key: a\n    rate_limit: {unit: second, requests_per_unit: 1}\n",
+    );
+    write(
+        &dir.path().join("b.yaml"),
+        "domain: d\ndescriptors:\n  - key: b\n    rate_limit: {unit: second, requests_per_unit: 1}\n",
+    );
+    let p = dir.path().to_str().unwrap();
+    let (ok, out) = check(&[p]);
+    assert!(!ok);
+    assert!(
+        out.contains("b.yaml: duplicate domain 'd' in config file"),
+        "{out}"
+    );
+    let (ok, out) = check(&["--merge-domains", p]);
+    assert!(ok, "{out}");
+}
+
+#[tokio::test]
+async fn serve_refuses_a_bad_config_and_names_the_file() {
+    let e = sluice()
+        .file("bad.yaml", "domain: x\ndescriptors:\n  - key: k\n    rate_limit: {unit: foo, requests_per_unit: 1}\n")
+        .try_start()
+        .await
+        .err()
+        .expect("must not start");
+    assert!(e.contains("bad.yaml: invalid rate limit unit 'foo'"), "{e}");
+}
+
+#[tokio::test]
+async fn serve_refuses_bad_settings() {
+    let e = sluice()
+        .env("REDIS_TYPE", "foo")
+        .env("REDIS_URL", "localhost:6379")
+        .try_start()
+        .await
+        .err()
+        .expect("must not start");
+    assert!(e.contains("Unrecognized redis type foo"), "{e}");
+    assert!(!e.contains("panicked"), "{e}");
+}

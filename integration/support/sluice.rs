@@ -1,0 +1,386 @@
+//! Runs the real `sluice` binary for black-box tests: ports chosen by the kernel (the
+//! binary binds port 0 and logs the addresses), a private config directory, and a gRPC
+//! client built from envoy-types.
+
+use std::collections::BTreeMap;
+use std::io::{BufRead, BufReader};
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use envoy_types::pb::envoy::extensions::common::ratelimit::v3::RateLimitDescriptor;
+use envoy_types::pb::envoy::extensions::common::ratelimit::v3::rate_limit_descriptor::{
+    Entry, RateLimitOverride,
+};
+use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_service_client::RateLimitServiceClient;
+use envoy_types::pb::envoy::service::ratelimit::v3::{RateLimitRequest, RateLimitResponse};
+use envoy_types::pb::google::protobuf::UInt64Value;
+use tempfile::TempDir;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tonic::transport::Channel;
+
+pub type Client = RateLimitServiceClient<Channel>;
+
+pub struct Builder {
+    files: Vec<(String, String)>,
+    config_args: bool,
+    args: Vec<String>,
+    env: BTreeMap<String, String>,
+}
+
+pub fn sluice() -> Builder {
+    Builder {
+        files: Vec::new(),
+        config_args: true,
+        args: Vec::new(),
+        env: BTreeMap::new(),
+    }
+}
+
+impl Builder {
+    /// Add a rule file to the private config directory.
+    pub fn file(mut self, name: &str, content: &str) -> Self {
+        self.files.push((name.into(), content.into()));
+        self
+    }
+
+    pub fn arg(mut self, a: impl Into<String>) -> Self {
+        self.args.push(a.into());
+        self
+    }
+
+    pub fn env(mut self, k: &str, v: impl Into<String>) -> Self {
+        self.env.insert(k.into(), v.into());
+        self
+    }
+
+    /// Do not pass `--config`/`--grpc-addr`/`--http-addr`: the test sets everything
+    /// through the environment.
+    pub fn no_default_args(mut self) -> Self {
+        self.config_args = false;
+        self
+    }
+
+    pub async fn start(self) -> Sluice {
+        self.try_start().await.unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    pub async fn try_start(self) -> Result<Sluice, String> {
+        let dir = TempDir::new().map_err(|e| e.to_string())?;
+        let config = dir.path().join("config");
+        std::fs::create_dir_all(&config).map_err(|e| e.to_string())?;
+        for (name, content) in &self.files {
+            let p = config.join(name);
+            if let Some(parent) = p.parent() {
+                std::fs::create_dir_all(parent).map_err(|e| e.to_string())?;
+            }
+            std::fs::write(p, content).map_err(|e| e.to_string())?;
+        }
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_sluice"));
+        cmd.arg("serve");
+        if self.config_args {
+            cmd.arg("--config").arg(&config).args([
+                "--grpc-addr",
+                "127.0.0.1:0",
+                "--http-addr",
+                "127.0.0.1:0",
+            ]);
+        }
+        cmd.args(&self.args)
+            .env_clear()
+            .env("PATH", std::env::var("PATH").unwrap_or_default())
+            .env("SLUICE_LOG_FORMAT", "json")
+            .env("SLUICE_LOG_LEVEL", "info")
+            .envs(&self.env)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped());
+        let mut child = cmd.spawn().map_err(|e| format!("spawn sluice: {e}"))?;
+        let stderr = child.stderr.take().ok_or("no stderr")?;
+        let logs = Arc::new(Mutex::new(Vec::new()));
+        let (tx, rx) = std::sync::mpsc::channel();
+        {
+            let logs = logs.clone();
+            std::thread::spawn(move || {
+                for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+                    if let Ok(v) = serde_json::from_str::<serde_json::Value>(&line)
+                        && v["message"] == "serving"
+                    {
+                        let _ = tx.send((
+                            v["grpc"].as_str().map(String::from),
+                            v["http"].as_str().map(String::from),
+                        ));
+                    }
+                    logs.lock().unwrap().push(line);
+                }
+            });
+        }
+        let deadline = Instant::now() + Duration::from_secs(20);
+        let (grpc, http) = loop {
+            match rx.recv_timeout(Duration::from_millis(50)) {
+                Ok((Some(g), Some(h))) => break (g, h),
+                Ok(_) => return Err("serving line without addresses".into()),
+                Err(_) => {
+                    if let Ok(Some(status)) = child.try_wait() {
+                        std::thread::sleep(Duration::from_millis(50));
+                        return Err(format!(
+                            "sluice exited with {status}: {}",
+                            logs.lock().unwrap().join("\n")
+                        ));
+                    }
+                    if Instant::now() > deadline {
+                        let _ = child.kill();
+                        return Err(format!(
+                            "sluice did not start: {}",
+                            logs.lock().unwrap().join("\n")
+                        ));
+                    }
+                }
+            }
+        };
+        Ok(Sluice {
+            child,
+            grpc: grpc.parse().map_err(|e| format!("grpc addr {grpc}: {e}"))?,
+            http: http.parse().map_err(|e| format!("http addr {http}: {e}"))?,
+            logs,
+            config_dir: config,
+            _dir: dir,
+        })
+    }
+}
+
+pub struct Sluice {
+    child: Child,
+    pub grpc: SocketAddr,
+    pub http: SocketAddr,
+    logs: Arc<Mutex<Vec<String>>>,
+    pub config_dir: PathBuf,
+    _dir: TempDir,
+}
+
+impl Drop for Sluice {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Sluice {
+    pub async fn client(&self) -> Client {
+        let url = format!("http://{}", self.grpc);
+        RateLimitServiceClient::connect(url)
+            .await
+            .expect("connect to sluice")
+    }
+
+    pub async fn channel(&self) -> Channel {
+        tonic::transport::Endpoint::from_shared(format!("http://{}", self.grpc))
+            .expect("endpoint")
+            .connect()
+            .await
+            .expect("connect to sluice")
+    }
+
+    /// Every log line so far (JSON).
+    pub fn logs(&self) -> Vec<String> {
+        self.logs.lock().unwrap().clone()
+    }
+
+    /// Wait until a log line contains `needle`.
+    pub async fn wait_log(&self, needle: &str, timeout: Duration) -> bool {
+        let deadline = Instant::now() + timeout;
+        while Instant::now() < deadline {
+            if self.logs().iter().any(|l| l.contains(needle)) {
+                return true;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        false
+    }
+
+    pub fn config_path(&self, name: &str) -> PathBuf {
+        self.config_dir.join(name)
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    pub fn signal(&self, sig: &str) {
+        let ok = Command::new("kill")
+            .arg(format!("-{sig}"))
+            .arg(self.pid().to_string())
+            .status()
+            .map(|s| s.success())
+            .unwrap_or(false);
+        assert!(ok, "kill -{sig} failed");
+    }
+
+    /// Wait for the process to exit.
+    pub async fn wait_exit(&mut self, timeout: Duration) -> Option<ExitStatus> {
+        let deadline = Instant::now() + timeout;
+        while Instant::now() < deadline {
+            if let Ok(Some(s)) = self.child.try_wait() {
+                return Some(s);
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        None
+    }
+
+    pub async fn http_get(&self, path: &str) -> (u16, String) {
+        http_request(self.http, "GET", path, "").await
+    }
+
+    pub async fn http_post(&self, path: &str, body: &str) -> (u16, String) {
+        http_request(self.http, "POST", path, body).await
+    }
+
+    /// Wait until `/healthcheck` answers 200.
+    pub async fn wait_healthy(&self, timeout: Duration) -> bool {
+        let deadline = Instant::now() + timeout;
+        while Instant::now() < deadline {
+            if self.http_get("/healthcheck").await.0 == 200 {
+                return true;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        false
+    }
+
+    /// Read one Prometheus sample (exact name including labels), 0 when absent.
+    pub async fn metric(&self, series: &str) -> f64 {
+        let (_, body) = self.http_get("/metrics").await;
+        metric_value(&body, series).unwrap_or(0.0)
+    }
+}
+
+pub fn metric_value(body: &str, series: &str) -> Option<f64> {
+    body.lines()
+        .find_map(|l| {
+            l.strip_prefix(series)
+                .and_then(|rest| rest.strip_prefix(' '))
+        })
+        .and_then(|v| v.trim().parse().ok())
+}
+
+/// A minimal HTTP/1.1 client (one request per connection).
+pub async fn http_request(addr: SocketAddr, method: &str, path: &str, body: &str) -> (u16, String) {
+    let mut s = tokio::net::TcpStream::connect(addr)
+        .await
+        .expect("connect http");
+    let req = format!(
+        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    );
+    s.write_all(req.as_bytes()).await.expect("write http");
+    let mut buf = Vec::new();
+    s.read_to_end(&mut buf).await.expect("read http");
+    let text = String::from_utf8_lossy(&buf).to_string();
+    let status = text
+        .split_whitespace()
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(0);
+    let body = text
+        .split_once("\r\n\r\n")
+        .map(|(head, b)| {
+            if head
+                .to_ascii_lowercase()
+                .contains("transfer-encoding: chunked")
+            {
+                dechunk(b)
+            } else {
+                b.to_string()
+            }
+        })
+        .unwrap_or_default();
+    (status, body)
+}
+
+fn dechunk(mut b: &str) -> String {
+    let mut out = String::new();
+    while let Some((size, rest)) = b.split_once("\r\n") {
+        let Ok(n) = usize::from_str_radix(size.trim(), 16) else {
+            break;
+        };
+        if n == 0 || rest.len() < n {
+            break;
+        }
+        out.push_str(&rest[..n]);
+        b = rest[n..].trim_start_matches("\r\n");
+    }
+    out
+}
+
+// === request builders ===
+
+pub fn entries(pairs: &[(&str, &str)]) -> Vec<Entry> {
+    pairs
+        .iter()
+        .map(|(k, v)| Entry {
+            key: k.to_string(),
+            value: v.to_string(),
+        })
+        .collect()
+}
+
+pub fn desc(pairs: &[(&str, &str)]) -> RateLimitDescriptor {
+    RateLimitDescriptor {
+        entries: entries(pairs),
+        ..Default::default()
+    }
+}
+
+pub fn desc_hits(pairs: &[(&str, &str)], hits: u64) -> RateLimitDescriptor {
+    RateLimitDescriptor {
+        hits_addend: Some(UInt64Value { value: hits }),
+        ..desc(pairs)
+    }
+}
+
+pub fn desc_override(pairs: &[(&str, &str)], rpu: u32, unit: i32) -> RateLimitDescriptor {
+    RateLimitDescriptor {
+        limit: Some(RateLimitOverride {
+            requests_per_unit: rpu,
+            unit,
+        }),
+        ..desc(pairs)
+    }
+}
+
+pub fn req(domain: &str, descriptors: Vec<RateLimitDescriptor>) -> RateLimitRequest {
+    RateLimitRequest {
+        domain: domain.into(),
+        descriptors,
+        hits_addend: 0,
+    }
+}
+
+/// One call; panics on a gRPC error.
+pub async fn call(c: &mut Client, r: RateLimitRequest) -> RateLimitResponse {
+    c.should_rate_limit(r)
+        .await
+        .expect("ShouldRateLimit")
+        .into_inner()
+}
+
+/// Sleep until at least `margin` seconds remain in the current epoch-aligned window of
+/// `unit_secs`, so a short test never straddles a boundary.
+pub async fn avoid_boundary(unit_secs: u64, margin: u64) {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default();
+    let into = now.as_secs() % unit_secs;
+    if unit_secs - into <= margin {
+        let wait = Duration::from_secs(unit_secs - into)
+            - Duration::from_nanos(u64::from(now.subsec_nanos()));
+        tokio::time::sleep(wait + Duration::from_millis(50)).await;
+    }
+}
+
+pub fn write(path: &Path, content: &str) {
+    std::fs::write(path, content).expect("write file");
+}
