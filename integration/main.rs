@@ -4,4 +4,6 @@
 mod support;
 
 mod cli;
+mod ops;
+mod reload;
 mod service;

@@ -56,8 +56,8 @@ impl Reloader {
                 for e in &errors {
                     tracing::error!(
                         error = %e,
-                        file = ?e.path,
-                        line = ?e.line,
+                        file = e.path.as_ref().map(|p| tracing::field::display(p.display())),
+                        line = e.line.map(|l| l as u64),
                         "config rejected; the previous config keeps serving"
                     );
                 }

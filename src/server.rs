@@ -193,8 +193,21 @@ pub async fn run(
     let result = tokio::select! {
         r = &mut servers => r,
         _ = shutdown.cancelled() => {
-            tracing::info!(grace = ?settings.shutdown_grace, "shutting down");
+            tracing::info!(
+                delay = ?settings.shutdown_delay,
+                grace = ?settings.shutdown_grace,
+                "shutting down"
+            );
             health.shutting_down().await;
+            // Keep answering while load balancers notice the failing health checks.
+            let early = tokio::select! {
+                r = &mut servers => Some(r),
+                _ = tokio::time::sleep(settings.shutdown_delay) => None,
+            };
+            if let Some(r) = early {
+                background.cancel();
+                return r;
+            }
             drain.cancel();
             match tokio::time::timeout(settings.shutdown_grace, &mut servers).await {
                 Ok(r) => r,

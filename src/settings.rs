@@ -181,6 +181,10 @@ pub struct ServeArgs {
     /// On SIGTERM: longest wait for in-flight requests before exiting [default: 10s]
     #[arg(long, value_name = "DURATION", env = "SLUICE_SHUTDOWN_GRACE")]
     pub shutdown_grace: Option<String>,
+    /// On SIGTERM: keep serving this long with health NOT_SERVING before closing the
+    /// listeners, so load balancers stop sending first [default: 0s]
+    #[arg(long, value_name = "DURATION", env = "SLUICE_SHUTDOWN_DELAY")]
+    pub shutdown_delay: Option<String>,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -304,6 +308,7 @@ pub struct Settings {
     pub log_level: String,
     pub log_format: LogFormat,
     pub shutdown_grace: Duration,
+    pub shutdown_delay: Duration,
     /// Health requires at least one loaded domain (HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED).
     pub healthy_requires_config: bool,
     /// Notes on accepted-but-ignored compatibility variables, logged at startup.
@@ -326,6 +331,7 @@ impl Default for Settings {
             log_level: "info".into(),
             log_format: LogFormat::Text,
             shutdown_grace: Duration::from_secs(10),
+            shutdown_delay: Duration::ZERO,
             healthy_requires_config: false,
             notes: Vec::new(),
         }

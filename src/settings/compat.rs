@@ -161,6 +161,9 @@ pub(super) fn resolve(args: &ServeArgs, env: Env<'_>) -> Result<Settings, Settin
     if let Some(g) = &args.shutdown_grace {
         s.shutdown_grace = parse_duration("--shutdown-grace", g)?;
     }
+    if let Some(d) = &args.shutdown_delay {
+        s.shutdown_delay = parse_duration("--shutdown-delay", d)?;
+    }
     s.healthy_requires_config =
         bool_var(env, "HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED")?.unwrap_or(false);
 

@@ -1,0 +1,521 @@
+//! Operations through the real binary: Prometheus metrics with exact counts, /rlconfig,
+//! response headers, dynamic metadata, logs, graceful shutdown, and starting from
+//! envoyproxy/ratelimit's environment variables alone.
+
+use std::time::{Duration, Instant};
+
+use envoy_types::pb::envoy::service::ratelimit::v3::RateLimitResponse;
+use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_response::Code;
+use envoy_types::pb::google::protobuf::value::Kind;
+
+use crate::support::sluice::*;
+
+const RULES: &str = r#"
+domain: m
+descriptors:
+  - key: k
+    rate_limit: {unit: hour, requests_per_unit: 5}
+  - key: shadowed
+    shadow_mode: true
+    rate_limit: {unit: hour, requests_per_unit: 1}
+  - key: detailed
+    detailed_metric: true
+    rate_limit: {unit: hour, requests_per_unit: 100}
+  - key: path
+    value: /api/*
+    rate_limit: {unit: hour, requests_per_unit: 100}
+  - key: svc
+    metadata: {service: {name: one, tier: gold}}
+    rate_limit: {unit: hour, requests_per_unit: 1}
+  - key: svc2
+    metadata: {service: {name: two, region: eu}}
+    rate_limit: {unit: hour, requests_per_unit: 100}
+  - key: tb
+    rate_limit: {unit: minute, requests_per_unit: 10, algorithm: token_bucket, burst: 20, name: per_client}
+  - key: multi
+    rate_limits:
+      - {unit: second, requests_per_unit: 10, algorithm: gcra, name: burst}
+      - {unit: day, requests_per_unit: 1000, name: daily}
+"#;
+
+fn series(stat: &str, key: &str) -> String {
+    let mut parts = key.splitn(4, '.');
+    let (d, k1, k2) = (
+        parts.next().unwrap_or(""),
+        parts.next().unwrap_or(""),
+        parts.next().unwrap_or(""),
+    );
+    format!(
+        "ratelimit_service_rate_limit_{stat}{{descriptor=\"{key}\",domain=\"{d}\",key1=\"{k1}\",key2=\"{k2}\"}}"
+    )
+}
+
+async fn hit(c: &mut Client, pairs: &[(&str, &str)]) -> RateLimitResponse {
+    call(c, req("m", vec![desc(pairs)])).await
+}
+
+#[tokio::test]
+async fn per_rule_and_service_metrics_have_exact_counts() {
+    let s = sluice().file("m.yaml", RULES).start().await;
+    let mut c = s.client().await;
+    for _ in 0..7 {
+        hit(&mut c, &[("k", "a")]).await;
+    }
+    for _ in 0..3 {
+        hit(&mut c, &[("shadowed", "x")]).await;
+    }
+    hit(&mut c, &[("detailed", "one")]).await;
+    hit(&mut c, &[("detailed", "two")]).await;
+    hit(&mut c, &[("path", "/api/users")]).await;
+    let _ = c.should_rate_limit(req("", vec![])).await; // a service error
+    let body = s.http_get("/metrics").await.1;
+    let m = |series: &str| metric_value(&body, series).unwrap_or(-1.0);
+
+    // 5/hour, 7 hits: 5 within, 2 over; near = floor(5 × 0.8) = 4 → the 5th hit is near.
+    assert_eq!(m(&series("total_hits", "m.k")), 7.0, "{body}");
+    assert_eq!(m(&series("within_limit", "m.k")), 5.0);
+    assert_eq!(m(&series("over_limit", "m.k")), 2.0);
+    assert_eq!(m(&series("near_limit", "m.k")), 1.0);
+    // Shadow: 1 within, 2 over, both over also counted as shadow_mode.
+    assert_eq!(m(&series("over_limit", "m.shadowed")), 2.0);
+    assert_eq!(m(&series("shadow_mode", "m.shadowed")), 2.0);
+    // detailed_metric: one series per request value; wildcards keep the pattern.
+    assert_eq!(m(&series("total_hits", "m.detailed_one")), 1.0);
+    assert_eq!(m(&series("total_hits", "m.detailed_two")), 1.0);
+    assert_eq!(m(&series("total_hits", "m.path_/api/*")), 1.0);
+    // Service metrics.
+    assert_eq!(
+        m("ratelimit_service_total_requests{grpc_method=\"ShouldRateLimit\"}"),
+        14.0
+    );
+    assert_eq!(
+        m("ratelimit_service_response_time_seconds_count{grpc_method=\"ShouldRateLimit\"}"),
+        14.0
+    );
+    assert_eq!(
+        m("ratelimit_service_should_rate_limit_error{err_type=\"service_error\"}"),
+        1.0
+    );
+    assert_eq!(m("ratelimit_service_config_load_success"), 1.0);
+    assert_eq!(m("ratelimit_service_config_load_error"), 0.0);
+    assert_eq!(m("sluice_rules_loaded"), 8.0);
+    assert!(m("sluice_store_latency_seconds_count{store=\"memory\"}") >= 12.0);
+    assert!(body.contains("sluice_build_info{version=\""), "{body}");
+}
+
+#[tokio::test]
+async fn metric_series_are_capped() {
+    let s = sluice()
+        .file("m.yaml", RULES)
+        .arg("--metrics-max-series")
+        .arg("3")
+        .start()
+        .await;
+    let mut c = s.client().await;
+    for v in ["a", "b", "c", "d", "e"] {
+        hit(&mut c, &[("detailed", v)]).await;
+    }
+    let body = s.http_get("/metrics").await.1;
+    let detailed = body
+        .lines()
+        .filter(|l| {
+            l.starts_with("ratelimit_service_rate_limit_total_hits{") && l.contains("m.detailed_")
+        })
+        .count();
+    assert_eq!(detailed, 3, "{body}");
+    assert_eq!(
+        metric_value(
+            &body,
+            "ratelimit_service_rate_limit_total_hits{descriptor=\"__overflow__\",domain=\"\",key1=\"\",key2=\"\"}"
+        ),
+        Some(2.0),
+        "{body}"
+    );
+    assert_eq!(
+        metric_value(
+            &body,
+            "sluice_metrics_overflow_total{family=\"ratelimit_service_rate_limit\"}"
+        ),
+        Some(2.0)
+    );
+}
+
+#[tokio::test]
+async fn separate_metrics_listener_with_their_variables() {
+    // PROMETHEUS_ADDR needs a port we know: take one from the kernel and release it.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let s = sluice()
+        .file("m.yaml", RULES)
+        .env("USE_PROMETHEUS", "true")
+        .env("PROMETHEUS_ADDR", format!("127.0.0.1:{port}"))
+        .env("PROMETHEUS_PATH", "/prom")
+        .start()
+        .await;
+    let mut c = s.client().await;
+    hit(&mut c, &[("k", "a")]).await;
+    let addr = format!("127.0.0.1:{port}").parse().unwrap();
+    let (code, body) = http_request(addr, "GET", "/prom", "").await;
+    assert_eq!(code, 200);
+    assert_eq!(metric_value(&body, &series("total_hits", "m.k")), Some(1.0));
+}
+
+#[tokio::test]
+async fn rlconfig_lists_every_limit() {
+    let s = sluice().file("m.yaml", RULES).start().await;
+    let (code, body) = s.http_get("/rlconfig").await;
+    assert_eq!(code, 200);
+    assert!(
+        body.contains("m.k: unit=HOUR requests_per_unit=5"),
+        "{body}"
+    );
+    assert!(
+        body.contains("m.tb: unit=MINUTE requests_per_unit=10"),
+        "{body}"
+    );
+    assert!(body.contains("token_bucket"), "{body}");
+    assert!(body.contains("burst=20"), "{body}");
+    assert_eq!(
+        body.lines().filter(|l| l.starts_with("m.multi")).count(),
+        2,
+        "{body}"
+    );
+}
+
+fn header<'a>(r: &'a RateLimitResponse, name: &str) -> Option<&'a str> {
+    r.response_headers_to_add
+        .iter()
+        .find(|h| h.key == name)
+        .map(|h| h.value.as_str())
+}
+
+#[tokio::test]
+async fn their_response_headers() {
+    let s = sluice()
+        .file("m.yaml", RULES)
+        .env("LIMIT_RESPONSE_HEADERS_ENABLED", "true")
+        .env("LIMIT_RESET_HEADER", "X-Reset")
+        .start()
+        .await;
+    let mut c = s.client().await;
+    let r = call(
+        &mut c,
+        req("m", vec![desc(&[("k", "a")]), desc(&[("svc2", "b")])]),
+    )
+    .await;
+    // The most restrictive descriptor: k (remaining 4) over svc2 (99).
+    assert_eq!(header(&r, "RateLimit-Limit"), Some("5"));
+    assert_eq!(header(&r, "RateLimit-Remaining"), Some("4"));
+    let reset: u64 = header(&r, "X-Reset").unwrap().parse().unwrap();
+    assert!((1..=3600).contains(&reset));
+    // No limited descriptor, no headers.
+    let r = hit(&mut c, &[("unknown", "x")]).await;
+    assert!(r.response_headers_to_add.is_empty());
+}
+
+#[tokio::test]
+async fn ietf_headers_and_retry_after() {
+    let s = sluice()
+        .file("m.yaml", RULES)
+        .arg("--response-headers")
+        .arg("true")
+        .arg("--response-headers-style")
+        .arg("ietf")
+        .arg("--retry-after-header")
+        .arg("true")
+        .start()
+        .await;
+    let mut c = s.client().await;
+    let r = hit(&mut c, &[("multi", "a")]).await;
+    assert_eq!(
+        header(&r, "RateLimit-Policy"),
+        Some("\"burst\";q=10;w=1, \"daily\";q=1000;w=86400")
+    );
+    assert!(
+        header(&r, "RateLimit")
+            .unwrap()
+            .starts_with("\"burst\";r=9;t="),
+        "{r:?}"
+    );
+    assert!(header(&r, "Retry-After").is_none());
+    hit(&mut c, &[("svc", "x")]).await;
+    let r = hit(&mut c, &[("svc", "x")]).await;
+    assert_eq!(r.overall_code, Code::OverLimit as i32);
+    let retry: u64 = header(&r, "Retry-After").unwrap().parse().unwrap();
+    assert!((1..=3600).contains(&retry));
+}
+
+#[tokio::test]
+async fn dynamic_metadata_merges_passed_descriptors() {
+    let s = sluice()
+        .file("m.yaml", RULES)
+        .env("RESPONSE_DYNAMIC_METADATA", "true")
+        .start()
+        .await;
+    let mut c = s.client().await;
+    let r = call(
+        &mut c,
+        req("m", vec![desc(&[("svc", "a")]), desc(&[("svc2", "b")])]),
+    )
+    .await;
+    let md = r.dynamic_metadata.expect("dynamic metadata");
+    let Some(Kind::StringValue(d)) = &md.fields["domain"].kind else {
+        panic!()
+    };
+    assert_eq!(d, "m");
+    let Some(Kind::StructValue(meta)) = &md.fields["metadata"].kind else {
+        panic!("{md:?}")
+    };
+    let Some(Kind::StructValue(service)) = &meta.fields["service"].kind else {
+        panic!()
+    };
+    let get = |k: &str| match &service.fields[k].kind {
+        Some(Kind::StringValue(s)) => s.clone(),
+        _ => panic!(),
+    };
+    // First value wins; nested maps merge.
+    assert_eq!(
+        (get("name"), get("tier"), get("region")),
+        ("one".into(), "gold".into(), "eu".into())
+    );
+    // svc is now over its limit: its metadata is no longer merged.
+    let r = call(
+        &mut c,
+        req("m", vec![desc(&[("svc", "a")]), desc(&[("svc2", "b")])]),
+    )
+    .await;
+    let md = r.dynamic_metadata.unwrap();
+    let Some(Kind::StructValue(meta)) = &md.fields["metadata"].kind else {
+        panic!()
+    };
+    let Some(Kind::StructValue(service)) = &meta.fields["service"].kind else {
+        panic!()
+    };
+    assert!(matches!(&service.fields["name"].kind, Some(Kind::StringValue(n)) if n == "two"));
+}
+
+#[tokio::test]
+async fn json_logs_and_no_per_request_logging_at_info() {
+    let s = sluice().file("m.yaml", RULES).start().await;
+    let mut c = s.client().await;
+    hit(&mut c, &[("k", "a")]).await;
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let logs = s.logs();
+    assert!(!logs.is_empty());
+    for l in &logs {
+        let v: serde_json::Value =
+            serde_json::from_str(l).unwrap_or_else(|_| panic!("not JSON: {l}"));
+        assert!(v["level"].is_string() && v["message"].is_string(), "{l}");
+    }
+    assert!(
+        !logs.iter().any(|l| l.contains("decided")),
+        "no per-request line at info"
+    );
+
+    let s = sluice()
+        .file("m.yaml", RULES)
+        .env("LOG_LEVEL", "debug")
+        .start()
+        .await;
+    let mut c = s.client().await;
+    hit(&mut c, &[("k", "a")]).await;
+    assert!(s.wait_log("\"decided\"", Duration::from_secs(5)).await);
+    let line = s
+        .logs()
+        .into_iter()
+        .find(|l| l.contains("\"decided\""))
+        .unwrap();
+    let v: serde_json::Value = serde_json::from_str(&line).unwrap();
+    assert_eq!(v["domain"], "m");
+    assert!(
+        v["overall_code"].is_number() || v["overall_code"].is_string(),
+        "{line}"
+    );
+}
+
+#[tokio::test]
+async fn sigterm_drains_then_exits() {
+    let mut s = sluice()
+        .file("m.yaml", RULES)
+        .arg("--shutdown-delay")
+        .arg("1s")
+        .arg("--shutdown-grace")
+        .arg("5s")
+        .start()
+        .await;
+    assert!(s.wait_healthy(Duration::from_secs(5)).await);
+    let mut c = s.client().await;
+    let mut h = tonic_health::pb::health_client::HealthClient::new(s.channel().await);
+    s.signal("TERM");
+    let started = Instant::now();
+    // Health fails at once, while requests are still answered.
+    let deadline = Instant::now() + Duration::from_millis(800);
+    let mut saw_unhealthy = false;
+    while Instant::now() < deadline {
+        if s.http_get("/healthcheck").await.0 == 500 {
+            saw_unhealthy = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert!(saw_unhealthy, "health went NOT_SERVING");
+    let r = h
+        .check(tonic_health::pb::HealthCheckRequest {
+            service: "ratelimit".into(),
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(
+        r.status,
+        tonic_health::pb::health_check_response::ServingStatus::NotServing as i32
+    );
+    assert_eq!(
+        hit(&mut c, &[("k", "a")]).await.overall_code,
+        Code::Ok as i32
+    );
+    drop(c);
+    drop(h);
+    let status = s.wait_exit(Duration::from_secs(8)).await.expect("exited");
+    assert!(status.success(), "{status}");
+    assert!(
+        started.elapsed() >= Duration::from_millis(900),
+        "kept serving for the delay"
+    );
+}
+
+/// envoyproxy/ratelimit's README examples, laid out as their docs show
+/// (`RUNTIME_ROOT/RUNTIME_SUBDIRECTORY/config/*.yaml`), served from their variables alone.
+#[tokio::test]
+async fn boots_from_their_environment_variables_alone() {
+    let dir = tempfile::TempDir::new().unwrap();
+    let config = dir.path().join("current/ratelimit/config");
+    std::fs::create_dir_all(&config).unwrap();
+    write(
+        &config.join("example1.yaml"),
+        r#"
+domain: mongo_cps
+descriptors:
+  - key: database
+    value: users
+    rate_limit:
+      unit: second
+      requests_per_unit: 500
+
+  - key: database
+    value: default
+    rate_limit:
+      unit: second
+      requests_per_unit: 500
+"#,
+    );
+    write(
+        &config.join("example2.yaml"),
+        r#"
+domain: messaging
+descriptors:
+  - key: message_type
+    value: marketing
+    descriptors:
+      - key: to_number
+        rate_limit:
+          unit: day
+          requests_per_unit: 5
+  - key: to_number
+    rate_limit:
+      unit: day
+      requests_per_unit: 100
+"#,
+    );
+    write(
+        &config.join("example3.yaml"),
+        r#"
+domain: edge_proxy_per_ip
+descriptors:
+  - key: remote_address
+    rate_limit:
+      unit: second
+      requests_per_unit: 10
+  - key: remote_address
+    value: 50.0.0.5
+    rate_limit:
+      unit: second
+      requests_per_unit: 10
+"#,
+    );
+    // A dot-file (e.g. an editor swap file) must not be loaded.
+    write(&config.join(".example1.yaml.swp"), "garbage: [");
+    let s = sluice()
+        .no_default_args()
+        .env("RUNTIME_ROOT", dir.path().join("current").to_str().unwrap())
+        .env("RUNTIME_SUBDIRECTORY", "ratelimit")
+        .env("RUNTIME_APPDIRECTORY", "config")
+        .env("RUNTIME_WATCH_ROOT", "false")
+        .env("RUNTIME_IGNOREDOTFILES", "true")
+        .env("USE_STATSD", "false")
+        .env("LOG_LEVEL", "debug")
+        .env("LOG_FORMAT", "json")
+        .env("GRPC_HOST", "127.0.0.1")
+        .env("GRPC_PORT", "0")
+        .env("HOST", "127.0.0.1")
+        .env("PORT", "0")
+        .env("SHADOW_MODE", "false")
+        .env("MERGE_DOMAIN_CONFIG", "false")
+        .env("NEAR_LIMIT_RATIO", "0.8")
+        .env("LOCAL_CACHE_SIZE_IN_BYTES", "0")
+        .start()
+        .await;
+    let mut c = s.client().await;
+    let r = call(
+        &mut c,
+        req("mongo_cps", vec![desc(&[("database", "users")])]),
+    )
+    .await;
+    assert_eq!(
+        r.statuses[0]
+            .current_limit
+            .as_ref()
+            .unwrap()
+            .requests_per_unit,
+        500
+    );
+    let r = call(
+        &mut c,
+        req(
+            "messaging",
+            vec![desc(&[
+                ("message_type", "marketing"),
+                ("to_number", "2061234567"),
+            ])],
+        ),
+    )
+    .await;
+    assert_eq!(
+        r.statuses[0]
+            .current_limit
+            .as_ref()
+            .unwrap()
+            .requests_per_unit,
+        5
+    );
+    assert_eq!(r.statuses[0].limit_remaining, 4);
+    let r = call(
+        &mut c,
+        req(
+            "edge_proxy_per_ip",
+            vec![desc(&[("remote_address", "50.0.0.5")])],
+        ),
+    )
+    .await;
+    assert_eq!(r.statuses[0].limit_remaining, 9);
+    assert!(s.wait_healthy(Duration::from_secs(5)).await);
+    // Settings without an effect here are reported, not silently dropped.
+    assert!(
+        s.logs()
+            .iter()
+            .any(|l| l.contains("LOCAL_CACHE_SIZE_IN_BYTES"))
+    );
+}

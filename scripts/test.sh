@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# The whole test suite, as CI runs it: formatting, lints, unit and integration tests.
+# Integration tests start their own redis-server processes; install it when missing.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+if ! command -v redis-server >/dev/null 2>&1; then
+    echo "redis-server not found: installing the Debian package" >&2
+    SUDO=""
+    if [ "$(id -u)" != "0" ]; then SUDO="sudo -n"; fi
+    export DEBIAN_FRONTEND=noninteractive
+    $SUDO apt-get install -y -q redis-server </dev/null \
+        || { $SUDO apt-get update -q </dev/null && $SUDO apt-get install -y -q redis-server </dev/null; }
+fi
+redis-server --version
+
+cargo fmt --all -- --check
+cargo clippy --all-targets --locked -- -D warnings
+cargo test --locked "$@"
