@@ -46,7 +46,8 @@
 //! (microsecond resolution, 3 significant digits), merged at the end. Only answered requests
 //! (OK, OVER_LIMIT, or an unknown overall code) are in the histogram; gRPC errors are
 //! counted by status code but not timed, since a refused connection fails in microseconds
-//! and would flatter the percentiles.
+//! and would flatter the percentiles. After an error a task pauses 10 ms (so a dead server
+//! does not turn the client into a busy loop); a run with errors is not a valid benchmark.
 //!
 //! Each request carries `--descriptors D` descriptors `[(KEY, vN)]` with D consecutive
 //! values `vN` out of `v0..v{K-1}` (`--keys K`), so it touches D distinct limiter keys. The
@@ -59,9 +60,11 @@
 //! The client runs on `--threads` tokio workers (default 1) so that most CPU is left to the
 //! server, and builds each request by cloning pre-built descriptors. Still, the client costs
 //! roughly as much CPU per request as the server's RPC layer: on a shared 2-core box the
-//! figures are a lower bound for the server and move with `--threads`; report the settings
-//! next to the numbers and, where possible, pin the two processes to different cores (e.g.
-//! `taskset -c 0 sluice …` and `taskset -c 1 loadgen …`).
+//! figures are a lower bound for the server and move with `--threads`. The report therefore
+//! includes the client's own CPU use over the measured window (`client cpu`, Linux only) and
+//! flags a client that kept its workers busy. Report the settings next to the numbers and,
+//! where possible, pin the two processes to different cores (e.g. `taskset -c 0 sluice …`
+//! and `taskset -c 1 loadgen …`).
 //!
 //! The exit status is non-zero when setup fails, when nothing was measured, or when every
 //! measured request failed.
@@ -101,7 +104,8 @@ const MAX_LATENCY_US: u64 = 60_000_000;
 
 /// Pause after a failed request. A dead or refusing server answers in microseconds, and
 /// without a pause the client would spin and take the CPU the server needs to recover.
-const ERROR_BACKOFF: Duration = Duration::from_millis(1);
+/// (Runs with errors are not valid benchmarks anyway; their throughput is paced by this.)
+const ERROR_BACKOFF: Duration = Duration::from_millis(10);
 
 /// One slot per gRPC status code (0..=16).
 const GRPC_CODES: usize = 17;
@@ -152,7 +156,8 @@ struct Args {
     /// Tokio worker threads for the client
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..))]
     threads: u32,
-    /// Per-request deadline; a slower request counts as a Cancelled error
+    /// Per-request deadline (also sent as grpc-timeout); a slower request counts as a
+    /// Cancelled or DeadlineExceeded error
     #[arg(long, default_value = "5s", value_parser = humantime::parse_duration)]
     timeout: Duration,
     /// Print one JSON object instead of text
@@ -197,7 +202,11 @@ fn main() -> ExitCode {
             if report.succeeded() {
                 ExitCode::SUCCESS
             } else {
-                eprintln!("loadgen: no request succeeded");
+                if report.stats.requests() == 0 {
+                    eprintln!("loadgen: nothing was measured");
+                } else {
+                    eprintln!("loadgen: every request failed");
+                }
                 ExitCode::FAILURE
             }
         }
@@ -269,6 +278,12 @@ async fn load(args: &Args, target: String) -> anyhow::Result<Report> {
         }
     );
 
+    // The client's own CPU use over the measured window tells whether the client, not the
+    // server, was the bottleneck.
+    let cpu_at_start = tokio::spawn(async move {
+        tokio::time::sleep_until(measure_start.into()).await;
+        process_cpu()
+    });
     let mut set = tokio::task::JoinSet::new();
     for (c, client) in clients.iter().enumerate() {
         for j in 0..args.concurrency as usize {
@@ -292,6 +307,11 @@ async fn load(args: &Args, target: String) -> anyhow::Result<Report> {
     while let Some(joined) = set.join_next().await {
         total.merge(joined.context("load task failed")??)?;
     }
+    let cpu_at_end = process_cpu();
+    let client_cpu = match (cpu_at_start.await, cpu_at_end) {
+        (Ok(Some(start)), Some(end)) => Some(end.saturating_sub(start)),
+        _ => None,
+    };
     let elapsed = total.last_done.map_or(Duration::ZERO, |t| {
         t.saturating_duration_since(measure_start)
     });
@@ -299,8 +319,24 @@ async fn load(args: &Args, target: String) -> anyhow::Result<Report> {
         target,
         args: args.clone(),
         elapsed,
+        client_cpu,
         stats: total,
     })
+}
+
+/// CPU time (user + system, all threads) this process has used so far. Linux only
+/// (`/proc/self/stat`, 10 ms resolution); `None` elsewhere.
+fn process_cpu() -> Option<Duration> {
+    let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
+    // After the parenthesised command name (which may contain spaces and parentheses) come
+    // field 3 (state) onwards; utime and stime are fields 14 and 15.
+    let rest = &stat[stat.rfind(')')? + 1..];
+    let mut fields = rest.split_whitespace().skip(11);
+    let utime: u64 = fields.next()?.parse().ok()?;
+    let stime: u64 = fields.next()?.parse().ok()?;
+    // In clock ticks of USER_HZ, which is 100 on every mainstream Linux ABI whatever the
+    // kernel's HZ (reading sysconf(_SC_CLK_TCK) would need libc).
+    Some(Duration::from_millis((utime + stime).saturating_mul(10)))
 }
 
 /// The descriptors and request fields shared by every task.
@@ -562,6 +598,9 @@ struct Report {
     args: Args,
     /// From the end of the warm-up to the last measured answer.
     elapsed: Duration,
+    /// CPU used by this process over the measured window (with `--self-test`, the stand-in's
+    /// too); `None` where it cannot be read.
+    client_cpu: Option<Duration>,
     stats: Stats,
 }
 
@@ -594,6 +633,15 @@ impl Report {
             self.stats.requests() as f64 / secs
         } else {
             0.0
+        }
+    }
+
+    /// Client CPU as cores kept busy on average over the measured window.
+    fn client_cores(&self) -> Option<f64> {
+        let secs = self.elapsed.as_secs_f64();
+        match self.client_cpu {
+            Some(cpu) if secs > 0.0 => Some(cpu.as_secs_f64() / secs),
+            _ => None,
         }
     }
 
@@ -672,6 +720,27 @@ impl Report {
                 let _ = writeln!(out, "latency ms   no answered requests");
             }
         }
+        if let (Some(cpu), Some(cores)) = (self.client_cpu, self.client_cores()) {
+            let _ = writeln!(
+                out,
+                "client cpu   {:.2} s = {:.2} cores{}",
+                cpu.as_secs_f64(),
+                cores,
+                if a.self_test {
+                    " (includes the stand-in server)"
+                } else {
+                    ""
+                }
+            );
+            // Tokio's workers are the client's only busy threads; near their capacity the
+            // figures describe the client, not the server.
+            if !a.self_test && cores >= 0.9 * f64::from(a.threads) {
+                let _ = writeln!(
+                    out,
+                    "note         the client was CPU-bound: throughput is a lower bound (try --threads)"
+                );
+            }
+        }
         if s.error_total() > 0 {
             let codes: Vec<String> = s
                 .errors_by_code()
@@ -718,6 +787,8 @@ impl Report {
             "requested_duration_s": a.requests.is_none().then_some(a.duration.as_secs_f64()),
             "requested_requests": a.requests,
             "duration_s": self.elapsed.as_secs_f64(),
+            "client_cpu_s": self.client_cpu.map(|c| c.as_secs_f64()),
+            "client_cpu_cores": self.client_cores().map(|c| (c * 100.0).round() / 100.0),
             "requests": s.requests(),
             "requests_per_second": (self.requests_per_second() * 10.0).round() / 10.0,
             "ok": s.ok,
@@ -954,6 +1025,9 @@ mod tests {
         assert_eq!((ok.stats.requests(), ok.stats.ok), (300, 300));
         assert!(ok.succeeded());
         assert_eq!(ok.to_json()["latency_ms"]["samples"], 300);
+        if cfg!(target_os = "linux") {
+            assert!(ok.client_cpu.is_some(), "/proc/self/stat is readable");
+        }
 
         let over = run(&args(&[&common[..], &["--key", "limited"]].concat()))
             .expect("run against the stand-in");
