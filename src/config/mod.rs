@@ -4,11 +4,30 @@
 //! `config` knows nothing of stores, gRPC or metrics. A [`RateLimitConfig`] is built whole
 //! or not at all: any error rejects the entire set of files.
 
+mod discover;
+mod keys;
+mod limits;
+mod raw;
+mod stats;
+mod tree;
+mod validate;
+mod yaml;
+
+#[cfg(test)]
+mod tests;
+
 use std::borrow::Cow;
+use std::collections::HashMap;
+use std::fmt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use serde::Deserialize;
+
 use crate::limiter::{LimitSpec, StateTag};
+
+pub use discover::discover;
+pub use tree::Domain;
 
 /// One rule file's content and the name its errors are reported under.
 #[derive(Clone, Debug)]
@@ -40,11 +59,48 @@ pub struct ConfigError {
     pub column: Option<usize>,
 }
 
-/// Read every rule file under `paths` (files, or directories searched recursively for
-/// `*.yaml`/`*.yml`, skipping dot-files and dot-directories), in a stable order.
-pub fn discover(paths: &[PathBuf]) -> Result<Vec<ConfigFile>, Vec<ConfigError>> {
-    let _ = paths;
-    todo!("config::discover")
+impl ConfigError {
+    /// An error about a path itself (missing, unreadable), not about its content.
+    fn for_path(path: &Path, message: String) -> ConfigError {
+        ConfigError {
+            message,
+            path: Some(path.to_path_buf()),
+            line: None,
+            column: None,
+        }
+    }
+
+    /// An error in `file`'s content: `<name>: <msg>`.
+    fn in_file(file: &ConfigFile, msg: impl fmt::Display, at: (Option<usize>, Option<usize>)) -> ConfigError {
+        ConfigError {
+            message: format!("{}: {msg}", file.name),
+            path: Some(file.path.clone()),
+            line: at.0,
+            column: at.1,
+        }
+    }
+}
+
+/// Passes 0–2 on one file: YAML syntax, the key walk, the typed decode.
+fn parse_file(file: &ConfigFile) -> Result<raw::RawRoot, ConfigError> {
+    let content = file.content.as_str();
+    // Syntax first, as their first `yaml.Unmarshal` does: the later passes would otherwise
+    // report a key error found before the point where the YAML breaks.
+    if let Some(doc) = yaml::first_document(content) {
+        if let Err(e) = serde::de::IgnoredAny::deserialize(doc) {
+            let msg = format!("error loading config file: {e}");
+            return Err(ConfigError::in_file(file, msg, yaml::position(&e)));
+        }
+    }
+    let ctx = yaml::Ctx::default();
+    let from_serde = |e: serde_yaml::Error| {
+        let msg = ctx
+            .take()
+            .unwrap_or_else(|| format!("error loading config file: {e}"));
+        ConfigError::in_file(file, msg, yaml::position(&e))
+    };
+    keys::check(content, &ctx).map_err(from_serde)?;
+    raw::decode(content, &ctx).map_err(from_serde)
 }
 
 /// A request descriptor entry as the matcher sees it (implemented by the service for the
@@ -65,7 +121,10 @@ impl EntryRef for (&str, &str) {
 
 /// All loaded domains.
 #[derive(Debug, Default)]
-pub struct RateLimitConfig {}
+pub struct RateLimitConfig {
+    domains: HashMap<Box<str>, Domain>,
+    rules: Arc<[Rule]>,
+}
 
 impl RateLimitConfig {
     /// A config with no domains (every request is OK without a limit).
@@ -75,8 +134,24 @@ impl RateLimitConfig {
 
     /// Parse, validate and compile. Returns every error found (at least one per bad file).
     pub fn build(files: &[ConfigFile], opts: &LoadOptions) -> Result<RateLimitConfig, Vec<ConfigError>> {
-        let _ = (files, opts);
-        todo!("RateLimitConfig::build")
+        let mut errors = Vec::new();
+        let mut loader = validate::Loader::new(opts);
+        for file in files {
+            let loaded = parse_file(file).and_then(|root| {
+                loader.load(root).map_err(|p| {
+                    let at = yaml::locate(&file.content, &p.at);
+                    ConfigError::in_file(file, p.msg, at)
+                })
+            });
+            if let Err(e) = loaded {
+                errors.push(e);
+            }
+        }
+        if errors.is_empty() {
+            Ok(loader.finish())
+        } else {
+            Err(errors)
+        }
     }
 
     /// [`discover`] then [`RateLimitConfig::build`].
@@ -86,40 +161,21 @@ impl RateLimitConfig {
     }
 
     pub fn domain(&self, name: &str) -> Option<&Domain> {
-        let _ = name;
-        todo!()
+        self.domains.get(name)
     }
 
     /// Every rule (a descriptor node with `rate_limit`/`rate_limits`), indexed by `Rule::id`.
     pub fn rules(&self) -> &[Rule] {
-        todo!()
+        &self.rules
     }
 
     pub fn domain_count(&self) -> usize {
-        todo!()
+        self.domains.len()
     }
 
     /// `/rlconfig`: one line per limit, sorted.
     pub fn dump(&self) -> String {
-        todo!()
-    }
-}
-
-/// One domain's compiled descriptor tree.
-#[derive(Debug)]
-pub struct Domain {}
-
-impl Domain {
-    pub fn name(&self) -> &str {
-        todo!()
-    }
-
-    /// envoyproxy/ratelimit's `GetLimit` walk: per entry, exact `key_value` child, else
-    /// wildcard children in declaration order, else the key-only child; no backtracking; a
-    /// rule applies only when the last entry lands on a node with a limit.
-    pub fn find<E: EntryRef>(&self, entries: &[E]) -> Option<Match<'_>> {
-        let _ = entries;
-        todo!()
+        stats::dump(self)
     }
 }
 
@@ -127,21 +183,26 @@ impl Domain {
 #[derive(Clone, Copy, Debug)]
 pub struct Match<'a> {
     pub rule: &'a Rule,
+    domain: &'a Domain,
+    /// The node the request's last entry landed on.
+    node: u32,
+    /// Bit `i`: entry `i` matched its node by exact `key_value`.
+    exact: u64,
+    /// Bit `i`: entry `i` matched its node through a wildcard.
+    wild: u64,
 }
 
 impl<'a> Match<'a> {
     /// The descriptor's state identity: domain + entries, with the matched pattern in place
     /// of the value at levels matched by a `share_threshold` wildcard.
     pub fn state_tag<E: EntryRef>(&self, entries: &[E]) -> StateTag {
-        let _ = entries;
-        todo!()
+        self.tag(entries)
     }
 
     /// The stats key (envoyproxy/ratelimit §2.13): the config path, or built from request
     /// values under `detailed_metric` / `value_to_metric`.
     pub fn stats_key<E: EntryRef>(&self, entries: &[E]) -> Cow<'a, str> {
-        let _ = entries;
-        todo!()
+        self.stats(entries)
     }
 }
 
@@ -193,6 +254,3 @@ impl Rule {
             .chain(self.limits.iter().filter_map(|l| l.name.as_deref()))
     }
 }
-
-#[allow(dead_code)]
-fn _assert_path(_: &Path) {}
