@@ -20,10 +20,12 @@ pub fn discover(paths: &[PathBuf]) -> Result<Vec<ConfigFile>, Vec<ConfigError>> 
     let mut found = Found::default();
     for root in paths {
         match fs::metadata(root) {
-            Err(e) if e.kind() == io::ErrorKind::NotFound => found.errors.push(ConfigError::for_path(
-                root,
-                format!("config path '{}' does not exist", root.display()),
-            )),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {
+                found.errors.push(ConfigError::for_path(
+                    root,
+                    format!("config path '{}' does not exist", root.display()),
+                ))
+            }
             Err(e) => found.errors.push(ConfigError::for_path(
                 root,
                 format!("cannot read config path '{}': {e}", root.display()),
@@ -38,9 +40,10 @@ pub fn discover(paths: &[PathBuf]) -> Result<Vec<ConfigFile>, Vec<ConfigError>> 
                 }
             }
             Ok(_) => {
-                let name = root
-                    .file_name()
-                    .map_or_else(|| root.display().to_string(), |n| n.to_string_lossy().into_owned());
+                let name = root.file_name().map_or_else(
+                    || root.display().to_string(),
+                    |n| n.to_string_lossy().into_owned(),
+                );
                 found.read(root.clone(), name);
             }
         }
@@ -122,14 +125,18 @@ impl Found {
     }
 
     fn read(&mut self, path: PathBuf, name: String) {
-        if let Ok(canonical) = fs::canonicalize(&path) {
-            if !self.seen.insert(canonical) {
-                return;
-            }
+        if let Ok(canonical) = fs::canonicalize(&path)
+            && !self.seen.insert(canonical)
+        {
+            return;
         }
         match fs::read(&path) {
             Ok(bytes) => match String::from_utf8(bytes) {
-                Ok(content) => self.files.push(ConfigFile { name, path, content }),
+                Ok(content) => self.files.push(ConfigFile {
+                    name,
+                    path,
+                    content,
+                }),
                 Err(_) => {
                     let msg = format!("config file '{}' is not valid UTF-8", path.display());
                     self.errors.push(ConfigError::for_path(&path, msg));

@@ -274,7 +274,9 @@ impl<'de> Visitor<'de> for KeySeed<'_, '_> {
         Err(self.not_a_string(v))
     }
     fn visit_enum<A: de::EnumAccess<'de>>(self, _: A) -> Result<String, A::Error> {
-        Err(self.ctx.fail("error loading config file: YAML tags are not supported"))
+        Err(self
+            .ctx
+            .fail("error loading config file: YAML tags are not supported"))
     }
 }
 
@@ -352,7 +354,9 @@ impl<'de> Visitor<'de> for Walk<'_> {
         Ok(())
     }
     fn visit_enum<A: de::EnumAccess<'de>>(self, _: A) -> Result<(), A::Error> {
-        Err(self.ctx.fail("error loading config file: YAML tags are not supported"))
+        Err(self
+            .ctx
+            .fail("error loading config file: YAML tags are not supported"))
     }
 }
 
@@ -417,6 +421,8 @@ impl<'de> Visitor<'de> for Element<'_> {
         Err(self.not_a_map(GoValue::Null))
     }
     fn visit_enum<A: de::EnumAccess<'de>>(self, _: A) -> Result<(), A::Error> {
-        Err(self.ctx.fail("error loading config file: YAML tags are not supported"))
+        Err(self
+            .ctx
+            .fail("error loading config file: YAML tags are not supported"))
     }
 }

@@ -115,7 +115,12 @@ fn extended(raw: &RawLimit, unit: Unit, slot: u8) -> Result<LimitSpec, Problem> 
                 &[Seg::Key("burst")],
             ));
         }
-        Some(0) => return Err(Problem::new("burst must be at least 1", &[Seg::Key("burst")])),
+        Some(0) => {
+            return Err(Problem::new(
+                "burst must be at least 1",
+                &[Seg::Key("burst")],
+            ));
+        }
         Some(b) => b,
         None => rpu,
     };
@@ -159,13 +164,19 @@ fn extended(raw: &RawLimit, unit: Unit, slot: u8) -> Result<LimitSpec, Problem> 
         if rpu == 0 {
             // It is the refill/leak rate: zero would never refill and divide by zero.
             return Err(Problem::new(
-                format!("requests_per_unit must be at least 1 with algorithm {algorithm} (it is the refill rate)"),
+                format!(
+                    "requests_per_unit must be at least 1 with algorithm {algorithm} (it is the refill rate)"
+                ),
                 &[Seg::Key("requests_per_unit")],
             ));
         }
         let scaled = u128::from(burst) * u128::from(unit.millis());
         if scaled > u128::from(MAX_EXACT_SCALED) {
-            let field = if raw.burst.is_some() { "burst" } else { "requests_per_unit" };
+            let field = if raw.burst.is_some() {
+                "burst"
+            } else {
+                "requests_per_unit"
+            };
             return Err(Problem::new(
                 format!(
                     "burst {burst} per {} is too large for algorithm {algorithm}: burst × unit must be at most 2^53 request-milliseconds (lower burst or use a shorter unit)",

@@ -71,7 +71,11 @@ impl ConfigError {
     }
 
     /// An error in `file`'s content: `<name>: <msg>`.
-    fn in_file(file: &ConfigFile, msg: impl fmt::Display, at: (Option<usize>, Option<usize>)) -> ConfigError {
+    fn in_file(
+        file: &ConfigFile,
+        msg: impl fmt::Display,
+        at: (Option<usize>, Option<usize>),
+    ) -> ConfigError {
         ConfigError {
             message: format!("{}: {msg}", file.name),
             path: Some(file.path.clone()),
@@ -86,11 +90,11 @@ fn parse_file(file: &ConfigFile) -> Result<raw::RawRoot, ConfigError> {
     let content = file.content.as_str();
     // Syntax first, as their first `yaml.Unmarshal` does: the later passes would otherwise
     // report a key error found before the point where the YAML breaks.
-    if let Some(doc) = yaml::first_document(content) {
-        if let Err(e) = serde::de::IgnoredAny::deserialize(doc) {
-            let msg = format!("error loading config file: {e}");
-            return Err(ConfigError::in_file(file, msg, yaml::position(&e)));
-        }
+    if let Some(doc) = yaml::first_document(content)
+        && let Err(e) = serde::de::IgnoredAny::deserialize(doc)
+    {
+        let msg = format!("error loading config file: {e}");
+        return Err(ConfigError::in_file(file, msg, yaml::position(&e)));
     }
     let ctx = yaml::Ctx::default();
     let from_serde = |e: serde_yaml::Error| {
@@ -133,7 +137,10 @@ impl RateLimitConfig {
     }
 
     /// Parse, validate and compile. Returns every error found (at least one per bad file).
-    pub fn build(files: &[ConfigFile], opts: &LoadOptions) -> Result<RateLimitConfig, Vec<ConfigError>> {
+    pub fn build(
+        files: &[ConfigFile],
+        opts: &LoadOptions,
+    ) -> Result<RateLimitConfig, Vec<ConfigError>> {
         let mut errors = Vec::new();
         let mut loader = validate::Loader::new(opts);
         for file in files {
@@ -155,7 +162,10 @@ impl RateLimitConfig {
     }
 
     /// [`discover`] then [`RateLimitConfig::build`].
-    pub fn load(paths: &[PathBuf], opts: &LoadOptions) -> Result<RateLimitConfig, Vec<ConfigError>> {
+    pub fn load(
+        paths: &[PathBuf],
+        opts: &LoadOptions,
+    ) -> Result<RateLimitConfig, Vec<ConfigError>> {
         let files = discover(paths)?;
         RateLimitConfig::build(&files, opts)
     }

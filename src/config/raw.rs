@@ -50,9 +50,12 @@ pub(super) struct RawLimit {
 
 pub(super) fn decode(content: &str, ctx: &Ctx) -> Result<RawRoot, serde_yaml::Error> {
     match first_document(content) {
-        Some(doc) => Node::<RawRoot> { ctx, _t: Default::default() }
-            .deserialize(doc)
-            .map(Option::unwrap_or_default),
+        Some(doc) => Node::<RawRoot> {
+            ctx,
+            _t: Default::default(),
+        }
+        .deserialize(doc)
+        .map(Option::unwrap_or_default),
         None => Ok(RawRoot::default()),
     }
 }
@@ -63,15 +66,19 @@ fn load(msg: impl fmt::Display) -> String {
 
 /// Deserialize the next map value; when it fails without a precise message of its own,
 /// explain what `field` should have been.
-fn field<'de, A, S>(map: &mut A, ctx: &Ctx, seed: S, field: &str, should: &str) -> Result<S::Value, A::Error>
+fn field<'de, A, S>(
+    map: &mut A,
+    ctx: &Ctx,
+    seed: S,
+    field: &str,
+    should: &str,
+) -> Result<S::Value, A::Error>
 where
     A: MapAccess<'de>,
     S: DeserializeSeed<'de>,
 {
-    map.next_value_seed(seed).map_err(|e| {
-        ctx.note(load(format_args!("'{field}' must be {should}")));
-        e
-    })
+    map.next_value_seed(seed)
+        .inspect_err(|_| ctx.note(load(format_args!("'{field}' must be {should}"))))
 }
 
 /// A map-shaped node of the schema (root, descriptor, rate limit, replaces entry); null
@@ -97,7 +104,12 @@ fn node<T>(ctx: &Ctx) -> Node<'_, T> {
 
 /// How one schema node reads its fields.
 trait Fields: Default {
-    fn read<'de, A: MapAccess<'de>>(&mut self, key: &str, map: &mut A, ctx: &Ctx) -> Result<(), A::Error>;
+    fn read<'de, A: MapAccess<'de>>(
+        &mut self,
+        key: &str,
+        map: &mut A,
+        ctx: &Ctx,
+    ) -> Result<(), A::Error>;
 }
 
 impl<'de, T: Fields> DeserializeSeed<'de> for Node<'_, T> {
@@ -162,7 +174,12 @@ const FLAG: &str = "true or false";
 const INT: &str = "an integer between 0 and 4294967295";
 
 impl Fields for RawRoot {
-    fn read<'de, A: MapAccess<'de>>(&mut self, key: &str, map: &mut A, ctx: &Ctx) -> Result<(), A::Error> {
+    fn read<'de, A: MapAccess<'de>>(
+        &mut self,
+        key: &str,
+        map: &mut A,
+        ctx: &Ctx,
+    ) -> Result<(), A::Error> {
         match key {
             "domain" => self.domain = field(map, ctx, Str, key, STRING)?,
             "descriptors" => {
@@ -175,8 +192,15 @@ impl Fields for RawRoot {
 }
 
 impl Fields for RawDescriptor {
-    fn read<'de, A: MapAccess<'de>>(&mut self, key: &str, map: &mut A, ctx: &Ctx) -> Result<(), A::Error> {
-        let flag = |map: &mut A| field(map, ctx, Flag { ctx, key }, key, FLAG).map(Option::unwrap_or_default);
+    fn read<'de, A: MapAccess<'de>>(
+        &mut self,
+        key: &str,
+        map: &mut A,
+        ctx: &Ctx,
+    ) -> Result<(), A::Error> {
+        let flag = |map: &mut A| {
+            field(map, ctx, Flag { ctx, key }, key, FLAG).map(Option::unwrap_or_default)
+        };
         match key {
             "key" => self.key = field(map, ctx, Str, key, STRING)?,
             "value" => self.value = field(map, ctx, Str, key, STRING)?,
@@ -201,7 +225,12 @@ impl Fields for RawDescriptor {
 }
 
 impl Fields for RawLimit {
-    fn read<'de, A: MapAccess<'de>>(&mut self, key: &str, map: &mut A, ctx: &Ctx) -> Result<(), A::Error> {
+    fn read<'de, A: MapAccess<'de>>(
+        &mut self,
+        key: &str,
+        map: &mut A,
+        ctx: &Ctx,
+    ) -> Result<(), A::Error> {
         let int = |map: &mut A| field(map, ctx, Int { ctx, key }, key, INT);
         match key {
             "requests_per_unit" => self.requests_per_unit = int(map)?.unwrap_or_default(),
@@ -211,10 +240,18 @@ impl Fields for RawLimit {
             }
             "name" => self.name = field(map, ctx, Str, key, STRING)?,
             "replaces" => {
-                let entries: Vec<Replace> = field(map, ctx, ListOf(node(ctx)), key, "a list of {name: ...} entries")?;
+                let entries: Vec<Replace> = field(
+                    map,
+                    ctx,
+                    ListOf(node(ctx)),
+                    key,
+                    "a list of {name: ...} entries",
+                )?;
                 self.replaces = entries.into_iter().map(|r| r.0).collect();
             }
-            "algorithm" => self.algorithm = Some(field(map, ctx, Str, key, STRING)?).filter(|a| !a.is_empty()),
+            "algorithm" => {
+                self.algorithm = Some(field(map, ctx, Str, key, STRING)?).filter(|a| !a.is_empty())
+            }
             "burst" => self.burst = int(map)?,
             "buckets" => self.buckets = int(map)?,
             "overdraft" => self.overdraft = field(map, ctx, Flag { ctx, key }, key, FLAG)?,
@@ -230,7 +267,12 @@ impl Fields for RawLimit {
 struct Replace(String);
 
 impl Fields for Replace {
-    fn read<'de, A: MapAccess<'de>>(&mut self, key: &str, map: &mut A, ctx: &Ctx) -> Result<(), A::Error> {
+    fn read<'de, A: MapAccess<'de>>(
+        &mut self,
+        key: &str,
+        map: &mut A,
+        ctx: &Ctx,
+    ) -> Result<(), A::Error> {
         match key {
             "name" => self.0 = field(map, ctx, Str, key, STRING)?,
             _ => skip(map)?,
@@ -277,7 +319,9 @@ struct Str;
 impl<'de> DeserializeSeed<'de> for Str {
     type Value = String;
     fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<String, D::Error> {
-        Optional(StrText).deserialize(d).map(Option::unwrap_or_default)
+        Optional(StrText)
+            .deserialize(d)
+            .map(Option::unwrap_or_default)
     }
 }
 
@@ -330,12 +374,15 @@ impl Visitor<'_> for FlagText<'_, '_> {
     }
     fn visit_str<E: de::Error>(self, v: &str) -> Result<bool, E> {
         match v {
-            "true" | "True" | "TRUE" | "yes" | "Yes" | "YES" | "y" | "Y" | "on" | "On" | "ON" => Ok(true),
-            "false" | "False" | "FALSE" | "no" | "No" | "NO" | "n" | "N" | "off" | "Off" | "OFF" => Ok(false),
-            other => Err(self
-                .0
-                .ctx
-                .fail(load(format_args!("'{}' must be {FLAG}, found '{other}'", self.0.key)))),
+            "true" | "True" | "TRUE" | "yes" | "Yes" | "YES" | "y" | "Y" | "on" | "On" | "ON" => {
+                Ok(true)
+            }
+            "false" | "False" | "FALSE" | "no" | "No" | "NO" | "n" | "N" | "off" | "Off"
+            | "OFF" => Ok(false),
+            other => Err(self.0.ctx.fail(load(format_args!(
+                "'{}' must be {FLAG}, found '{other}'",
+                self.0.key
+            )))),
         }
     }
 }
@@ -355,8 +402,10 @@ impl<'de> DeserializeSeed<'de> for Int<'_, '_> {
 
 impl Int<'_, '_> {
     fn bad<E: de::Error>(&self, found: impl fmt::Display) -> E {
-        self.ctx
-            .fail(load(format_args!("'{}' must be {INT}, found '{found}'", self.key)))
+        self.ctx.fail(load(format_args!(
+            "'{}' must be {INT}, found '{found}'",
+            self.key
+        )))
     }
 }
 

@@ -42,10 +42,13 @@ impl<'a> Match<'a> {
         }
         StateTag::compute(
             name,
-            entries.iter().enumerate().map(|(i, e)| match self.shared(i) {
-                Some(node) => (e.key(), node.shared_value(e.key())),
-                None => (e.key(), e.value()),
-            }),
+            entries
+                .iter()
+                .enumerate()
+                .map(|(i, e)| match self.shared(i) {
+                    Some(node) => (e.key(), node.shared_value(e.key())),
+                    None => (e.key(), e.value()),
+                }),
         )
     }
 

@@ -199,7 +199,10 @@ impl Glob {
             return false;
         }
         let (mut pos, end) = (first.len(), s.len() - last.len());
-        let middle = self.pieces.get(1..self.pieces.len() - 1).unwrap_or_default();
+        let middle = self
+            .pieces
+            .get(1..self.pieces.len() - 1)
+            .unwrap_or_default();
         for piece in middle.iter().filter(|p| !p.is_empty()) {
             let Some(found) = s.get(pos..end).and_then(|hay| hay.find(&**piece)) else {
                 return false;

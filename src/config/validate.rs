@@ -32,7 +32,10 @@ impl<'o> Loader<'o> {
     pub fn load(&mut self, root: RawRoot) -> Result<(), Problem> {
         let domain_at = [Seg::Key("domain")];
         if root.domain.is_empty() {
-            return Err(Problem::new("config file cannot have empty domain", &domain_at));
+            return Err(Problem::new(
+                "config file cannot have empty domain",
+                &domain_at,
+            ));
         }
         let index = match self.by_name.get(&root.domain) {
             Some(_) if !self.opts.merge_domains => {
@@ -44,7 +47,8 @@ impl<'o> Loader<'o> {
             Some(&i) => i,
             None => {
                 self.domains.push(DomainBuilder::new(&root.domain));
-                self.by_name.insert(root.domain.clone(), self.domains.len() - 1);
+                self.by_name
+                    .insert(root.domain.clone(), self.domains.len() - 1);
                 self.domains.len() - 1
             }
         };
@@ -91,7 +95,10 @@ impl Walk<'_> {
     fn problem(&self, msg: impl Into<String>, rest: &[Seg]) -> Problem {
         let mut at = self.path.clone();
         at.extend_from_slice(rest);
-        Problem { msg: msg.into(), at }
+        Problem {
+            msg: msg.into(),
+            at,
+        }
     }
 
     fn descriptors(
@@ -179,7 +186,12 @@ impl Walk<'_> {
             }
         }
         self.path.push(Seg::Key("descriptors"));
-        self.descriptors(Some(node), &format!("{full_key}."), d.descriptors, depth + 1)?;
+        self.descriptors(
+            Some(node),
+            &format!("{full_key}."),
+            d.descriptors,
+            depth + 1,
+        )?;
         self.path.pop();
         Ok(())
     }
@@ -193,7 +205,9 @@ impl Walk<'_> {
                 &[Seg::Key("rate_limits")],
             )),
             (Some(raw), None) => {
-                let at = |p: Problem| self.problem(p.msg, &[&[Seg::Key("rate_limit")], &p.at[..]].concat());
+                let at = |p: Problem| {
+                    self.problem(p.msg, &[&[Seg::Key("rate_limit")], &p.at[..]].concat())
+                };
                 let own: Vec<&str> = vec![raw.name.as_str()];
                 let (specs, unlimited) = match limits::compile(raw, 0, &own).map_err(at)? {
                     Compiled::Unlimited => (Vec::new(), true),
@@ -203,7 +217,9 @@ impl Walk<'_> {
                     specs,
                     unlimited,
                     replaces: raw.replaces.clone(),
-                    name: Some(raw.name.as_str()).filter(|n| !n.is_empty()).map(str::to_owned),
+                    name: Some(raw.name.as_str())
+                        .filter(|n| !n.is_empty())
+                        .map(str::to_owned),
                 }))
             }
             (None, Some(list)) => {
@@ -232,7 +248,9 @@ impl Walk<'_> {
                     let prefix = format!("rate_limits[{i}]: ");
                     if raw.unlimited {
                         return Err(self.problem(
-                            format!("{prefix}unlimited is not allowed in rate_limits (use rate_limit)"),
+                            format!(
+                                "{prefix}unlimited is not allowed in rate_limits (use rate_limit)"
+                            ),
                             &[&item[..], &[Seg::Key("unlimited")]].concat(),
                         ));
                     }
