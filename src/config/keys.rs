@@ -180,6 +180,47 @@ fn top_level_error(found: &str) -> String {
     )
 }
 
+/// Visitor methods for every value that is neither a map nor (for keys) a string: each
+/// hands `self.reject` the value as Go's `%v` would print it. Raising inside the visitor is
+/// what makes serde_yaml stamp the value's own position.
+macro_rules! reject_scalars_and_lists {
+    ($de:lifetime, $out:ty) => {
+        fn visit_bool<E: de::Error>(self, v: bool) -> Result<$out, E> {
+            Err(self.reject(GoValue::Bool(v)))
+        }
+        fn visit_i64<E: de::Error>(self, v: i64) -> Result<$out, E> {
+            Err(self.reject(GoValue::Int(v.into())))
+        }
+        fn visit_u64<E: de::Error>(self, v: u64) -> Result<$out, E> {
+            Err(self.reject(GoValue::Int(v.into())))
+        }
+        fn visit_i128<E: de::Error>(self, v: i128) -> Result<$out, E> {
+            Err(self.reject(GoValue::Int(v)))
+        }
+        fn visit_u128<E: de::Error>(self, v: u128) -> Result<$out, E> {
+            Err(self.reject(GoValue::Float(v as f64)))
+        }
+        fn visit_f64<E: de::Error>(self, v: f64) -> Result<$out, E> {
+            Err(self.reject(GoValue::Float(v)))
+        }
+        fn visit_unit<E: de::Error>(self) -> Result<$out, E> {
+            Err(self.reject(GoValue::Null))
+        }
+        fn visit_none<E: de::Error>(self) -> Result<$out, E> {
+            Err(self.reject(GoValue::Null))
+        }
+        fn visit_seq<A: SeqAccess<$de>>(self, seq: A) -> Result<$out, A::Error> {
+            let v = GoValue::deserialize(de::value::SeqAccessDeserializer::new(seq))?;
+            Err(self.reject(v))
+        }
+        fn visit_enum<A: de::EnumAccess<$de>>(self, _: A) -> Result<$out, A::Error> {
+            Err(self.ctx.fail(TAGS))
+        }
+    };
+}
+
+const TAGS: &str = "error loading config file: YAML tags are not supported";
+
 fn walk_map<'de, A: MapAccess<'de>>(ctx: &Ctx, level: Level, mut map: A) -> Result<(), A::Error> {
     let mut seen = HashSet::new();
     while let Some(key) = map.next_key_seed(KeySeed {
@@ -212,7 +253,7 @@ impl<'de> DeserializeSeed<'de> for KeySeed<'_, '_> {
 }
 
 impl KeySeed<'_, '_> {
-    fn not_a_string<E: de::Error>(&self, v: GoValue) -> E {
+    fn reject<E: de::Error>(&self, v: GoValue) -> E {
         self.ctx
             .fail(format!("config error, key is not of type string: {v}"))
     }
@@ -241,42 +282,10 @@ impl<'de> Visitor<'de> for KeySeed<'_, '_> {
         }
         Ok(key.to_owned())
     }
-    fn visit_bool<E: de::Error>(self, v: bool) -> Result<String, E> {
-        Err(self.not_a_string(GoValue::Bool(v)))
-    }
-    fn visit_i64<E: de::Error>(self, v: i64) -> Result<String, E> {
-        Err(self.not_a_string(GoValue::Int(v.into())))
-    }
-    fn visit_u64<E: de::Error>(self, v: u64) -> Result<String, E> {
-        Err(self.not_a_string(GoValue::Int(v.into())))
-    }
-    fn visit_i128<E: de::Error>(self, v: i128) -> Result<String, E> {
-        Err(self.not_a_string(GoValue::Int(v)))
-    }
-    fn visit_u128<E: de::Error>(self, v: u128) -> Result<String, E> {
-        Err(self.not_a_string(GoValue::Float(v as f64)))
-    }
-    fn visit_f64<E: de::Error>(self, v: f64) -> Result<String, E> {
-        Err(self.not_a_string(GoValue::Float(v)))
-    }
-    fn visit_unit<E: de::Error>(self) -> Result<String, E> {
-        Err(self.not_a_string(GoValue::Null))
-    }
-    fn visit_none<E: de::Error>(self) -> Result<String, E> {
-        Err(self.not_a_string(GoValue::Null))
-    }
-    fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<String, A::Error> {
-        let v = GoValue::deserialize(de::value::SeqAccessDeserializer::new(seq))?;
-        Err(self.not_a_string(v))
-    }
+    reject_scalars_and_lists!('de, String);
     fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<String, A::Error> {
         let v = GoValue::deserialize(de::value::MapAccessDeserializer::new(map))?;
-        Err(self.not_a_string(v))
-    }
-    fn visit_enum<A: de::EnumAccess<'de>>(self, _: A) -> Result<String, A::Error> {
-        Err(self
-            .ctx
-            .fail("error loading config file: YAML tags are not supported"))
+        Err(self.reject(v))
     }
 }
 
@@ -374,7 +383,7 @@ impl<'de> DeserializeSeed<'de> for Element<'_> {
 }
 
 impl Element<'_> {
-    fn not_a_map<E: de::Error>(&self, v: GoValue) -> E {
+    fn reject<E: de::Error>(&self, v: GoValue) -> E {
         self.ctx.fail(format!(
             "config error, yaml file contains list of type other than map: {v}"
         ))
@@ -389,40 +398,8 @@ impl<'de> Visitor<'de> for Element<'_> {
     fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<(), A::Error> {
         walk_map(self.ctx, self.level, map)
     }
-    fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<(), A::Error> {
-        let v = GoValue::deserialize(de::value::SeqAccessDeserializer::new(seq))?;
-        Err(self.not_a_map(v))
-    }
     fn visit_str<E: de::Error>(self, v: &str) -> Result<(), E> {
-        Err(self.not_a_map(GoValue::Str(v.to_owned())))
+        Err(self.reject(GoValue::Str(v.to_owned())))
     }
-    fn visit_bool<E: de::Error>(self, v: bool) -> Result<(), E> {
-        Err(self.not_a_map(GoValue::Bool(v)))
-    }
-    fn visit_i64<E: de::Error>(self, v: i64) -> Result<(), E> {
-        Err(self.not_a_map(GoValue::Int(v.into())))
-    }
-    fn visit_u64<E: de::Error>(self, v: u64) -> Result<(), E> {
-        Err(self.not_a_map(GoValue::Int(v.into())))
-    }
-    fn visit_i128<E: de::Error>(self, v: i128) -> Result<(), E> {
-        Err(self.not_a_map(GoValue::Int(v)))
-    }
-    fn visit_u128<E: de::Error>(self, v: u128) -> Result<(), E> {
-        Err(self.not_a_map(GoValue::Float(v as f64)))
-    }
-    fn visit_f64<E: de::Error>(self, v: f64) -> Result<(), E> {
-        Err(self.not_a_map(GoValue::Float(v)))
-    }
-    fn visit_unit<E: de::Error>(self) -> Result<(), E> {
-        Err(self.not_a_map(GoValue::Null))
-    }
-    fn visit_none<E: de::Error>(self) -> Result<(), E> {
-        Err(self.not_a_map(GoValue::Null))
-    }
-    fn visit_enum<A: de::EnumAccess<'de>>(self, _: A) -> Result<(), A::Error> {
-        Err(self
-            .ctx
-            .fail("error loading config file: YAML tags are not supported"))
-    }
+    reject_scalars_and_lists!('de, ());
 }

@@ -7,7 +7,9 @@
 mod discover;
 mod keys;
 mod limits;
+mod metadata;
 mod raw;
+mod scalars;
 mod stats;
 mod tree;
 mod validate;
@@ -190,7 +192,7 @@ impl RateLimitConfig {
 }
 
 /// A rule matched by a request descriptor.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Copy)]
 pub struct Match<'a> {
     pub rule: &'a Rule,
     domain: &'a Domain,
@@ -200,6 +202,18 @@ pub struct Match<'a> {
     exact: u64,
     /// Bit `i`: entry `i` matched its node through a wildcard.
     wild: u64,
+}
+
+impl fmt::Debug for Match<'_> {
+    // The domain tree is large and says nothing about this match.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Match")
+            .field("rule", &self.rule.full_key)
+            .field("domain", &self.domain.name())
+            .field("exact", &format_args!("{:#b}", self.exact))
+            .field("wild", &format_args!("{:#b}", self.wild))
+            .finish()
+    }
 }
 
 impl<'a> Match<'a> {
