@@ -82,14 +82,18 @@ impl Domain {
         let (mut exact, mut wild) = (0u64, 0u64);
         for (i, entry) in entries.iter().enumerate().take(MAX_DEPTH) {
             let (key, value) = (entry.key(), entry.value());
-            let id = if let Some(id) = self.lookup(level, key, Some(value)) {
+            // `key_value` hashes as a continuation of `key`: one pass over the key serves
+            // both the exact and the key-only lookups.
+            let key_hash = fnv(FNV_OFFSET, key.as_bytes());
+            let kv_hash = fnv(fnv(key_hash, b"_"), value.as_bytes());
+            let id = if let Some(id) = self.lookup(level, kv_hash, key, Some(value)) {
                 exact |= 1 << i;
                 id
             } else if let Some(id) = self.wildcard(level, key, value, &mut joined) {
                 wild |= 1 << i;
                 id
             } else {
-                self.lookup(level, key, None)?
+                self.lookup(level, key_hash, key, None)?
             };
             let node = self.nodes.get(id as usize)?;
             if i == last {
@@ -110,12 +114,8 @@ impl Domain {
         None
     }
 
-    /// The child whose finalKey is `key` (`value` None) or `key_value`.
-    fn lookup(&self, level: &Level, key: &str, value: Option<&str>) -> Option<u32> {
-        let mut h = fnv(FNV_OFFSET, key.as_bytes());
-        if let Some(v) = value {
-            h = fnv(fnv(h, b"_"), v.as_bytes());
-        }
+    /// The child whose finalKey is `key` (`value` None) or `key_value`; `h` is its hash.
+    fn lookup(&self, level: &Level, h: u64, key: &str, value: Option<&str>) -> Option<u32> {
         let start = level.exact.partition_point(|&(x, _)| x < h);
         level.exact[start..]
             .iter()

@@ -43,4 +43,18 @@ fn bundled_envoy_example_matches() {
     let c = bundled();
     assert!(find(&c, "edge", &[("remote_address", "10.0.0.1")]).is_some());
     assert!(find(&c, "edge", &[("client_id", "internal-batch")]).is_some_and(|m| m.rule.unlimited));
+    let partner = find(&c, "edge", &[("client_id", "partner-acme")]).map(|m| m.rule);
+    assert!(partner.is_some_and(|r| r.replaces.iter().any(|n| &**n == "per_address")));
+    let per_address = find(&c, "edge", &[("remote_address", "10.0.0.1")]).map(|m| m.rule);
+    assert!(per_address.is_some_and(|r| r.names().any(|n| n == "per_address")));
+    let login = [("path", "/api/v1/login"), ("method", "POST")];
+    assert!(find(&c, "edge", &login).is_some_and(|m| m.rule.limits[0].requests_per_unit == 10));
+    // Whitelisted: the node exists but has no limit.
+    assert!(find(&c, "edge", &[("path", "/static/app.js")]).is_none());
+    let search = |p| find(&c, "edge", &[("path", p)]).map(|m| m.state_tag(&[("path", p)]));
+    assert_eq!(search("/api/v1/search"), search("/api/v2/search"));
+    assert!(find(&c, "edge", &[("user_tier", "free")]).is_some_and(|m| m.rule.shadow_mode));
+    let other = [("path", "/x"), ("method", "GET")];
+    let stats = find(&c, "edge", &other).map(|m| m.stats_key(&other).into_owned());
+    assert_eq!(stats.as_deref(), Some("edge.path_/x.method"));
 }
