@@ -2,7 +2,22 @@
 //! compiled, immutable per-domain rule trees that requests are matched against.
 //!
 //! `config` knows nothing of stores, gRPC or metrics. A [`RateLimitConfig`] is built whole
-//! or not at all: any error rejects the entire set of files.
+//! or not at all: any error rejects the entire set of files (every bad file is reported).
+//!
+//! A file goes through their pipeline, in their order, so the same file gets the same
+//! message as under envoyproxy/ratelimit:
+//! 0. YAML syntax (first document only) — `yaml.rs`;
+//! 1. the key walk (`keys.rs`): string keys, known keys, map list elements, leaf types;
+//!    stricter than theirs, keys must also sit at their own level and not repeat;
+//! 2. the typed decode with yaml.v2's leniency (`raw.rs`, `scalars.rs`, `metadata.rs`);
+//! 3. whole-config validation and assembly (`validate.rs`, `limits.rs` for the limits and
+//!    the extension fields), compiled into per-domain trees (`tree.rs`).
+//!
+//! Positions: passes 0–2 raise errors at the offending node so serde_yaml stamps its line
+//! and column, while the exact message travels beside the error (`yaml::Ctx`). Pass 3
+//! works on typed data; its errors carry a document path that `yaml::locate` turns back
+//! into a line by re-reading the file. Matching and stats keys live in `tree.rs` and
+//! `stats.rs`; file discovery in `discover.rs`.
 
 mod discover;
 mod keys;

@@ -447,3 +447,19 @@ fn literal_scalar_text_and_yaml_1_1_bools() {
     assert!(find(&c, "123", &[("code", "7")]).is_none());
     assert!(find(&c, "123", &[("t", "true")]).is_some_and(|m| m.rule.quota_mode));
 }
+
+#[test]
+fn null_and_missing_fields_take_go_zero_values() {
+    let c = load_str(
+        "domain: d\ndescriptors:\n  - key: a\n    rate_limit:\n  - key: b\n    rate_limits:\n  - key: c\n    value:\n    descriptors:\n    rate_limit: {unit: second}\n  - key: e\n    rate_limit: {unit: minute, requests_per_unit: 7, name: ~, replaces: ~}\n",
+    );
+    // `rate_limit:` (null) and `rate_limits:` (null): a node without a limit.
+    assert!(find(&c, "d", &[("a", "")]).is_none());
+    assert!(find(&c, "d", &[("b", "")]).is_none());
+    // Missing requests_per_unit is 0 (always over the limit), null value is no value.
+    let rpu = find(&c, "d", &[("c", "x")]).map(|m| m.rule.limits[0].requests_per_unit);
+    assert_eq!(rpu, Some(0));
+    let e = find(&c, "d", &[("e", "")]).map(|m| m.rule);
+    assert!(e.is_some_and(|r| r.name.is_none() && r.replaces.is_empty()));
+    assert_eq!(c.rules().len(), 2);
+}
