@@ -4,9 +4,11 @@ mod bundled;
 mod discover;
 mod errors;
 mod extensions;
+mod locations;
 mod matching;
 mod nasty;
 mod stats;
+mod wildcards;
 
 use std::path::PathBuf;
 
