@@ -168,7 +168,11 @@ impl MemoryStore {
     }
 
     pub fn with_options(clock: Arc<dyn Clock>, opts: MemoryOptions) -> MemoryStore {
-        let n = opts.shards.max(1).checked_next_power_of_two().unwrap_or(1 << 16);
+        let n = opts
+            .shards
+            .max(1)
+            .checked_next_power_of_two()
+            .unwrap_or(1 << 16);
         let map_hasher = FoldBuild(random_seed(1), random_seed(2));
         let shards = (0..n)
             .map(|_| {
@@ -189,7 +193,10 @@ impl MemoryStore {
     }
 
     fn shard(&self, tag: StateTag) -> &Mutex<Shard> {
-        let h = folded_mul(tag.0 as u64 ^ self.shard_seed.0, (tag.0 >> 64) as u64 ^ self.shard_seed.1);
+        let h = folded_mul(
+            tag.0 as u64 ^ self.shard_seed.0,
+            (tag.0 >> 64) as u64 ^ self.shard_seed.1,
+        );
         // High bits: the map's own hash is independent (other seeds), but keep clear of the
         // low bits anyway.
         &self.shards[(h >> 40) as usize & self.mask].0
@@ -264,7 +271,11 @@ impl MemoryStore {
 
     /// The stored state of `spec` under `tag`, if any (tests and debugging).
     pub fn state(&self, tag: StateTag, spec: &LimitSpec) -> Option<LimitState> {
-        self.shard(tag).lock().map.get(&Key::new(tag, spec)).cloned()
+        self.shard(tag)
+            .lock()
+            .map
+            .get(&Key::new(tag, spec))
+            .cloned()
     }
 }
 
@@ -277,7 +288,11 @@ impl std::fmt::Debug for MemoryStore {
 }
 
 impl Store for MemoryStore {
-    async fn run(&self, checks: &[Check<'_>], out: &mut Vec<LimitResult>) -> Result<(), StoreError> {
+    async fn run(
+        &self,
+        checks: &[Check<'_>],
+        out: &mut Vec<LimitResult>,
+    ) -> Result<(), StoreError> {
         // Fully synchronous: each check takes and releases its shard lock before the next.
         self.run_at(checks, self.clock.now_ms(), out);
         Ok(())

@@ -54,7 +54,10 @@ impl Params {
         let w = spec.unit.millis();
         let c = spec.capacity();
         let b = if spec.algorithm == Algorithm::SlidingWindow {
-            u64::from(spec.buckets.clamp(*BUCKETS_RANGE.start(), *BUCKETS_RANGE.end()))
+            u64::from(
+                spec.buckets
+                    .clamp(*BUCKETS_RANGE.start(), *BUCKETS_RANGE.end()),
+            )
         } else {
             0
         };
@@ -208,8 +211,9 @@ impl Loaded {
     fn reset_ms(&self, st: &LimitState, p: &Params, now: u64) -> u64 {
         match self {
             Loaded::Fixed(f) => f.until_end_ms(p.w, now),
-            Loaded::SlidingWindow(v) => stored!(st, now, SlidingWindow)
-                .map_or(0, |s| s.reset_ms(v, &p.geometry(), now)),
+            Loaded::SlidingWindow(v) => {
+                stored!(st, now, SlidingWindow).map_or(0, |s| s.reset_ms(v, &p.geometry(), now))
+            }
             Loaded::SlidingLog(v) => {
                 stored!(st, now, SlidingLog).map_or(0, |s| s.reset_ms(v, p.w, now))
             }
@@ -302,7 +306,11 @@ fn commit(
                 Algorithm::LeakyBucket => LeakyBucket::save(&l, now).map(State::LeakyBucket),
                 _ => Gcra::save(&l, p, now).map(State::Gcra),
             };
-            (state.unwrap_or_default(), l.expires_at(p, now), Loaded::Level(l))
+            (
+                state.unwrap_or_default(),
+                l.expires_at(p, now),
+                Loaded::Level(l),
+            )
         }
         Loaded::Inert => return Loaded::Inert,
     };
@@ -322,7 +330,13 @@ fn decide(spec: &LimitSpec, p: &Params, st: &LimitState, n: u64, now: u64) -> (L
 /// What the other limits of the check decided: `(all_ok, any_penalized)`.
 type Verdict = (bool, bool);
 
-fn hit(spec: &LimitSpec, st: &mut LimitState, n: u64, now: u64, verdict: Option<Verdict>) -> LimitResult {
+fn hit(
+    spec: &LimitSpec,
+    st: &mut LimitState,
+    n: u64,
+    now: u64,
+    verdict: Option<Verdict>,
+) -> LimitResult {
     let p = Params::new(spec);
     let (loaded, penalized, ok) = decide(spec, &p, st, n, now);
     let (all_ok, any_penalized) = verdict.unwrap_or((ok, penalized));
@@ -383,7 +397,12 @@ fn refund(spec: &LimitSpec, st: &mut LimitState, n: u64, now: u64) -> LimitResul
 /// [`LimitState::is_live`] and drops the others. Limits beyond `states.len()` are ignored,
 /// so pass exactly one state per limit. Must run atomically with respect to other checks
 /// on the same states (the memory store holds the shard lock).
-pub fn evaluate(check: &Check<'_>, now_ms: u64, states: &mut [LimitState], out: &mut Vec<LimitResult>) {
+pub fn evaluate(
+    check: &Check<'_>,
+    now_ms: u64,
+    states: &mut [LimitState],
+    out: &mut Vec<LimitResult>,
+) {
     let n = check.cost;
     if check.refund {
         let limits = check.limits.iter().zip(states.iter_mut());
@@ -393,10 +412,14 @@ pub fn evaluate(check: &Check<'_>, now_ms: u64, states: &mut [LimitState], out: 
     // With one limit its own decision is the check's; otherwise a read-only first pass
     // (loading is pure) learns whether every limit admits before anything is charged.
     let verdict = (check.limits.len() > 1).then(|| {
-        check.limits.iter().zip(states.iter()).fold((true, false), |(all, pen), (spec, st)| {
-            let (_, penalized, ok) = decide(spec, &Params::new(spec), st, n, now_ms);
-            (all && ok, pen || penalized)
-        })
+        check
+            .limits
+            .iter()
+            .zip(states.iter())
+            .fold((true, false), |(all, pen), (spec, st)| {
+                let (_, penalized, ok) = decide(spec, &Params::new(spec), st, n, now_ms);
+                (all && ok, pen || penalized)
+            })
     });
     let limits = check.limits.iter().zip(states.iter_mut());
     out.extend(limits.map(|(spec, st)| hit(spec, st, n, now_ms, verdict)));

@@ -23,7 +23,7 @@ pub(crate) fn ceil_div(a: u128, b: u128) -> u128 {
     if b == 0 {
         return u128::MAX;
     }
-    a / b + u128::from(a % b != 0)
+    a.div_ceil(b)
 }
 
 pub(crate) fn sat_u64(x: u128) -> u64 {

@@ -29,8 +29,13 @@ pub struct View {
 impl SlidingLog {
     /// Drop (virtually) entries with `ts ≤ now − W`; `U` = what is left.
     pub fn view(&self, w: u64, now: u64) -> View {
-        let first = self.runs.partition_point(|&(ts, _)| ts.saturating_add(w) <= now);
-        let dropped = self.runs.range(..first).fold(0u64, |s, &(_, c)| s.saturating_add(c));
+        let first = self
+            .runs
+            .partition_point(|&(ts, _)| ts.saturating_add(w) <= now);
+        let dropped = self
+            .runs
+            .range(..first)
+            .fold(0u64, |s, &(_, c)| s.saturating_add(c));
         View {
             first,
             usage: self.total.saturating_sub(dropped),
@@ -100,7 +105,9 @@ impl SlidingLog {
         if n > cap {
             return None;
         }
-        let k = (u128::from(v.usage) + u128::from(n)).saturating_sub(u128::from(cap)).max(1);
+        let k = (u128::from(v.usage) + u128::from(n))
+            .saturating_sub(u128::from(cap))
+            .max(1);
         let mut seen: u128 = 0;
         for &(ts, c) in self.runs.range(v.first.min(self.runs.len())..) {
             seen += u128::from(c);

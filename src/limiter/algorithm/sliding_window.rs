@@ -57,7 +57,10 @@ impl SlidingWindow {
         let cur = g.idx(now);
         let lo = cur.saturating_sub(g.b);
         let first = self.subs.partition_point(|&(j, _)| j < lo);
-        let dropped = self.subs.range(..first).fold(0u64, |s, &(_, c)| s.saturating_add(c));
+        let dropped = self
+            .subs
+            .range(..first)
+            .fold(0u64, |s, &(_, c)| s.saturating_add(c));
         View {
             cur,
             first,
