@@ -14,14 +14,20 @@
 //! descriptors from piling into one bucket chain.
 
 use std::collections::HashMap;
-use std::hash::{BuildHasher, Hash, Hasher};
+use std::hash::{Hash, Hasher};
 use std::sync::Arc;
 
 use parking_lot::Mutex;
 
+use self::hash::{FoldBuild, folded_mul, random_seed};
+
 use super::{Store, StoreError};
 use crate::limiter::algorithm::{self, LimitState};
 use crate::limiter::{Check, Clock, LimitResult, LimitSpec, StateTag};
+
+mod hash;
+#[cfg(test)]
+mod tests;
 
 /// Tuning of a [`MemoryStore`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -89,60 +95,6 @@ impl Hash for Key {
     }
 }
 
-fn folded_mul(a: u64, b: u64) -> u64 {
-    let p = u128::from(a) * u128::from(b);
-    (p as u64) ^ (p >> 64) as u64
-}
-
-fn random_seed(salt: u64) -> u64 {
-    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
-    h.write_u64(salt);
-    h.finish() | 1
-}
-
-/// Keyed builder of [`FoldHasher`]s.
-#[derive(Clone, Copy, Debug)]
-struct FoldBuild(u64, u64);
-
-impl BuildHasher for FoldBuild {
-    type Hasher = FoldHasher;
-    fn build_hasher(&self) -> FoldHasher {
-        FoldHasher {
-            k: (self.0, self.1),
-            h: 0,
-        }
-    }
-}
-
-/// `folded_mul(lo ^ k0, hi ^ k1)` of each 128-bit word written; [`Key`] writes one.
-struct FoldHasher {
-    k: (u64, u64),
-    h: u64,
-}
-
-impl Hasher for FoldHasher {
-    fn write_u128(&mut self, x: u128) {
-        let (lo, hi) = (x as u64 ^ self.h, (x >> 64) as u64);
-        self.h = folded_mul(lo ^ self.k.0, hi ^ self.k.1);
-    }
-
-    fn write_u64(&mut self, x: u64) {
-        self.write_u128(u128::from(x));
-    }
-
-    fn write(&mut self, bytes: &[u8]) {
-        for chunk in bytes.chunks(16) {
-            let mut buf = [0u8; 16];
-            buf[..chunk.len()].copy_from_slice(chunk);
-            self.write_u128(u128::from_le_bytes(buf));
-        }
-    }
-
-    fn finish(&self) -> u64 {
-        self.h
-    }
-}
-
 impl Shard {
     fn insert(&mut self, key: Key, st: LimitState, now: u64, min_sweep_len: usize) {
         self.map.insert(key, st);
@@ -173,7 +125,7 @@ impl MemoryStore {
             .max(1)
             .checked_next_power_of_two()
             .unwrap_or(1 << 16);
-        let map_hasher = FoldBuild(random_seed(1), random_seed(2));
+        let map_hasher = FoldBuild::random();
         let shards = (0..n)
             .map(|_| {
                 Padded(Mutex::new(Shard {
