@@ -220,3 +220,18 @@ fn a_clock_going_backwards_never_mints_quota() {
         assert_eq!(lab.at(T0 + 1_100).hit(1), ok(0, 1_000, 9), "{alg}");
     }
 }
+
+#[test]
+fn a_write_behind_the_stored_time_keeps_it() {
+    for alg in BUCKETS {
+        let mut lab = bucket(alg, 10);
+        lab.at(T0 + 1_000).hit(10);
+        // Refund 1 request at T0: nothing may refill before T0 + 1000 (lag 1000 ms).
+        let expected = match alg {
+            Algorithm::Gcra => ok(0, 1_900, 20),
+            _ => ok(1, 1_900, 10),
+        };
+        assert_eq!(lab.at(T0).refund(1), expected, "{alg}");
+        assert_eq!(lab.at(T0 + 1_000).peek_pure(), ok(1, 900, 9), "{alg}");
+    }
+}
