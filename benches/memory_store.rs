@@ -32,7 +32,10 @@ fn bench(c: &mut Criterion) {
                 let mut out: Vec<LimitResult> = Vec::with_capacity(4);
                 let (mut now, mut next) = (T0, 0usize);
                 group.throughput(Throughput::Elements(checks_per_call));
-                let id = format!("{}/{checks_per_call}_per_call/{keys}_keys", algorithm.name());
+                let id = format!(
+                    "{}/{checks_per_call}_per_call/{keys}_keys",
+                    algorithm.name()
+                );
                 group.bench_function(BenchmarkId::from_parameter(id), |b| {
                     b.iter(|| {
                         let n = checks_per_call as usize;

@@ -32,7 +32,7 @@ mod tests;
 /// Tuning of a [`MemoryStore`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct MemoryOptions {
-    /// Number of independently locked shards (rounded up to a power of two, at least 1).
+    /// Number of independently locked shards (rounded up to a power of two, 1 to 65536).
     pub shards: usize,
     /// A shard is not swept before it holds this many entries.
     pub min_sweep_len: usize,
@@ -120,11 +120,7 @@ impl MemoryStore {
     }
 
     pub fn with_options(clock: Arc<dyn Clock>, opts: MemoryOptions) -> MemoryStore {
-        let n = opts
-            .shards
-            .max(1)
-            .checked_next_power_of_two()
-            .unwrap_or(1 << 16);
+        let n = opts.shards.clamp(1, 1 << 16).next_power_of_two();
         let map_hasher = FoldBuild::random();
         let shards = (0..n)
             .map(|_| {
