@@ -4,6 +4,7 @@
 mod support;
 
 mod cli;
+mod conformance;
 mod ops;
 mod reload;
 mod service;
