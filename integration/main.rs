@@ -5,6 +5,7 @@ mod support;
 
 mod cli;
 mod conformance;
+mod deploy;
 mod ops;
 mod reload;
 mod service;
