@@ -68,9 +68,10 @@ USER 65532:65532
 # opens on PROMETHEUS_ADDR (default :9090).
 EXPOSE 8080 8081
 
-# SIGTERM: health turns NOT_SERVING at once, in-flight requests finish, exit within
-# --shutdown-grace (10s). The binary is PID 1 and handles SIGTERM/SIGINT itself.
-STOPSIGNAL SIGTERM
+# The binary is PID 1 and handles SIGTERM itself: health turns NOT_SERVING at once,
+# it keeps answering for --shutdown-delay (default 0s; set it to cover your load
+# balancer's reaction time), then drains in-flight requests for at most
+# --shutdown-grace (default 10s). Give the orchestrator a longer stop timeout.
 ENTRYPOINT ["/usr/local/bin/sluice"]
 # An explicit --config wins over SLUICE_CONFIG and envoyproxy/ratelimit's
 # RUNTIME_ROOT/RUNTIME_SUBDIRECTORY/RUNTIME_APPDIRECTORY. To configure the rule
