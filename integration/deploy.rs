@@ -16,7 +16,7 @@ use clap::{CommandFactory, Parser};
 use serde::Deserialize;
 use serde_yaml::Value;
 use sluice::config::{LoadOptions, RateLimitConfig};
-use sluice::settings::{Cli, Command as SluiceCommand, Settings};
+use sluice::settings::{Cli, Command as SluiceCommand, Settings, parse_duration};
 
 use crate::support::sluice::sluice;
 
@@ -924,6 +924,14 @@ fn compose_wires_envoy_to_sluice_redis_and_the_demo_upstream() {
             "sluice's {what} port {port} is not published"
         );
     }
+
+    // Compose waits for sluice's drain before it kills it.
+    let stop = scalar(at(sluice_svc.def, "stop_grace_period")).unwrap_or_else(|| "10s".into());
+    let stop = parse_duration("stop_grace_period", &stop).unwrap();
+    assert!(
+        stop > settings.shutdown_delay + settings.shutdown_grace,
+        "sluice's stop_grace_period {stop:?} must exceed its shutdown delay + grace"
+    );
 
     // The rule directory sluice serves is a bind mount of valid rule files.
     let host_dirs: Vec<PathBuf> = settings
