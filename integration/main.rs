@@ -4,6 +4,8 @@
 mod support;
 
 mod cli;
+mod conformance;
+mod deploy;
 mod ops;
 mod reload;
 mod service;

@@ -116,16 +116,24 @@ impl Reloader {
     }
 }
 
-/// The parent directories of a config path whose entries can swap it (two levels: the
-/// `..data` link of a ConfigMap and the `current` link of a `RUNTIME_ROOT`).
+/// Directories whose entries can replace a config path: its parent (editors rename files
+/// over it) and the parent of every symlink on the way to it (a Kubernetes `..data` link, or
+/// envoyproxy/ratelimit's `RUNTIME_ROOT` pointing at a `current` link that is swapped).
 fn ancestors_of(path: &Path) -> Vec<PathBuf> {
     let abs = std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf());
-    abs.ancestors()
-        .skip(1)
-        .take(2)
-        .filter(|a| a.parent().is_some())
-        .map(Path::to_path_buf)
-        .collect()
+    let mut dirs = Vec::new();
+    if let Some(parent) = abs.parent() {
+        dirs.push(parent.to_path_buf());
+    }
+    for a in abs.ancestors().skip(1) {
+        let is_link = std::fs::symlink_metadata(a).is_ok_and(|m| m.file_type().is_symlink());
+        if let (true, Some(parent)) = (is_link, a.parent())
+            && !dirs.iter().any(|d| d == parent)
+        {
+            dirs.push(parent.to_path_buf());
+        }
+    }
+    dirs
 }
 
 /// (Re)establish watches: each config path recursively, its ancestors non-recursively.

@@ -92,7 +92,6 @@ impl Builder {
             .env_clear()
             .env("PATH", std::env::var("PATH").unwrap_or_default())
             .env("SLUICE_LOG_FORMAT", "json")
-            .env("SLUICE_LOG_LEVEL", "info")
             .envs(&self.env)
             .stdin(Stdio::null())
             .stdout(Stdio::null())

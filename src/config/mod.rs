@@ -2,13 +2,49 @@
 //! compiled, immutable per-domain rule trees that requests are matched against.
 //!
 //! `config` knows nothing of stores, gRPC or metrics. A [`RateLimitConfig`] is built whole
-//! or not at all: any error rejects the entire set of files.
+//! or not at all: any error rejects the entire set of files (every bad file is reported).
+//!
+//! A file goes through their pipeline, in their order, so the same file gets the same
+//! message as under envoyproxy/ratelimit:
+//! 0. YAML syntax (first document only) — `yaml.rs`;
+//! 1. the key walk (`keys.rs`): string keys, known keys, map list elements, leaf types;
+//!    stricter than theirs, keys must also sit at their own level and not repeat;
+//! 2. the typed decode with yaml.v2's leniency (`raw.rs`, `scalars.rs`, `metadata.rs`);
+//! 3. whole-config validation and assembly (`validate.rs`, `limits.rs` for the limits and
+//!    the extension fields), compiled into per-domain trees (`tree.rs`).
+//!
+//! Positions: passes 0–2 raise errors at the offending node so serde_yaml stamps its line
+//! and column, while the exact message travels beside the error (`yaml::Ctx`). Pass 3
+//! works on typed data; its errors carry a document path that `yaml::locate` turns back
+//! into a line by re-reading the file. Matching and stats keys live in `tree.rs` and
+//! `stats.rs`; file discovery in `discover.rs`.
+
+mod discover;
+mod keys;
+mod limits;
+mod metadata;
+mod raw;
+mod scalars;
+mod stats;
+mod tree;
+mod validate;
+mod yaml;
+
+#[cfg(test)]
+mod tests;
 
 use std::borrow::Cow;
+use std::collections::HashMap;
+use std::fmt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use serde::Deserialize;
+
 use crate::limiter::{LimitSpec, StateTag};
+
+pub use discover::discover;
+pub use tree::Domain;
 
 /// One rule file's content and the name its errors are reported under.
 #[derive(Clone, Debug)]
@@ -40,11 +76,52 @@ pub struct ConfigError {
     pub column: Option<usize>,
 }
 
-/// Read every rule file under `paths` (files, or directories searched recursively for
-/// `*.yaml`/`*.yml`, skipping dot-files and dot-directories), in a stable order.
-pub fn discover(paths: &[PathBuf]) -> Result<Vec<ConfigFile>, Vec<ConfigError>> {
-    let _ = paths;
-    todo!("config::discover")
+impl ConfigError {
+    /// An error about a path itself (missing, unreadable), not about its content.
+    fn for_path(path: &Path, message: String) -> ConfigError {
+        ConfigError {
+            message,
+            path: Some(path.to_path_buf()),
+            line: None,
+            column: None,
+        }
+    }
+
+    /// An error in `file`'s content: `<name>: <msg>`.
+    fn in_file(
+        file: &ConfigFile,
+        msg: impl fmt::Display,
+        at: (Option<usize>, Option<usize>),
+    ) -> ConfigError {
+        ConfigError {
+            message: format!("{}: {msg}", file.name),
+            path: Some(file.path.clone()),
+            line: at.0,
+            column: at.1,
+        }
+    }
+}
+
+/// Passes 0–2 on one file: YAML syntax, the key walk, the typed decode.
+fn parse_file(file: &ConfigFile) -> Result<raw::RawRoot, ConfigError> {
+    let content = file.content.as_str();
+    // Syntax first, as their first `yaml.Unmarshal` does: the later passes would otherwise
+    // report a key error found before the point where the YAML breaks.
+    if let Some(doc) = yaml::first_document(content)
+        && let Err(e) = serde::de::IgnoredAny::deserialize(doc)
+    {
+        let msg = format!("error loading config file: {e}");
+        return Err(ConfigError::in_file(file, msg, yaml::position(&e)));
+    }
+    let ctx = yaml::Ctx::default();
+    let from_serde = |e: serde_yaml::Error| {
+        let msg = ctx
+            .take()
+            .unwrap_or_else(|| format!("error loading config file: {e}"));
+        ConfigError::in_file(file, msg, yaml::position(&e))
+    };
+    keys::check(content, &ctx).map_err(from_serde)?;
+    raw::decode(content, &ctx).map_err(from_serde)
 }
 
 /// A request descriptor entry as the matcher sees it (implemented by the service for the
@@ -65,7 +142,10 @@ impl EntryRef for (&str, &str) {
 
 /// All loaded domains.
 #[derive(Debug, Default)]
-pub struct RateLimitConfig {}
+pub struct RateLimitConfig {
+    domains: HashMap<Box<str>, Domain>,
+    rules: Arc<[Rule]>,
+}
 
 impl RateLimitConfig {
     /// A config with no domains (every request is OK without a limit).
@@ -78,8 +158,24 @@ impl RateLimitConfig {
         files: &[ConfigFile],
         opts: &LoadOptions,
     ) -> Result<RateLimitConfig, Vec<ConfigError>> {
-        let _ = (files, opts);
-        todo!("RateLimitConfig::build")
+        let mut errors = Vec::new();
+        let mut loader = validate::Loader::new(opts);
+        for file in files {
+            let loaded = parse_file(file).and_then(|root| {
+                loader.load(root).map_err(|p| {
+                    let at = yaml::locate(&file.content, &p.at);
+                    ConfigError::in_file(file, p.msg, at)
+                })
+            });
+            if let Err(e) = loaded {
+                errors.push(e);
+            }
+        }
+        if errors.is_empty() {
+            Ok(loader.finish())
+        } else {
+            Err(errors)
+        }
     }
 
     /// [`discover`] then [`RateLimitConfig::build`].
@@ -92,62 +188,60 @@ impl RateLimitConfig {
     }
 
     pub fn domain(&self, name: &str) -> Option<&Domain> {
-        let _ = name;
-        todo!()
+        self.domains.get(name)
     }
 
     /// Every rule (a descriptor node with `rate_limit`/`rate_limits`), indexed by `Rule::id`.
     pub fn rules(&self) -> &[Rule] {
-        todo!()
+        &self.rules
     }
 
     pub fn domain_count(&self) -> usize {
-        todo!()
+        self.domains.len()
     }
 
     /// `/rlconfig`: one line per limit, sorted.
     pub fn dump(&self) -> String {
-        todo!()
-    }
-}
-
-/// One domain's compiled descriptor tree.
-#[derive(Debug)]
-pub struct Domain {}
-
-impl Domain {
-    pub fn name(&self) -> &str {
-        todo!()
-    }
-
-    /// envoyproxy/ratelimit's `GetLimit` walk: per entry, exact `key_value` child, else
-    /// wildcard children in declaration order, else the key-only child; no backtracking; a
-    /// rule applies only when the last entry lands on a node with a limit.
-    pub fn find<E: EntryRef>(&self, entries: &[E]) -> Option<Match<'_>> {
-        let _ = entries;
-        todo!()
+        stats::dump(self)
     }
 }
 
 /// A rule matched by a request descriptor.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Copy)]
 pub struct Match<'a> {
     pub rule: &'a Rule,
+    domain: &'a Domain,
+    /// The node the request's last entry landed on.
+    node: u32,
+    /// Bit `i`: entry `i` matched its node by exact `key_value`.
+    exact: u64,
+    /// Bit `i`: entry `i` matched its node through a wildcard.
+    wild: u64,
+}
+
+impl fmt::Debug for Match<'_> {
+    // The domain tree is large and says nothing about this match.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Match")
+            .field("rule", &self.rule.full_key)
+            .field("domain", &self.domain.name())
+            .field("exact", &format_args!("{:#b}", self.exact))
+            .field("wild", &format_args!("{:#b}", self.wild))
+            .finish()
+    }
 }
 
 impl<'a> Match<'a> {
     /// The descriptor's state identity: domain + entries, with the matched pattern in place
     /// of the value at levels matched by a `share_threshold` wildcard.
     pub fn state_tag<E: EntryRef>(&self, entries: &[E]) -> StateTag {
-        let _ = entries;
-        todo!()
+        self.tag(entries)
     }
 
     /// The stats key (envoyproxy/ratelimit §2.13): the config path, or built from request
     /// values under `detailed_metric` / `value_to_metric`.
     pub fn stats_key<E: EntryRef>(&self, entries: &[E]) -> Cow<'a, str> {
-        let _ = entries;
-        todo!()
+        self.stats(entries)
     }
 }
 
@@ -199,6 +293,3 @@ impl Rule {
             .chain(self.limits.iter().filter_map(|l| l.name.as_deref()))
     }
 }
-
-#[allow(dead_code)]
-fn _assert_path(_: &Path) {}

@@ -1,0 +1,80 @@
+# syntax=docker/dockerfile:1
+#
+# sluice container image.
+#
+#   docker build -t sluice:0.1.0 .
+#   docker run --rm -p 8080:8080 -p 8081:8081 sluice:0.1.0
+#
+# Two stages: Cargo builds a release binary in the full Rust image, and only that
+# binary plus the bundled rule files go into a distroless runtime (glibc, libgcc,
+# CA certificates, no shell, no package manager), running as a non-root user.
+#
+# Probes: the runtime image has no shell or curl, so there is deliberately no
+# HEALTHCHECK instruction. Orchestrators probe sluice from the outside:
+#   - HTTP  GET :8080/healthcheck  -> 200 "OK" when ready; 500 while Redis is
+#     unreachable, before the first config is loaded (when required) and from the
+#     moment SIGTERM arrives;
+#   - gRPC  grpc.health.v1.Health/Check on :8081, service "" or "ratelimit"
+#     (Kubernetes `grpc:` probes, Envoy `grpc_health_check`).
+# See examples/kubernetes/deployment.yaml and docker-compose.yml.
+
+# Keep the builder's Debian release equal to the runtime's (bookworm = debian12):
+# the binary links against the builder's glibc. The Rust version is the toolchain
+# the project is tested with; the crate's minimum is rust-version in Cargo.toml.
+ARG RUST_VERSION=1.95
+
+FROM rust:${RUST_VERSION}-bookworm AS builder
+WORKDIR /build
+
+# Dependencies first, in their own layer: build the whole dependency graph against
+# stub sources, so this (slow) layer is reused until Cargo.toml or Cargo.lock
+# change. Only `--bin sluice` is built, so the integration-test target and the
+# dev-dependencies are never needed here.
+COPY Cargo.toml Cargo.lock ./
+RUN mkdir src \
+ && echo 'fn main() {}' > src/main.rs \
+ && : > src/lib.rs \
+ && cargo build --release --locked --bin sluice \
+ && rm -rf src
+
+# The real sources. COPY keeps the files' own mtimes, which may be older than the
+# stub build's fingerprints: touch the crate roots so Cargo rebuilds the crate.
+COPY src ./src
+RUN touch src/main.rs src/lib.rs \
+ && cargo build --release --locked --bin sluice \
+ && cp target/release/sluice /usr/local/bin/sluice
+
+# Fail the image build, not the first deployment, if the bundled rules are invalid.
+COPY config ./config
+RUN sluice check config
+
+# gcr.io/distroless/cc-debian12 = glibc + libgcc (what a Rust binary needs; TLS to
+# Redis uses rustls, so no OpenSSL). The :nonroot tag runs as uid/gid 65532.
+# Distroless publishes no major.minor tags: pin by digest for reproducible
+# production builds (…/cc-debian12:nonroot@sha256:…).
+FROM gcr.io/distroless/cc-debian12:nonroot AS runtime
+
+COPY --from=builder /usr/local/bin/sluice /usr/local/bin/sluice
+# The bundled rule files. Mount your own directory over /etc/sluice/config (as
+# docker-compose.yml does) or point --config/SLUICE_CONFIG elsewhere. sluice
+# watches the directory and reloads on change, Kubernetes ConfigMap swaps included.
+COPY --from=builder /build/config /etc/sluice/config
+
+# Numeric, so Kubernetes `runAsNonRoot` can verify it without reading /etc/passwd.
+USER 65532:65532
+
+# 8080: HTTP (/healthcheck, /json, /metrics, /rlconfig); 8081: gRPC (rate limit
+# service + grpc.health.v1). With USE_PROMETHEUS=true a separate metrics listener
+# opens on PROMETHEUS_ADDR (default :9090).
+EXPOSE 8080 8081
+
+# The binary is PID 1 and handles SIGTERM itself: health turns NOT_SERVING at once,
+# it keeps answering for --shutdown-delay (default 0s; set it to cover your load
+# balancer's reaction time), then drains in-flight requests for at most
+# --shutdown-grace (default 10s). Give the orchestrator a longer stop timeout.
+ENTRYPOINT ["/usr/local/bin/sluice"]
+# An explicit --config wins over SLUICE_CONFIG and envoyproxy/ratelimit's
+# RUNTIME_ROOT/RUNTIME_SUBDIRECTORY/RUNTIME_APPDIRECTORY. To configure the rule
+# directory through those variables instead, run the image with the arguments
+# `serve` alone (examples/kubernetes/deployment.yaml does).
+CMD ["serve", "--config", "/etc/sluice/config"]

@@ -1,0 +1,233 @@
+//! The store conformance suite: one set of scenarios, written against the `Store` trait,
+//! that every store must pass bit for bit (docs/algorithms.md is the contract).
+//!
+//! Instantiate it for a store with one line, giving a module name and an async factory
+//! `async fn(Arc<ManualClock>) -> Option<S>` (`None` skips, e.g. no Redis available):
+//!
+//! ```ignore
+//! conformance_suite!(memory, make_memory_store);
+//! ```
+//!
+//! which generates one `#[tokio::test]` per scenario. Each test gets its own clock, starting
+//! at `ManualClock::starting_now()` and only ever moved forward, and its own random tags,
+//! so a shared Redis can run the tests in parallel and keep keys from earlier runs. Windows
+//! are minutes (rarely seconds) so real-time TTLs outlive the few milliseconds a scenario
+//! takes, and no scenario relies on state surviving past its TTL.
+
+mod scenarios;
+
+use std::hash::{BuildHasher, Hasher};
+use std::sync::Arc;
+
+use sluice::limiter::{
+    Algorithm, Check, Clock, LimitResult, LimitSpec, ManualClock, StateTag, Unit,
+};
+use sluice::store::Store;
+use sluice::store::memory::MemoryStore;
+
+pub use scenarios::*;
+
+/// Generates `mod $name` with one test per scenario, running on stores made by `$make`.
+macro_rules! conformance_suite {
+    ($name:ident, $make:path) => {
+        mod $name {
+            $crate::conformance::conformance_suite!(@tests $make;
+                fixed_window_counts_and_resets,
+                boundary_burst_only_for_fixed_window,
+                retry_is_exact_for_every_algorithm,
+                sliding_window_drops_oldest_sub_windows_first,
+                sliding_window_uneven_sub_windows,
+                sliding_log_retries_from_the_kth_oldest_entry,
+                buckets_refill_and_leak,
+                peek_never_writes,
+                refunds_never_go_below_empty,
+                overdraft_charges_denied_hits,
+                penalty_denies_without_counting_and_expires_exactly,
+                limits_of_a_check_are_all_or_nothing,
+                several_checks_per_call,
+                cost_larger_than_capacity,
+                config_change_keeps_state,
+                state_is_forgotten_after_its_ttl,
+                concurrent_hits_are_counted_exactly,
+            );
+        }
+    };
+    (@tests $make:path; $($scenario:ident),* $(,)?) => {
+        $(
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn $scenario() {
+                let clock = std::sync::Arc::new(sluice::limiter::ManualClock::starting_now());
+                let Some(store) = $make(clock.clone()).await else {
+                    eprintln!("{}: store unavailable, skipped", stringify!($scenario));
+                    return;
+                };
+                let env = $crate::conformance::Env::new(store, clock);
+                $crate::conformance::$scenario(&env).await;
+            }
+        )*
+    };
+}
+pub(crate) use conformance_suite;
+
+pub async fn make_memory_store(clock: Arc<ManualClock>) -> Option<MemoryStore> {
+    Some(MemoryStore::new(clock))
+}
+
+conformance_suite!(memory, crate::conformance::make_memory_store);
+
+pub const MIN: u64 = 60_000;
+
+/// A store under test, the clock it reads, and a per-test nonce for tags.
+pub struct Env<S> {
+    pub store: Arc<S>,
+    pub clock: Arc<ManualClock>,
+    nonce: u64,
+}
+
+impl<S: Store> Env<S> {
+    pub fn new(store: S, clock: Arc<ManualClock>) -> Env<S> {
+        let nonce = std::collections::hash_map::RandomState::new()
+            .build_hasher()
+            .finish();
+        Env {
+            store: Arc::new(store),
+            clock,
+            nonce,
+        }
+    }
+
+    /// A descriptor tag unique to this test run.
+    pub fn tag(&self, name: &str) -> StateTag {
+        let nonce = self.nonce.to_string();
+        StateTag::compute(
+            "sluice-conformance",
+            [("scenario", name), ("nonce", nonce.as_str())],
+        )
+    }
+
+    pub fn now(&self) -> u64 {
+        self.clock.now_ms()
+    }
+
+    pub fn set(&self, t: u64) {
+        assert!(t >= self.now(), "the conformance clock only moves forward");
+        self.clock.set(t);
+    }
+
+    pub fn advance(&self, ms: u64) {
+        self.clock.advance(ms);
+    }
+
+    /// Moves to `offset` ms into the next window of `w` ms; returns that window's start.
+    pub fn align(&self, w: u64, offset: u64) -> u64 {
+        let now = self.now();
+        let ws = now - now % w + w;
+        self.set(ws + offset);
+        ws
+    }
+
+    pub async fn run(&self, checks: &[Check<'_>]) -> Vec<LimitResult> {
+        let mut out = Vec::new();
+        self.store.run(checks, &mut out).await.expect("store error");
+        assert_eq!(
+            out.len(),
+            checks.iter().map(|c| c.limits.len()).sum::<usize>()
+        );
+        out
+    }
+
+    pub async fn check(&self, tag: StateTag, limits: &[LimitSpec], cost: u64) -> Vec<LimitResult> {
+        self.run(&[Check {
+            tag,
+            limits,
+            cost,
+            refund: false,
+        }])
+        .await
+    }
+
+    pub async fn refund(&self, tag: StateTag, limits: &[LimitSpec], cost: u64) -> Vec<LimitResult> {
+        self.run(&[Check {
+            tag,
+            limits,
+            cost,
+            refund: true,
+        }])
+        .await
+    }
+
+    pub async fn hit(&self, tag: StateTag, limit: &LimitSpec, cost: u64) -> LimitResult {
+        self.check(tag, std::slice::from_ref(limit), cost).await[0]
+    }
+
+    /// `k` hits of cost 1; how many were allowed.
+    pub async fn burst(&self, tag: StateTag, limit: &LimitSpec, k: u64) -> u64 {
+        let mut allowed = 0;
+        for _ in 0..k {
+            allowed += u64::from(self.hit(tag, limit, 1).await.allowed);
+        }
+        allowed
+    }
+}
+
+/// A limit with the defaults config gives it (`burst = rpu`, 10 sub-windows, overdraft
+/// only for fixed windows, no penalty, slot 0).
+pub fn limit(algorithm: Algorithm, rpu: u32, unit: Unit) -> LimitSpec {
+    let mut s = LimitSpec::fixed_window(rpu, unit);
+    s.algorithm = algorithm;
+    s.overdraft = algorithm.default_overdraft();
+    if algorithm == Algorithm::SlidingWindow {
+        s.buckets = 10;
+    }
+    s
+}
+
+pub fn burst(mut s: LimitSpec, burst: u32) -> LimitSpec {
+    s.burst = burst;
+    s
+}
+
+pub fn overdraft(mut s: LimitSpec, on: bool) -> LimitSpec {
+    s.overdraft = on;
+    s
+}
+
+pub fn penalty(mut s: LimitSpec, ms: u64) -> LimitSpec {
+    s.penalty_ms = ms;
+    s
+}
+
+pub fn slot(mut s: LimitSpec, slot: u8) -> LimitSpec {
+    s.slot = slot;
+    s
+}
+
+pub fn ok(remaining: u64, reset_ms: u64, used_before: u64) -> LimitResult {
+    LimitResult {
+        allowed: true,
+        remaining,
+        reset_ms,
+        retry_ms: None,
+        used_before,
+        penalized: false,
+    }
+}
+
+pub fn denied(reset_ms: u64, retry_ms: Option<u64>, used_before: u64) -> LimitResult {
+    LimitResult {
+        allowed: false,
+        remaining: 0,
+        reset_ms,
+        retry_ms,
+        used_before,
+        penalized: false,
+    }
+}
+
+pub fn penalized(reset_ms: u64, retry_ms: u64, used_before: u64) -> LimitResult {
+    LimitResult {
+        penalized: true,
+        retry_ms: Some(retry_ms),
+        ..denied(reset_ms, None, used_before)
+    }
+}

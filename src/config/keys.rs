@@ -1,0 +1,405 @@
+//! Pass 1: the key walk (envoyproxy/ratelimit's `validateYamlKeys`), made positional.
+//!
+//! Their checks, with their messages: map keys must be strings, keys must be known, every
+//! list element must be a map, leaves must be string/int/bool/null, and nothing under
+//! `metadata` is looked at. Ours on top: a known key is accepted only at the level it
+//! belongs to, and a key may not repeat within one map. Errors are raised at the offending
+//! node so serde_yaml stamps its position.
+
+use std::collections::HashSet;
+use std::fmt;
+
+use serde::de::{
+    self, Deserialize, DeserializeSeed, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor,
+};
+
+use super::yaml::{Ctx, GoValue};
+
+/// Where in the schema a map sits.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Level {
+    Root,
+    Descriptor,
+    RateLimit,
+    Replaces,
+    /// Under a key whose value should not be a map at all: only their flat check applies
+    /// (the typed pass then reports the wrong shape).
+    Any,
+}
+
+const ROOT_KEYS: &[&str] = &["domain", "descriptors"];
+const DESCRIPTOR_KEYS: &[&str] = &[
+    "key",
+    "value",
+    "rate_limit",
+    "rate_limits",
+    "descriptors",
+    "shadow_mode",
+    "quota_mode",
+    "detailed_metric",
+    "value_to_metric",
+    "share_threshold",
+    "metadata",
+];
+const RATE_LIMIT_KEYS: &[&str] = &[
+    "requests_per_unit",
+    "unit",
+    "unlimited",
+    "name",
+    "replaces",
+    "algorithm",
+    "burst",
+    "buckets",
+    "overdraft",
+    "penalty_seconds",
+];
+const REPLACES_KEYS: &[&str] = &["name"];
+
+impl Level {
+    fn keys(self) -> &'static [&'static str] {
+        match self {
+            Level::Root => ROOT_KEYS,
+            Level::Descriptor => DESCRIPTOR_KEYS,
+            Level::RateLimit => RATE_LIMIT_KEYS,
+            Level::Replaces => REPLACES_KEYS,
+            Level::Any => &[],
+        }
+    }
+
+    fn place(self) -> &'static str {
+        match self {
+            Level::Root => "at the top level",
+            Level::Descriptor => "in a descriptor",
+            Level::RateLimit => "in rate_limit",
+            Level::Replaces => "in a replaces entry",
+            Level::Any => "here",
+        }
+    }
+
+    /// What the value under `key` should be.
+    fn child(self, key: &str) -> Expect {
+        match (self, key) {
+            (Level::Root | Level::Descriptor, "descriptors") => Expect::List(Level::Descriptor),
+            (Level::Descriptor, "rate_limit") => Expect::Map(Level::RateLimit),
+            (Level::Descriptor, "rate_limits") => Expect::List(Level::RateLimit),
+            (Level::Descriptor, "metadata") => Expect::Skip,
+            (Level::RateLimit, "replaces") => Expect::List(Level::Replaces),
+            (Level::Any, _) => Expect::Any,
+            _ => Expect::Scalar,
+        }
+    }
+}
+
+fn known(key: &str) -> bool {
+    [ROOT_KEYS, DESCRIPTOR_KEYS, RATE_LIMIT_KEYS]
+        .iter()
+        .any(|set| set.contains(&key))
+}
+
+/// Where a known key belongs, for the wrong-level message.
+fn home(key: &str) -> &'static str {
+    if key == "name" {
+        "in rate_limit or a replaces entry"
+    } else if ROOT_KEYS.contains(&key) && key != "descriptors" {
+        "at the top level"
+    } else if DESCRIPTOR_KEYS.contains(&key) {
+        "in a descriptor"
+    } else {
+        "in rate_limit"
+    }
+}
+
+#[derive(Clone, Copy, Debug)]
+enum Expect {
+    Map(Level),
+    List(Level),
+    Scalar,
+    Skip,
+    Any,
+}
+
+/// Walk the whole first document. `Ok` means the keys are fine.
+pub(super) fn check(content: &str, ctx: &Ctx) -> Result<(), serde_yaml::Error> {
+    match super::yaml::first_document(content) {
+        Some(doc) => TopSeed { ctx }.deserialize(doc),
+        None => Ok(()),
+    }
+}
+
+struct TopSeed<'c> {
+    ctx: &'c Ctx,
+}
+
+impl<'de> DeserializeSeed<'de> for TopSeed<'_> {
+    type Value = ();
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
+        d.deserialize_any(self)
+    }
+}
+
+impl<'de> Visitor<'de> for TopSeed<'_> {
+    type Value = ();
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("a mapping")
+    }
+    fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<(), A::Error> {
+        walk_map(self.ctx, Level::Root, map)
+    }
+    fn visit_unit<E: de::Error>(self) -> Result<(), E> {
+        Ok(())
+    }
+    fn visit_none<E: de::Error>(self) -> Result<(), E> {
+        Ok(())
+    }
+    fn visit_seq<A: SeqAccess<'de>>(self, _: A) -> Result<(), A::Error> {
+        Err(self.ctx.fail(top_level_error("a list")))
+    }
+    fn visit_str<E: de::Error>(self, _: &str) -> Result<(), E> {
+        Err(self.ctx.fail(top_level_error("a string")))
+    }
+    fn visit_bool<E: de::Error>(self, _: bool) -> Result<(), E> {
+        Err(self.ctx.fail(top_level_error("a boolean")))
+    }
+    fn visit_i64<E: de::Error>(self, _: i64) -> Result<(), E> {
+        Err(self.ctx.fail(top_level_error("a number")))
+    }
+    fn visit_u64<E: de::Error>(self, _: u64) -> Result<(), E> {
+        Err(self.ctx.fail(top_level_error("a number")))
+    }
+    fn visit_f64<E: de::Error>(self, _: f64) -> Result<(), E> {
+        Err(self.ctx.fail(top_level_error("a number")))
+    }
+    fn visit_enum<A: de::EnumAccess<'de>>(self, _: A) -> Result<(), A::Error> {
+        Err(self.ctx.fail(top_level_error("a tagged value")))
+    }
+}
+
+fn top_level_error(found: &str) -> String {
+    format!(
+        "error loading config file: the top level must be a mapping with 'domain' and 'descriptors', found {found}"
+    )
+}
+
+/// Visitor methods for every value that is neither a map nor (for keys) a string: each
+/// hands `self.reject` the value as Go's `%v` would print it. Raising inside the visitor is
+/// what makes serde_yaml stamp the value's own position.
+macro_rules! reject_scalars_and_lists {
+    ($de:lifetime, $out:ty) => {
+        fn visit_bool<E: de::Error>(self, v: bool) -> Result<$out, E> {
+            Err(self.reject(GoValue::Bool(v)))
+        }
+        fn visit_i64<E: de::Error>(self, v: i64) -> Result<$out, E> {
+            Err(self.reject(GoValue::Int(v.into())))
+        }
+        fn visit_u64<E: de::Error>(self, v: u64) -> Result<$out, E> {
+            Err(self.reject(GoValue::Int(v.into())))
+        }
+        fn visit_i128<E: de::Error>(self, v: i128) -> Result<$out, E> {
+            Err(self.reject(GoValue::Int(v)))
+        }
+        fn visit_u128<E: de::Error>(self, v: u128) -> Result<$out, E> {
+            Err(self.reject(GoValue::Float(v as f64)))
+        }
+        fn visit_f64<E: de::Error>(self, v: f64) -> Result<$out, E> {
+            Err(self.reject(GoValue::Float(v)))
+        }
+        fn visit_unit<E: de::Error>(self) -> Result<$out, E> {
+            Err(self.reject(GoValue::Null))
+        }
+        fn visit_none<E: de::Error>(self) -> Result<$out, E> {
+            Err(self.reject(GoValue::Null))
+        }
+        fn visit_seq<A: SeqAccess<$de>>(self, seq: A) -> Result<$out, A::Error> {
+            let v = GoValue::deserialize(de::value::SeqAccessDeserializer::new(seq))?;
+            Err(self.reject(v))
+        }
+        fn visit_enum<A: de::EnumAccess<$de>>(self, _: A) -> Result<$out, A::Error> {
+            Err(self.ctx.fail(TAGS))
+        }
+    };
+}
+
+const TAGS: &str = "error loading config file: YAML tags are not supported";
+
+fn walk_map<'de, A: MapAccess<'de>>(ctx: &Ctx, level: Level, mut map: A) -> Result<(), A::Error> {
+    let mut seen = HashSet::new();
+    while let Some(key) = map.next_key_seed(KeySeed {
+        ctx,
+        level,
+        seen: &mut seen,
+    })? {
+        match level.child(&key) {
+            Expect::Skip => {
+                map.next_value::<IgnoredAny>()?;
+            }
+            expect => map.next_value_seed(Walk { ctx, expect })?,
+        }
+    }
+    Ok(())
+}
+
+/// A map key: must be a string, known, allowed at this level, and not repeated.
+struct KeySeed<'c, 's> {
+    ctx: &'c Ctx,
+    level: Level,
+    seen: &'s mut HashSet<String>,
+}
+
+impl<'de> DeserializeSeed<'de> for KeySeed<'_, '_> {
+    type Value = String;
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<String, D::Error> {
+        d.deserialize_any(self)
+    }
+}
+
+impl KeySeed<'_, '_> {
+    fn reject<E: de::Error>(&self, v: GoValue) -> E {
+        self.ctx
+            .fail(format!("config error, key is not of type string: {v}"))
+    }
+}
+
+// Checks happen inside the visitor so that serde_yaml stamps the key's own position.
+impl<'de> Visitor<'de> for KeySeed<'_, '_> {
+    type Value = String;
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("a string key")
+    }
+    fn visit_str<E: de::Error>(self, key: &str) -> Result<String, E> {
+        let ctx = self.ctx;
+        if !known(key) {
+            return Err(ctx.fail(format!("config error, unknown key '{key}'")));
+        }
+        if self.level != Level::Any && !self.level.keys().contains(&key) {
+            return Err(ctx.fail(format!(
+                "config error, key '{key}' is not allowed {} (it belongs {})",
+                self.level.place(),
+                home(key)
+            )));
+        }
+        if !self.seen.insert(key.to_owned()) {
+            return Err(ctx.fail(format!("config error, duplicate key '{key}'")));
+        }
+        Ok(key.to_owned())
+    }
+    reject_scalars_and_lists!('de, String);
+    fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<String, A::Error> {
+        let v = GoValue::deserialize(de::value::MapAccessDeserializer::new(map))?;
+        Err(self.reject(v))
+    }
+}
+
+/// A map value.
+struct Walk<'c> {
+    ctx: &'c Ctx,
+    expect: Expect,
+}
+
+impl<'de> DeserializeSeed<'de> for Walk<'_> {
+    type Value = ();
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
+        d.deserialize_any(self)
+    }
+}
+
+const CHECK_ERROR: &str = "error checking config";
+
+impl<'de> Visitor<'de> for Walk<'_> {
+    type Value = ();
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("a value")
+    }
+    fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<(), A::Error> {
+        let level = match self.expect {
+            Expect::Map(level) => level,
+            _ => Level::Any,
+        };
+        walk_map(self.ctx, level, map)
+    }
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<(), A::Error> {
+        let level = match self.expect {
+            Expect::List(level) => level,
+            _ => Level::Any,
+        };
+        while seq
+            .next_element_seed(Element {
+                ctx: self.ctx,
+                level,
+            })?
+            .is_some()
+        {}
+        Ok(())
+    }
+    // Their leaf types: string, int (Go's int is 64-bit), bool and null.
+    fn visit_str<E: de::Error>(self, _: &str) -> Result<(), E> {
+        Ok(())
+    }
+    fn visit_bool<E: de::Error>(self, _: bool) -> Result<(), E> {
+        Ok(())
+    }
+    fn visit_i64<E: de::Error>(self, _: i64) -> Result<(), E> {
+        Ok(())
+    }
+    fn visit_u64<E: de::Error>(self, v: u64) -> Result<(), E> {
+        if i64::try_from(v).is_ok() {
+            Ok(())
+        } else {
+            Err(self.ctx.fail(CHECK_ERROR))
+        }
+    }
+    fn visit_i128<E: de::Error>(self, _: i128) -> Result<(), E> {
+        Err(self.ctx.fail(CHECK_ERROR))
+    }
+    fn visit_u128<E: de::Error>(self, _: u128) -> Result<(), E> {
+        Err(self.ctx.fail(CHECK_ERROR))
+    }
+    fn visit_f64<E: de::Error>(self, _: f64) -> Result<(), E> {
+        Err(self.ctx.fail(CHECK_ERROR))
+    }
+    fn visit_unit<E: de::Error>(self) -> Result<(), E> {
+        Ok(())
+    }
+    fn visit_none<E: de::Error>(self) -> Result<(), E> {
+        Ok(())
+    }
+    fn visit_enum<A: de::EnumAccess<'de>>(self, _: A) -> Result<(), A::Error> {
+        Err(self
+            .ctx
+            .fail("error loading config file: YAML tags are not supported"))
+    }
+}
+
+/// A list element: must be a map.
+struct Element<'c> {
+    ctx: &'c Ctx,
+    level: Level,
+}
+
+impl<'de> DeserializeSeed<'de> for Element<'_> {
+    type Value = ();
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
+        d.deserialize_any(self)
+    }
+}
+
+impl Element<'_> {
+    fn reject<E: de::Error>(&self, v: GoValue) -> E {
+        self.ctx.fail(format!(
+            "config error, yaml file contains list of type other than map: {v}"
+        ))
+    }
+}
+
+impl<'de> Visitor<'de> for Element<'_> {
+    type Value = ();
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("a mapping")
+    }
+    fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<(), A::Error> {
+        walk_map(self.ctx, self.level, map)
+    }
+    fn visit_str<E: de::Error>(self, v: &str) -> Result<(), E> {
+        Err(self.reject(GoValue::Str(v.to_owned())))
+    }
+    reject_scalars_and_lists!('de, ());
+}

@@ -1,0 +1,200 @@
+//! One `rate_limit` (or `rate_limits` entry) → a [`LimitSpec`]: their unit and `replaces`
+//! checks first, with their messages, then the extension fields (`docs/algorithms.md`).
+
+use std::sync::Arc;
+
+use super::raw::RawLimit;
+use super::yaml::Seg;
+use crate::limiter::{
+    Algorithm, BUCKETS_RANGE, DEFAULT_BUCKETS, LimitSpec, MAX_EXACT_SCALED, SLIDING_LOG_MAX, Unit,
+};
+
+/// Most entries a `rate_limits` list may hold (`LimitSpec::slot` is a `u8`, and every entry
+/// costs a state key per request).
+pub(super) const MAX_RATE_LIMITS: usize = 16;
+
+/// A validation error: the message (without the file prefix) and where it points,
+/// relative to the limit's own map.
+#[derive(Debug)]
+pub(super) struct Problem {
+    pub msg: String,
+    pub at: Vec<Seg>,
+}
+
+impl Problem {
+    pub fn new(msg: impl Into<String>, at: &[Seg]) -> Problem {
+        Problem {
+            msg: msg.into(),
+            at: at.to_vec(),
+        }
+    }
+}
+
+pub(super) enum Compiled {
+    Unlimited,
+    Limit(LimitSpec),
+}
+
+/// `own_names`: every limit name of the descriptor (their check compares `replaces` with
+/// the descriptor's own `name`; with `rate_limits` any of its names counts as its own).
+pub(super) fn compile(raw: &RawLimit, slot: u8, own_names: &[&str]) -> Result<Compiled, Problem> {
+    let unit = Unit::parse(&raw.unit);
+    if raw.unlimited {
+        if unit.is_some() {
+            return Err(Problem::new(
+                "should not specify rate limit unit when unlimited",
+                &[Seg::Key("unit")],
+            ));
+        }
+    } else if unit.is_none() {
+        return Err(Problem::new(
+            format!("invalid rate limit unit '{}'", raw.unit),
+            &[Seg::Key("unit")],
+        ));
+    }
+    for (i, name) in raw.replaces.iter().enumerate() {
+        let at = [Seg::Key("replaces"), Seg::Index(i)];
+        if name.is_empty() {
+            return Err(Problem::new("should not have an empty replaces entry", &at));
+        }
+        if own_names.contains(&name.as_str()) {
+            return Err(Problem::new(
+                "replaces should not contain name of same descriptor",
+                &at,
+            ));
+        }
+    }
+    let Some(unit) = unit.filter(|_| !raw.unlimited) else {
+        return unlimited(raw);
+    };
+    extended(raw, unit, slot).map(Compiled::Limit)
+}
+
+/// Extension fields mean nothing on an unlimited limit: reject them rather than ignore.
+fn unlimited(raw: &RawLimit) -> Result<Compiled, Problem> {
+    let present = [
+        ("algorithm", raw.algorithm.is_some()),
+        ("burst", raw.burst.is_some()),
+        ("buckets", raw.buckets.is_some()),
+        ("overdraft", raw.overdraft.is_some()),
+        ("penalty_seconds", raw.penalty_seconds.is_some()),
+    ];
+    match present.iter().find(|(_, set)| *set) {
+        Some((field, _)) => Err(Problem::new(
+            format!("should not specify {field} when unlimited"),
+            &[Seg::Key(field)],
+        )),
+        None => Ok(Compiled::Unlimited),
+    }
+}
+
+fn valid_algorithms() -> String {
+    Algorithm::ALL.map(Algorithm::name).join(", ")
+}
+
+fn extended(raw: &RawLimit, unit: Unit, slot: u8) -> Result<LimitSpec, Problem> {
+    let rpu = raw.requests_per_unit;
+    let algorithm = match raw.algorithm.as_deref() {
+        None => Algorithm::FixedWindow,
+        Some(name) => Algorithm::ALL
+            .into_iter()
+            .find(|a| a.name().eq_ignore_ascii_case(name))
+            .ok_or_else(|| {
+                Problem::new(
+                    format!("invalid algorithm '{name}' (valid: {})", valid_algorithms()),
+                    &[Seg::Key("algorithm")],
+                )
+            })?,
+    };
+    let burst = match raw.burst {
+        Some(_) if !algorithm.has_burst() => {
+            return Err(Problem::new(
+                format!(
+                    "burst is only valid with algorithm token_bucket, leaky_bucket or gcra, not {algorithm}"
+                ),
+                &[Seg::Key("burst")],
+            ));
+        }
+        Some(0) => {
+            return Err(Problem::new(
+                "burst must be at least 1",
+                &[Seg::Key("burst")],
+            ));
+        }
+        Some(b) => b,
+        None => rpu,
+    };
+    let buckets = match raw.buckets {
+        Some(_) if algorithm != Algorithm::SlidingWindow => {
+            return Err(Problem::new(
+                format!("buckets is only valid with algorithm sliding_window, not {algorithm}"),
+                &[Seg::Key("buckets")],
+            ));
+        }
+        Some(b) if !BUCKETS_RANGE.contains(&b) => {
+            return Err(Problem::new(
+                format!(
+                    "buckets must be between {} and {}, found {b}",
+                    BUCKETS_RANGE.start(),
+                    BUCKETS_RANGE.end()
+                ),
+                &[Seg::Key("buckets")],
+            ));
+        }
+        Some(b) => b,
+        None if algorithm == Algorithm::SlidingWindow => DEFAULT_BUCKETS,
+        None => 0,
+    };
+    let overdraft = raw.overdraft.unwrap_or(algorithm.default_overdraft());
+    if overdraft && algorithm == Algorithm::SlidingLog {
+        return Err(Problem::new(
+            "overdraft is not supported with algorithm sliding_log (the log would grow without bound)",
+            &[Seg::Key("overdraft")],
+        ));
+    }
+    if algorithm == Algorithm::SlidingLog && rpu > SLIDING_LOG_MAX {
+        return Err(Problem::new(
+            format!(
+                "requests_per_unit {rpu} is above the sliding_log maximum of {SLIDING_LOG_MAX} (use sliding_window for large limits)"
+            ),
+            &[Seg::Key("requests_per_unit")],
+        ));
+    }
+    if algorithm.has_burst() {
+        if rpu == 0 {
+            // It is the refill/leak rate: zero would never refill and divide by zero.
+            return Err(Problem::new(
+                format!(
+                    "requests_per_unit must be at least 1 with algorithm {algorithm} (it is the refill rate)"
+                ),
+                &[Seg::Key("requests_per_unit")],
+            ));
+        }
+        let scaled = u128::from(burst) * u128::from(unit.millis());
+        if scaled > u128::from(MAX_EXACT_SCALED) {
+            let field = if raw.burst.is_some() {
+                "burst"
+            } else {
+                "requests_per_unit"
+            };
+            return Err(Problem::new(
+                format!(
+                    "burst {burst} per {} is too large for algorithm {algorithm}: burst × unit must be at most 2^53 request-milliseconds (lower burst or use a shorter unit)",
+                    unit.name().to_ascii_lowercase()
+                ),
+                &[Seg::Key(field)],
+            ));
+        }
+    }
+    Ok(LimitSpec {
+        requests_per_unit: rpu,
+        unit,
+        algorithm,
+        burst: if algorithm.has_burst() { burst } else { rpu },
+        buckets,
+        overdraft,
+        penalty_ms: raw.penalty_seconds.map_or(0, |s| u64::from(s) * 1000),
+        name: (!raw.name.is_empty()).then(|| Arc::from(raw.name.as_str())),
+        slot,
+    })
+}

@@ -1,0 +1,284 @@
+//! Pass 2: the typed decode (their `yaml.Unmarshal` into `YamlRoot`), with Go's leniency:
+//! null is the zero value, string fields keep the literal text of ints and bools
+//! (`value: 007` is `"007"`), bools accept YAML 1.1 words (`yes`, `off`, …).
+//!
+//! Pass 1 has already guaranteed string, known, unique, well-placed keys and map list
+//! elements, so what can still fail here is a value of the wrong shape or type.
+
+use std::fmt;
+
+use serde::de::{self, DeserializeSeed, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
+use serde_json::{Map, Value};
+
+use super::metadata::Metadata;
+use super::scalars::{FLAG, Flag, INT, Int, Optional, STRING, Str};
+use super::yaml::{Ctx, first_document};
+
+#[derive(Debug, Default)]
+pub(super) struct RawRoot {
+    pub domain: String,
+    pub descriptors: Vec<RawDescriptor>,
+}
+
+#[derive(Debug, Default)]
+pub(super) struct RawDescriptor {
+    pub key: String,
+    pub value: String,
+    pub rate_limit: Option<RawLimit>,
+    pub rate_limits: Option<Vec<RawLimit>>,
+    pub descriptors: Vec<RawDescriptor>,
+    pub shadow_mode: bool,
+    pub quota_mode: bool,
+    pub detailed_metric: bool,
+    pub value_to_metric: bool,
+    pub share_threshold: bool,
+    /// `Err` holds the conversion problem, reported later in their pipeline order.
+    pub metadata: Option<Result<Map<String, Value>, String>>,
+}
+
+#[derive(Debug, Default)]
+pub(super) struct RawLimit {
+    pub requests_per_unit: u32,
+    pub unit: String,
+    pub unlimited: bool,
+    pub name: String,
+    pub replaces: Vec<String>,
+    pub algorithm: Option<String>,
+    pub burst: Option<u32>,
+    pub buckets: Option<u32>,
+    pub overdraft: Option<bool>,
+    pub penalty_seconds: Option<u32>,
+}
+
+pub(super) fn decode(content: &str, ctx: &Ctx) -> Result<RawRoot, serde_yaml::Error> {
+    match first_document(content) {
+        Some(doc) => Node::<RawRoot> {
+            ctx,
+            _t: Default::default(),
+        }
+        .deserialize(doc)
+        .map(Option::unwrap_or_default),
+        None => Ok(RawRoot::default()),
+    }
+}
+
+pub(super) fn load(msg: impl fmt::Display) -> String {
+    format!("error loading config file: {msg}")
+}
+
+/// Deserialize the next map value; when it fails without a precise message of its own,
+/// explain what `field` should have been.
+fn field<'de, A, S>(
+    map: &mut A,
+    ctx: &Ctx,
+    seed: S,
+    field: &str,
+    should: &str,
+) -> Result<S::Value, A::Error>
+where
+    A: MapAccess<'de>,
+    S: DeserializeSeed<'de>,
+{
+    map.next_value_seed(seed)
+        .inspect_err(|_| ctx.note(load(format_args!("'{field}' must be {should}"))))
+}
+
+/// A map-shaped node of the schema (root, descriptor, rate limit, replaces entry); null
+/// gives `None`.
+struct Node<'c, T> {
+    ctx: &'c Ctx,
+    _t: std::marker::PhantomData<T>,
+}
+
+impl<T> Clone for Node<'_, T> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+impl<T> Copy for Node<'_, T> {}
+
+fn node<T>(ctx: &Ctx) -> Node<'_, T> {
+    Node {
+        ctx,
+        _t: std::marker::PhantomData,
+    }
+}
+
+/// How one schema node reads its fields.
+trait Fields: Default {
+    fn read<'de, A: MapAccess<'de>>(
+        &mut self,
+        key: &str,
+        map: &mut A,
+        ctx: &Ctx,
+    ) -> Result<(), A::Error>;
+}
+
+impl<'de, T: Fields> DeserializeSeed<'de> for Node<'_, T> {
+    type Value = Option<T>;
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Option<T>, D::Error> {
+        d.deserialize_any(self)
+    }
+}
+
+impl<'de, T: Fields> Visitor<'de> for Node<'_, T> {
+    type Value = Option<T>;
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("a mapping")
+    }
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Option<T>, A::Error> {
+        let mut out = T::default();
+        while let Some(key) = map.next_key::<String>()? {
+            out.read(&key, &mut map, self.ctx)?;
+        }
+        Ok(Some(out))
+    }
+    fn visit_unit<E: de::Error>(self) -> Result<Option<T>, E> {
+        Ok(None)
+    }
+    fn visit_none<E: de::Error>(self) -> Result<Option<T>, E> {
+        Ok(None)
+    }
+}
+
+/// A list of schema nodes; null is empty.
+struct ListOf<'c, T>(Node<'c, T>);
+
+impl<'de, T: Fields> DeserializeSeed<'de> for ListOf<'_, T> {
+    type Value = Vec<T>;
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Vec<T>, D::Error> {
+        d.deserialize_any(self)
+    }
+}
+
+impl<'de, T: Fields> Visitor<'de> for ListOf<'_, T> {
+    type Value = Vec<T>;
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("a list")
+    }
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Vec<T>, A::Error> {
+        let mut out = Vec::new();
+        while let Some(item) = seq.next_element_seed(self.0)? {
+            out.push(item.unwrap_or_default());
+        }
+        Ok(out)
+    }
+    fn visit_unit<E: de::Error>(self) -> Result<Vec<T>, E> {
+        Ok(Vec::new())
+    }
+    fn visit_none<E: de::Error>(self) -> Result<Vec<T>, E> {
+        Ok(Vec::new())
+    }
+}
+
+impl Fields for RawRoot {
+    fn read<'de, A: MapAccess<'de>>(
+        &mut self,
+        key: &str,
+        map: &mut A,
+        ctx: &Ctx,
+    ) -> Result<(), A::Error> {
+        match key {
+            "domain" => self.domain = field(map, ctx, Str, key, STRING)?,
+            "descriptors" => {
+                self.descriptors = field(map, ctx, ListOf(node(ctx)), key, "a list of descriptors")?
+            }
+            _ => skip(map)?,
+        }
+        Ok(())
+    }
+}
+
+impl Fields for RawDescriptor {
+    fn read<'de, A: MapAccess<'de>>(
+        &mut self,
+        key: &str,
+        map: &mut A,
+        ctx: &Ctx,
+    ) -> Result<(), A::Error> {
+        let flag = |map: &mut A| {
+            field(map, ctx, Flag { ctx, key }, key, FLAG).map(Option::unwrap_or_default)
+        };
+        match key {
+            "key" => self.key = field(map, ctx, Str, key, STRING)?,
+            "value" => self.value = field(map, ctx, Str, key, STRING)?,
+            "rate_limit" => self.rate_limit = field(map, ctx, node(ctx), key, "a mapping")?,
+            "rate_limits" => {
+                let seed = Optional(ListOf(node(ctx)));
+                self.rate_limits = field(map, ctx, seed, key, "a list of rate limits")?
+            }
+            "descriptors" => {
+                self.descriptors = field(map, ctx, ListOf(node(ctx)), key, "a list of descriptors")?
+            }
+            "shadow_mode" => self.shadow_mode = flag(map)?,
+            "quota_mode" => self.quota_mode = flag(map)?,
+            "detailed_metric" => self.detailed_metric = flag(map)?,
+            "value_to_metric" => self.value_to_metric = flag(map)?,
+            "share_threshold" => self.share_threshold = flag(map)?,
+            "metadata" => self.metadata = field(map, ctx, Metadata, key, "a mapping")?,
+            _ => skip(map)?,
+        }
+        Ok(())
+    }
+}
+
+impl Fields for RawLimit {
+    fn read<'de, A: MapAccess<'de>>(
+        &mut self,
+        key: &str,
+        map: &mut A,
+        ctx: &Ctx,
+    ) -> Result<(), A::Error> {
+        let int = |map: &mut A| field(map, ctx, Int { ctx, key }, key, INT);
+        match key {
+            "requests_per_unit" => self.requests_per_unit = int(map)?.unwrap_or_default(),
+            "unit" => self.unit = field(map, ctx, Str, key, STRING)?,
+            "unlimited" => {
+                self.unlimited = field(map, ctx, Flag { ctx, key }, key, FLAG)?.unwrap_or_default()
+            }
+            "name" => self.name = field(map, ctx, Str, key, STRING)?,
+            "replaces" => {
+                let entries: Vec<Replace> = field(
+                    map,
+                    ctx,
+                    ListOf(node(ctx)),
+                    key,
+                    "a list of {name: ...} entries",
+                )?;
+                self.replaces = entries.into_iter().map(|r| r.0).collect();
+            }
+            "algorithm" => {
+                self.algorithm = Some(field(map, ctx, Str, key, STRING)?).filter(|a| !a.is_empty())
+            }
+            "burst" => self.burst = int(map)?,
+            "buckets" => self.buckets = int(map)?,
+            "overdraft" => self.overdraft = field(map, ctx, Flag { ctx, key }, key, FLAG)?,
+            "penalty_seconds" => self.penalty_seconds = int(map)?,
+            _ => skip(map)?,
+        }
+        Ok(())
+    }
+}
+
+/// One `replaces` entry: its `name`.
+#[derive(Default)]
+struct Replace(String);
+
+impl Fields for Replace {
+    fn read<'de, A: MapAccess<'de>>(
+        &mut self,
+        key: &str,
+        map: &mut A,
+        ctx: &Ctx,
+    ) -> Result<(), A::Error> {
+        match key {
+            "name" => self.0 = field(map, ctx, Str, key, STRING)?,
+            _ => skip(map)?,
+        }
+        Ok(())
+    }
+}
+
+fn skip<'de, A: MapAccess<'de>>(map: &mut A) -> Result<(), A::Error> {
+    map.next_value::<IgnoredAny>().map(drop)
+}

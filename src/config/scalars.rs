@@ -1,0 +1,163 @@
+//! Scalar fields of the typed decode, read the way Go's yaml.v2 fills Go fields: null is
+//! the zero value, a `string` takes the literal text of any scalar, a `bool` takes YAML
+//! 1.1's words, a `uint32` takes only integers in range.
+
+use std::fmt;
+
+use serde::de::{self, DeserializeSeed, Deserializer, Visitor};
+
+use super::raw::load;
+use super::yaml::Ctx;
+
+pub(super) const STRING: &str = "a string";
+pub(super) const FLAG: &str = "true or false";
+pub(super) const INT: &str = "an integer between 0 and 4294967295";
+
+/// `None` for null, else the inner seed's value.
+pub(super) struct Optional<S>(pub S);
+
+impl<'de, S: DeserializeSeed<'de>> DeserializeSeed<'de> for Optional<S> {
+    type Value = Option<S::Value>;
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
+        d.deserialize_option(self)
+    }
+}
+
+impl<'de, S: DeserializeSeed<'de>> Visitor<'de> for Optional<S> {
+    type Value = Option<S::Value>;
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("a value or null")
+    }
+    fn visit_none<E: de::Error>(self) -> Result<Self::Value, E> {
+        Ok(None)
+    }
+    fn visit_unit<E: de::Error>(self) -> Result<Self::Value, E> {
+        Ok(None)
+    }
+    fn visit_some<D: Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
+        self.0.deserialize(d).map(Some)
+    }
+}
+
+/// A string field: the literal text of any scalar (like yaml.v2 into a Go `string`); null
+/// is empty. `deserialize_str` is what keeps `007` as `"007"` rather than `7`.
+#[derive(Clone, Copy)]
+pub(super) struct Str;
+
+impl<'de> DeserializeSeed<'de> for Str {
+    type Value = String;
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<String, D::Error> {
+        Optional(StrText)
+            .deserialize(d)
+            .map(Option::unwrap_or_default)
+    }
+}
+
+#[derive(Clone, Copy)]
+struct StrText;
+
+impl<'de> DeserializeSeed<'de> for StrText {
+    type Value = String;
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<String, D::Error> {
+        d.deserialize_str(self)
+    }
+}
+
+impl Visitor<'_> for StrText {
+    type Value = String;
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("a string")
+    }
+    fn visit_str<E: de::Error>(self, v: &str) -> Result<String, E> {
+        Ok(v.to_owned())
+    }
+}
+
+/// A bool field, with YAML 1.1's words as Go's yaml.v2 reads them; null is `None`.
+pub(super) struct Flag<'c, 'k> {
+    pub ctx: &'c Ctx,
+    pub key: &'k str,
+}
+
+impl<'de> DeserializeSeed<'de> for Flag<'_, '_> {
+    type Value = Option<bool>;
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Option<bool>, D::Error> {
+        Optional(FlagText(self)).deserialize(d)
+    }
+}
+
+struct FlagText<'c, 'k>(Flag<'c, 'k>);
+
+impl<'de> DeserializeSeed<'de> for FlagText<'_, '_> {
+    type Value = bool;
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<bool, D::Error> {
+        d.deserialize_str(self)
+    }
+}
+
+impl Visitor<'_> for FlagText<'_, '_> {
+    type Value = bool;
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str(FLAG)
+    }
+    fn visit_str<E: de::Error>(self, v: &str) -> Result<bool, E> {
+        match v {
+            "true" | "True" | "TRUE" | "yes" | "Yes" | "YES" | "y" | "Y" | "on" | "On" | "ON" => {
+                Ok(true)
+            }
+            "false" | "False" | "FALSE" | "no" | "No" | "NO" | "n" | "N" | "off" | "Off"
+            | "OFF" => Ok(false),
+            other => Err(self.0.ctx.fail(load(format_args!(
+                "'{}' must be {FLAG}, found '{other}'",
+                self.0.key
+            )))),
+        }
+    }
+}
+
+/// A `u32` field (`requests_per_unit`, `burst`, …); null is `None`.
+pub(super) struct Int<'c, 'k> {
+    pub ctx: &'c Ctx,
+    pub key: &'k str,
+}
+
+impl<'de> DeserializeSeed<'de> for Int<'_, '_> {
+    type Value = Option<u32>;
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Option<u32>, D::Error> {
+        d.deserialize_any(self)
+    }
+}
+
+impl Int<'_, '_> {
+    fn bad<E: de::Error>(&self, found: impl fmt::Display) -> E {
+        self.ctx.fail(load(format_args!(
+            "'{}' must be {INT}, found '{found}'",
+            self.key
+        )))
+    }
+}
+
+impl<'de> Visitor<'de> for Int<'_, '_> {
+    type Value = Option<u32>;
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str(INT)
+    }
+    fn visit_u64<E: de::Error>(self, v: u64) -> Result<Option<u32>, E> {
+        u32::try_from(v).map(Some).map_err(|_| self.bad(v))
+    }
+    fn visit_i64<E: de::Error>(self, v: i64) -> Result<Option<u32>, E> {
+        u32::try_from(v).map(Some).map_err(|_| self.bad(v))
+    }
+    fn visit_str<E: de::Error>(self, v: &str) -> Result<Option<u32>, E> {
+        Err(self.bad(v))
+    }
+    fn visit_bool<E: de::Error>(self, v: bool) -> Result<Option<u32>, E> {
+        Err(self.bad(v))
+    }
+    fn visit_unit<E: de::Error>(self) -> Result<Option<u32>, E> {
+        Ok(None)
+    }
+    fn visit_none<E: de::Error>(self) -> Result<Option<u32>, E> {
+        Ok(None)
+    }
+}

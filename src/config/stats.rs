@@ -1,0 +1,154 @@
+//! What a match means beyond its rule: the state identity (with `share_threshold` patterns
+//! in place of values), the stats key (their §2.13 rules, level by level), and `/rlconfig`.
+
+use std::borrow::Cow;
+
+use super::tree::{MAX_DEPTH, Node};
+use super::{EntryRef, Match, RateLimitConfig};
+use crate::limiter::{Algorithm, StateTag};
+
+impl<'a> Match<'a> {
+    fn leaf(&self) -> Option<&'a Node> {
+        self.domain.node(self.node)
+    }
+
+    /// The node entry `i` of the request landed on.
+    fn level(&self, i: usize) -> Option<&'a Node> {
+        let id = *self.leaf()?.path.get(i)?;
+        self.domain.node(id)
+    }
+
+    fn by_wildcard(&self, i: usize) -> bool {
+        i < MAX_DEPTH && (self.wild >> i) & 1 == 1
+    }
+
+    fn by_exact(&self, i: usize) -> bool {
+        i < MAX_DEPTH && (self.exact >> i) & 1 == 1
+    }
+
+    /// The node entry `i` stands for when it shares its counter (`share_threshold`
+    /// applies only to levels reached through the glob).
+    fn shared(&self, i: usize) -> Option<&'a Node> {
+        if !self.by_wildcard(i) {
+            return None;
+        }
+        self.level(i).filter(|n| n.flags.share_threshold)
+    }
+
+    pub(super) fn tag<E: EntryRef>(&self, entries: &[E]) -> StateTag {
+        let name = self.domain.name();
+        if !self.leaf().is_some_and(|l| l.any_share) {
+            return StateTag::compute(name, entries.iter().map(|e| (e.key(), e.value())));
+        }
+        StateTag::compute(
+            name,
+            entries
+                .iter()
+                .enumerate()
+                .map(|(i, e)| match self.shared(i) {
+                    Some(node) => (e.key(), node.shared_value(e.key())),
+                    None => (e.key(), e.value()),
+                }),
+        )
+    }
+
+    pub(super) fn stats<E: EntryRef>(&self, entries: &[E]) -> Cow<'a, str> {
+        let Some(leaf) = self.leaf() else {
+            return Cow::Borrowed(&self.rule.full_key);
+        };
+        if leaf.static_stats {
+            return Cow::Borrowed(&self.rule.full_key);
+        }
+        let mut out = String::with_capacity(self.rule.full_key.len() + 16);
+        out.push_str(self.domain.name());
+        let push_kv = |out: &mut String, k: &str, v: &str| {
+            out.push_str(k);
+            if !v.is_empty() {
+                out.push('_');
+                out.push_str(v);
+            }
+        };
+        if leaf.flags.detailed_metric {
+            // Request values throughout; shared levels keep their pattern. Only when some
+            // level shares do plain entries drop the `_` of an empty value (their code).
+            let any_shared = (0..entries.len()).any(|i| self.shared(i).is_some());
+            for (i, e) in entries.iter().enumerate() {
+                out.push('.');
+                match self.shared(i) {
+                    Some(node) => push_kv(&mut out, e.key(), node.shared_value(e.key())),
+                    None if any_shared => push_kv(&mut out, e.key(), e.value()),
+                    None => {
+                        out.push_str(e.key());
+                        out.push('_');
+                        out.push_str(e.value());
+                    }
+                }
+            }
+            return Cow::Owned(out);
+        }
+        for (i, e) in entries.iter().enumerate() {
+            out.push('.');
+            let (k, v) = (e.key(), e.value());
+            let Some(node) = self.level(i) else {
+                out.push_str(k);
+                continue;
+            };
+            if self.by_wildcard(i) {
+                if node.flags.value_to_metric && !node.flags.share_threshold {
+                    push_kv(&mut out, k, v);
+                } else {
+                    out.push_str(k);
+                    out.push('_');
+                    out.push_str(node.shared_value(k));
+                }
+            } else if self.by_exact(i) || node.flags.value_to_metric {
+                push_kv(&mut out, k, v);
+            } else {
+                out.push_str(k);
+            }
+        }
+        Cow::Owned(out)
+    }
+}
+
+/// `/rlconfig`: their line format, extended with the algorithm and its parameters.
+pub(super) fn dump(config: &RateLimitConfig) -> String {
+    let mut lines = Vec::new();
+    for rule in config.rules.iter() {
+        let flags = format!(
+            "shadow_mode: {}, quota_mode: {}",
+            rule.shadow_mode, rule.quota_mode
+        );
+        if rule.unlimited {
+            lines.push(format!(
+                "{}: unit=UNKNOWN requests_per_unit=0, {flags}",
+                rule.full_key
+            ));
+            continue;
+        }
+        for l in rule.limits.iter() {
+            let mut line = format!(
+                "{}: unit={} requests_per_unit={}, {flags}, algorithm={}",
+                rule.full_key, l.unit, l.requests_per_unit, l.algorithm
+            );
+            if l.algorithm.has_burst() {
+                line.push_str(&format!(" burst={}", l.burst));
+            }
+            if l.algorithm == Algorithm::SlidingWindow {
+                line.push_str(&format!(" buckets={}", l.buckets));
+            }
+            if l.overdraft != l.algorithm.default_overdraft() {
+                line.push_str(&format!(" overdraft={}", l.overdraft));
+            }
+            if l.penalty_ms > 0 {
+                line.push_str(&format!(" penalty_seconds={}", l.penalty_ms / 1000));
+            }
+            if rule.limits.len() > 1 {
+                line.push_str(&format!(" slot={}", l.slot));
+            }
+            lines.push(line);
+        }
+    }
+    lines.sort();
+    lines.iter().map(|l| format!("{l}\n")).collect()
+}

@@ -1,0 +1,137 @@
+//! `discover`: recursion, dot entries, symlinks, ConfigMap layouts, errors.
+
+use std::fs;
+use std::path::{Path, PathBuf};
+
+use crate::config::{LoadOptions, RateLimitConfig, discover};
+
+fn write(path: &Path, content: &str) {
+    if let Some(dir) = path.parent() {
+        fs::create_dir_all(dir).unwrap_or_else(|e| panic!("{dir:?}: {e}"));
+    }
+    fs::write(path, content).unwrap_or_else(|e| panic!("{path:?}: {e}"));
+}
+
+fn domain(name: &str) -> String {
+    format!(
+        "domain: {name}\ndescriptors:\n  - key: k\n    rate_limit: {{unit: second, requests_per_unit: 1}}\n"
+    )
+}
+
+fn names(paths: &[PathBuf]) -> Vec<String> {
+    match discover(paths) {
+        Ok(files) => files.into_iter().map(|f| f.name).collect(),
+        Err(e) => panic!("{e:?}"),
+    }
+}
+
+fn tempdir() -> tempfile::TempDir {
+    tempfile::tempdir().unwrap_or_else(|e| panic!("tempdir: {e}"))
+}
+
+#[test]
+fn recursive_sorted_and_filtered() {
+    let dir = tempdir();
+    let root = dir.path();
+    write(&root.join("b.yaml"), &domain("b"));
+    write(&root.join("a.yml"), &domain("a"));
+    write(&root.join("C.YAML"), &domain("c"));
+    write(&root.join("sub/x.yaml"), &domain("x"));
+    write(&root.join("sub/deeper/y.yaml"), &domain("y"));
+    write(&root.join("notes.txt"), "not yaml");
+    write(&root.join(".hidden.yaml"), &domain("hidden"));
+    write(&root.join(".git/config.yaml"), &domain("git"));
+    write(&root.join("sub/.tmp/z.yaml"), &domain("z"));
+    assert_eq!(
+        names(&[root.to_path_buf()]),
+        [
+            "C.YAML",
+            "a.yml",
+            "b.yaml",
+            "sub/deeper/y.yaml",
+            "sub/x.yaml"
+        ]
+    );
+    // A file given directly is named by its file name, whatever its extension.
+    assert_eq!(
+        names(&[root.join("sub/x.yaml"), root.join("notes.txt")]),
+        ["x.yaml", "notes.txt"]
+    );
+    let files = discover(&[root.to_path_buf()]).unwrap_or_default();
+    assert_eq!(files[4].path, root.join("sub/x.yaml"));
+    assert_eq!(files[4].content, domain("x"));
+}
+
+#[cfg(unix)]
+#[test]
+fn configmap_layout_loads_each_file_once() {
+    use std::os::unix::fs::symlink;
+    let dir = tempdir();
+    let root = dir.path();
+    write(
+        &root.join("..2024_01_01_00_00_00.123/basic.yaml"),
+        &domain("basic"),
+    );
+    write(
+        &root.join("..2024_01_01_00_00_00.123/another.yaml"),
+        &domain("another"),
+    );
+    symlink("..2024_01_01_00_00_00.123", root.join("..data")).unwrap_or_else(|e| panic!("{e}"));
+    symlink("..data/basic.yaml", root.join("basic.yaml")).unwrap_or_else(|e| panic!("{e}"));
+    symlink("..data/another.yaml", root.join("another.yaml")).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(names(&[root.to_path_buf()]), ["another.yaml", "basic.yaml"]);
+    let loaded = RateLimitConfig::load(&[root.to_path_buf()], &LoadOptions::default());
+    assert!(loaded.is_ok_and(|c| c.domain_count() == 2));
+}
+
+#[cfg(unix)]
+#[test]
+fn symlinks_are_followed_without_looping_or_reading_twice() {
+    use std::os::unix::fs::symlink;
+    let dir = tempdir();
+    let root = dir.path();
+    write(&root.join("real/a.yaml"), &domain("a"));
+    symlink("real", root.join("linked")).unwrap_or_else(|e| panic!("{e}"));
+    symlink("..", root.join("real/up")).unwrap_or_else(|e| panic!("{e}"));
+    // One real file reached as real/a.yaml and linked/a.yaml: read once.
+    assert_eq!(names(&[root.to_path_buf()]), ["linked/a.yaml"]);
+    // The same file given twice is read once too.
+    assert_eq!(
+        names(&[root.join("real/a.yaml"), root.join("real/a.yaml")]),
+        ["a.yaml"]
+    );
+    // A dangling link named like a rule file is an error naming it.
+    symlink("missing.yaml", root.join("dangling.yaml")).unwrap_or_else(|e| panic!("{e}"));
+    let errors = discover(&[root.to_path_buf()]).err().unwrap_or_default();
+    assert_eq!(errors.len(), 1);
+    assert!(errors[0].message.contains("dangling.yaml"), "{}", errors[0]);
+}
+
+#[test]
+fn missing_and_unreadable_paths() {
+    let dir = tempdir();
+    let missing = dir.path().join("nope");
+    let errors = discover(std::slice::from_ref(&missing))
+        .err()
+        .unwrap_or_default();
+    assert_eq!(errors.len(), 1);
+    assert_eq!(
+        errors[0].to_string(),
+        format!("config path '{}' does not exist", missing.display())
+    );
+    assert_eq!(errors[0].path.as_deref(), Some(missing.as_path()));
+    // Non-UTF-8 content is reported, not loaded.
+    let bad = dir.path().join("bad.yaml");
+    fs::write(&bad, [0xff, 0xfe, b'a']).unwrap_or_else(|e| panic!("{e}"));
+    let errors = discover(std::slice::from_ref(&bad))
+        .err()
+        .unwrap_or_default();
+    assert_eq!(
+        errors[0].to_string(),
+        format!("config file '{}' is not valid UTF-8", bad.display())
+    );
+    // An empty directory is an empty config.
+    let empty = dir.path().join("empty");
+    fs::create_dir(&empty).unwrap_or_else(|e| panic!("{e}"));
+    assert!(names(&[empty]).is_empty());
+}

@@ -1,0 +1,161 @@
+//! The extension fields: defaults, compiled specs, and one fixture per error.
+
+use super::{build, find, load};
+use crate::limiter::{Algorithm, LimitSpec, Unit};
+
+fn spec(c: &crate::config::RateLimitConfig, key: &str) -> Vec<LimitSpec> {
+    find(c, "ext", &[(key, "")])
+        .map(|m| m.rule.limits.to_vec())
+        .unwrap_or_default()
+}
+
+#[test]
+fn compiled_specs() {
+    let c = load(&["extensions.yaml"]);
+    let s = |key| spec(&c, key);
+    let one = |key| s(key).first().cloned().unwrap_or_else(|| panic!("{key}"));
+    let fixed = one("fixed");
+    assert_eq!(fixed, LimitSpec::fixed_window(5, Unit::Second));
+    let sliding = one("sliding");
+    assert_eq!(
+        (
+            sliding.algorithm,
+            sliding.buckets,
+            sliding.burst,
+            sliding.overdraft
+        ),
+        (Algorithm::SlidingWindow, 20, 100, false)
+    );
+    assert_eq!(one("sliding_default").buckets, 10);
+    let log = one("log");
+    assert_eq!(
+        (log.algorithm, log.buckets, log.overdraft),
+        (Algorithm::SlidingLog, 0, false)
+    );
+    let token = one("token");
+    assert_eq!(
+        (token.algorithm, token.burst, token.buckets, token.overdraft),
+        (Algorithm::TokenBucket, 40, 0, false)
+    );
+    let leaky = one("leaky");
+    assert_eq!((leaky.algorithm, leaky.burst), (Algorithm::LeakyBucket, 10));
+    let gcra = one("gcra");
+    assert_eq!(
+        (gcra.algorithm, gcra.burst, gcra.overdraft, gcra.penalty_ms),
+        (Algorithm::Gcra, 5, true, 30_000)
+    );
+    assert!(!one("no_overdraft").overdraft);
+    let multi = s("multi");
+    assert_eq!(multi.len(), 2);
+    assert_eq!(
+        (multi[0].slot, multi[0].algorithm, multi[0].burst),
+        (0, Algorithm::TokenBucket, 20)
+    );
+    assert_eq!(
+        (multi[1].slot, multi[1].unit, multi[1].requests_per_unit),
+        (1, Unit::Day, 10_000)
+    );
+    let rule = find(&c, "ext", &[("multi", "")]).map(|m| m.rule);
+    assert!(rule.is_some_and(
+        |r| r.name.as_deref() == Some("burst") && r.names().eq(["burst", "burst", "daily"])
+    ));
+    assert!(
+        rule.is_some_and(|r| r.replaces.len() == 1 && &*r.replaces[0] == "other" && !r.unlimited)
+    );
+}
+
+#[test]
+fn extension_errors() {
+    let algorithms = "fixed_window, sliding_window, sliding_log, token_bucket, leaky_bucket, gcra";
+    let cases: &[(&str, &str)] = &[
+        (
+            "bad_algorithm",
+            &format!("invalid algorithm 'fixed' (valid: {algorithms})"),
+        ),
+        (
+            "burst_on_window",
+            "burst is only valid with algorithm token_bucket, leaky_bucket or gcra, not fixed_window",
+        ),
+        ("burst_zero", "burst must be at least 1"),
+        (
+            "buckets_wrong_algorithm",
+            "buckets is only valid with algorithm sliding_window, not token_bucket",
+        ),
+        (
+            "buckets_range",
+            "buckets must be between 2 and 1000, found 1001",
+        ),
+        (
+            "log_overdraft",
+            "overdraft is not supported with algorithm sliding_log (the log would grow without bound)",
+        ),
+        (
+            "log_too_large",
+            "requests_per_unit 10001 is above the sliding_log maximum of 10000 (use sliding_window for large limits)",
+        ),
+        (
+            "scaled_too_large",
+            "burst 300000 per year is too large for algorithm token_bucket: burst × unit must be at most 2^53 request-milliseconds (lower burst or use a shorter unit)",
+        ),
+        (
+            "bucket_zero_rate",
+            "requests_per_unit must be at least 1 with algorithm leaky_bucket (it is the refill rate)",
+        ),
+        (
+            "both_limits",
+            "rate_limit and rate_limits cannot both be set (use one rate_limits list)",
+        ),
+        ("empty_limits", "rate_limits must not be empty"),
+        (
+            "too_many_limits",
+            "rate_limits cannot have more than 16 entries, found 17",
+        ),
+        (
+            "unlimited_in_list",
+            "rate_limits[0]: unlimited is not allowed in rate_limits (use rate_limit)",
+        ),
+        (
+            "list_bad_unit",
+            "rate_limits[1]: invalid rate limit unit 'fortnight'",
+        ),
+        (
+            "list_replaces_sibling",
+            "rate_limits[1]: replaces should not contain name of same descriptor",
+        ),
+        (
+            "unlimited_with_algorithm",
+            "should not specify algorithm when unlimited",
+        ),
+        (
+            "penalty_negative",
+            "error loading config file: 'penalty_seconds' must be an integer between 0 and 4294967295, found '-5'",
+        ),
+        (
+            "rpu_not_integer",
+            "error loading config file: 'requests_per_unit' must be an integer between 0 and 4294967295, found 'lots'",
+        ),
+        (
+            "wrong_level",
+            "config error, key 'unit' is not allowed in a descriptor (it belongs in rate_limit)",
+        ),
+    ];
+    for (name, want) in cases {
+        let file = format!("ext_{name}.yaml");
+        let got = match build(&[&file], false) {
+            Ok(_) => panic!("{file} should fail"),
+            Err(e) => e,
+        };
+        assert_eq!(got.len(), 1, "{file}: {got:?}");
+        assert_eq!(got[0].to_string(), format!("{file}: {want}"));
+        assert!(got[0].line.is_some(), "{file}: no line");
+    }
+}
+
+#[test]
+fn largest_exact_bucket_is_accepted() {
+    // 2^53 / 31_536_000_000 ms per year = 285_616.4…
+    let ok = "domain: ext\ndescriptors:\n  - {key: k, rate_limit: {unit: year, requests_per_unit: 1, algorithm: gcra, burst: 285616}}\n";
+    assert!(super::build_files(&[super::inline("x.yaml", ok)], false).is_ok());
+    let zero = "domain: ext\ndescriptors:\n  - {key: k, rate_limit: {unit: second, requests_per_unit: 0, algorithm: sliding_window}}\n";
+    assert!(super::build_files(&[super::inline("x.yaml", zero)], false).is_ok());
+}

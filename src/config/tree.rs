@@ -1,0 +1,345 @@
+//! The compiled, immutable descriptor tree of one domain, and the request walk.
+//!
+//! Nodes live in one arena. Each level keeps every child under the FNV hash of its
+//! `finalKey` (their map key: `key` or `key_value`), sorted, so a lookup hashes the request's
+//! `key`, `_`, `value` as a stream and never builds the string; wildcard children are kept
+//! apart in declaration order with their glob precompiled.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use super::{EntryRef, Match, Rule};
+
+/// Deepest descriptor nesting accepted. serde_yaml's recursion limit already stops YAML
+/// at 63 levels; the cap keeps the per-level bit masks of [`Match`] sound regardless.
+pub(super) const MAX_DEPTH: usize = 64;
+
+/// Flags of a descriptor that matter after loading.
+#[derive(Clone, Copy, Debug, Default)]
+pub(super) struct NodeFlags {
+    pub share_threshold: bool,
+    pub value_to_metric: bool,
+    pub detailed_metric: bool,
+}
+
+#[derive(Debug)]
+pub(super) struct Node {
+    pub final_key: Box<str>,
+    glob: Option<Glob>,
+    children: Level,
+    pub rule: Option<u32>,
+    pub flags: NodeFlags,
+    /// Rule nodes only: node ids from the first level down to this node.
+    pub path: Box<[u32]>,
+    /// Rule nodes only: the stats key can never contain a request value, so it is always
+    /// the rule's `full_key`.
+    pub static_stats: bool,
+    /// Rule nodes only: some level of the path has `share_threshold`.
+    pub any_share: bool,
+}
+
+impl Node {
+    /// The value a `share_threshold` level stands for: their `TrimPrefix(finalKey, key+"_")`.
+    pub fn shared_value<'a>(&'a self, request_key: &str) -> &'a str {
+        let fk = &*self.final_key;
+        match fk.strip_prefix(request_key) {
+            Some(rest) => rest.strip_prefix('_').unwrap_or(fk),
+            None => fk,
+        }
+    }
+}
+
+#[derive(Debug, Default)]
+struct Level {
+    /// `(hash of finalKey, node)`, sorted by hash.
+    exact: Box<[(u64, u32)]>,
+    /// Children whose finalKey contains `*`, in declaration order.
+    wildcards: Box<[u32]>,
+}
+
+/// One domain's compiled descriptor tree.
+#[derive(Debug)]
+pub struct Domain {
+    name: Arc<str>,
+    root: Level,
+    nodes: Box<[Node]>,
+    rules: Arc<[Rule]>,
+}
+
+impl Domain {
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// envoyproxy/ratelimit's `GetLimit` walk: per entry, exact `key_value` child, else
+    /// wildcard children in declaration order, else the key-only child; no backtracking; a
+    /// rule applies only when the last entry lands on a node with a limit.
+    pub fn find<E: EntryRef>(&self, entries: &[E]) -> Option<Match<'_>> {
+        let last = entries.len().checked_sub(1)?;
+        let mut level = &self.root;
+        // Built only if a level with wildcards is reached, then reused.
+        let mut joined = String::new();
+        let (mut exact, mut wild) = (0u64, 0u64);
+        for (i, entry) in entries.iter().enumerate().take(MAX_DEPTH) {
+            let (key, value) = (entry.key(), entry.value());
+            // `key_value` hashes as a continuation of `key`: one pass over the key serves
+            // both the exact and the key-only lookups.
+            let key_hash = fnv(FNV_OFFSET, key.as_bytes());
+            let kv_hash = fnv(fnv(key_hash, b"_"), value.as_bytes());
+            let id = if let Some(id) = self.lookup(level, kv_hash, key, Some(value)) {
+                exact |= 1 << i;
+                id
+            } else if let Some(id) = self.wildcard(level, key, value, &mut joined) {
+                wild |= 1 << i;
+                id
+            } else {
+                self.lookup(level, key_hash, key, None)?
+            };
+            let node = self.nodes.get(id as usize)?;
+            if i == last {
+                let rule = self.rules.get(node.rule? as usize)?;
+                return Some(Match {
+                    rule,
+                    domain: self,
+                    node: id,
+                    exact,
+                    wild,
+                });
+            }
+            if node.children.exact.is_empty() {
+                return None;
+            }
+            level = &node.children;
+        }
+        None
+    }
+
+    /// The child whose finalKey is `key` (`value` None) or `key_value`; `h` is its hash.
+    fn lookup(&self, level: &Level, h: u64, key: &str, value: Option<&str>) -> Option<u32> {
+        let start = level.exact.partition_point(|&(x, _)| x < h);
+        level.exact[start..]
+            .iter()
+            .take_while(|&&(x, _)| x == h)
+            .map(|&(_, id)| id)
+            .find(|&id| {
+                self.nodes
+                    .get(id as usize)
+                    .is_some_and(|n| is_final_key(&n.final_key, key, value))
+            })
+    }
+
+    fn wildcard(&self, level: &Level, key: &str, value: &str, joined: &mut String) -> Option<u32> {
+        if level.wildcards.is_empty() {
+            return None;
+        }
+        joined.clear();
+        joined.push_str(key);
+        joined.push('_');
+        joined.push_str(value);
+        level.wildcards.iter().copied().find(|&id| {
+            self.nodes
+                .get(id as usize)
+                .and_then(|n| n.glob.as_ref())
+                .is_some_and(|g| g.matches(joined))
+        })
+    }
+
+    pub(super) fn node(&self, id: u32) -> Option<&Node> {
+        self.nodes.get(id as usize)
+    }
+}
+
+fn is_final_key(fk: &str, key: &str, value: Option<&str>) -> bool {
+    match value {
+        None => fk == key,
+        Some(v) => {
+            fk.len() == key.len() + 1 + v.len()
+                && fk.starts_with(key)
+                && fk.ends_with(v)
+                && fk.as_bytes().get(key.len()) == Some(&b'_')
+        }
+    }
+}
+
+const FNV_OFFSET: u64 = 0xcbf2_9ce4_8422_2325;
+
+/// FNV-1a, streamable over the pieces of `key_value`. Collisions only cost a comparison,
+/// and the buckets hold config keys only, so request values cannot lengthen them.
+fn fnv(mut h: u64, bytes: &[u8]) -> u64 {
+    for &b in bytes {
+        h = (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3);
+    }
+    h
+}
+
+/// A wildcard finalKey split on `*`: each `*` matches zero or more characters.
+#[derive(Debug)]
+struct Glob {
+    pieces: Box<[Box<str>]>,
+    fixed: usize,
+}
+
+impl Glob {
+    fn new(pattern: &str) -> Option<Glob> {
+        if !pattern.contains('*') {
+            return None;
+        }
+        let pieces: Box<[Box<str>]> = pattern.split('*').map(Box::from).collect();
+        let fixed = pieces.iter().map(|p| p.len()).sum();
+        Some(Glob { pieces, fixed })
+    }
+
+    /// Their `wildcardMatch`: first piece a prefix, last a suffix, the middle ones found
+    /// left to right in between.
+    fn matches(&self, s: &str) -> bool {
+        let (Some(first), Some(last)) = (self.pieces.first(), self.pieces.last()) else {
+            return false;
+        };
+        if s.len() < self.fixed || !s.starts_with(&**first) || !s.ends_with(&**last) {
+            return false;
+        }
+        let (mut pos, end) = (first.len(), s.len() - last.len());
+        let middle = self
+            .pieces
+            .get(1..self.pieces.len() - 1)
+            .unwrap_or_default();
+        for piece in middle.iter().filter(|p| !p.is_empty()) {
+            let Some(found) = s.get(pos..end).and_then(|hay| hay.find(&**piece)) else {
+                return false;
+            };
+            pos += found + piece.len();
+        }
+        true
+    }
+}
+
+/// A domain's tree while files are being loaded (merge appends to it).
+#[derive(Debug)]
+pub(super) struct DomainBuilder {
+    pub name: Arc<str>,
+    nodes: Vec<BuildNode>,
+    root: BuildLevel,
+}
+
+#[derive(Debug)]
+struct BuildNode {
+    final_key: String,
+    parent: Option<u32>,
+    children: BuildLevel,
+    rule: Option<u32>,
+    flags: NodeFlags,
+}
+
+#[derive(Debug, Default)]
+struct BuildLevel {
+    order: Vec<u32>,
+    by_key: HashMap<String, u32>,
+}
+
+impl DomainBuilder {
+    pub fn new(name: &str) -> DomainBuilder {
+        DomainBuilder {
+            name: Arc::from(name),
+            nodes: Vec::new(),
+            root: BuildLevel::default(),
+        }
+    }
+
+    /// Add a child of `parent` (`None`: the root). `None` if the level already has a child
+    /// with this finalKey (their duplicate composite key).
+    pub fn add(&mut self, parent: Option<u32>, final_key: &str, flags: NodeFlags) -> Option<u32> {
+        let id = u32::try_from(self.nodes.len()).ok()?;
+        let level = match parent {
+            None => &mut self.root,
+            Some(p) => &mut self.nodes.get_mut(p as usize)?.children,
+        };
+        if level.by_key.contains_key(final_key) {
+            return None;
+        }
+        level.by_key.insert(final_key.to_owned(), id);
+        level.order.push(id);
+        self.nodes.push(BuildNode {
+            final_key: final_key.to_owned(),
+            parent,
+            children: BuildLevel::default(),
+            rule: None,
+            flags,
+        });
+        Some(id)
+    }
+
+    pub fn set_rule(&mut self, node: u32, rule: u32) {
+        if let Some(n) = self.nodes.get_mut(node as usize) {
+            n.rule = Some(rule);
+        }
+    }
+
+    pub fn freeze(self, rules: &Arc<[Rule]>) -> Domain {
+        let level = |b: &BuildLevel, nodes: &[BuildNode]| {
+            let mut exact: Vec<(u64, u32)> = b
+                .order
+                .iter()
+                .map(|&id| (fnv(FNV_OFFSET, nodes[id as usize].final_key.as_bytes()), id))
+                .collect();
+            exact.sort_unstable();
+            let wildcards = b
+                .order
+                .iter()
+                .copied()
+                .filter(|&id| nodes[id as usize].final_key.contains('*'))
+                .collect();
+            Level {
+                exact: exact.into(),
+                wildcards,
+            }
+        };
+        let root = level(&self.root, &self.nodes);
+        let nodes = self
+            .nodes
+            .iter()
+            .zip(0u32..)
+            .map(|(b, id)| {
+                let path = match b.rule {
+                    Some(_) => self.path_to(id),
+                    None => Vec::new(),
+                };
+                let on_path = || path.iter().map(|&id| &self.nodes[id as usize]);
+                let static_stats = !b.flags.detailed_metric
+                    && on_path().all(|n| {
+                        !n.flags.value_to_metric
+                            && !n.final_key.contains('*')
+                            && !n.final_key.ends_with('_')
+                    });
+                let any_share = on_path().any(|n| n.flags.share_threshold);
+                Node {
+                    final_key: b.final_key.as_str().into(),
+                    glob: Glob::new(&b.final_key),
+                    children: level(&b.children, &self.nodes),
+                    rule: b.rule,
+                    flags: b.flags,
+                    path: path.into(),
+                    static_stats,
+                    any_share,
+                }
+            })
+            .collect();
+        Domain {
+            name: self.name,
+            root,
+            nodes,
+            rules: Arc::clone(rules),
+        }
+    }
+
+    /// Node ids from the first level down to `id` (parents always have smaller ids).
+    fn path_to(&self, id: u32) -> Vec<u32> {
+        let mut path = vec![id];
+        let mut parent = self.nodes.get(id as usize).and_then(|n| n.parent);
+        while let Some(p) = parent {
+            path.push(p);
+            parent = self.nodes.get(p as usize).and_then(|n| n.parent);
+        }
+        path.reverse();
+        path
+    }
+}

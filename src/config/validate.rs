@@ -1,0 +1,279 @@
+//! Whole-config validation (their `loadConfig` / `loadDescriptors`, in their order) and
+//! assembly of the rules and domain trees.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use super::limits::{self, Compiled, MAX_RATE_LIMITS, Problem};
+use super::raw::{RawDescriptor, RawRoot};
+use super::tree::{DomainBuilder, MAX_DEPTH, NodeFlags};
+use super::yaml::Seg;
+use super::{LoadOptions, RateLimitConfig, Rule};
+use crate::limiter::LimitSpec;
+
+pub(super) struct Loader<'o> {
+    opts: &'o LoadOptions,
+    domains: Vec<DomainBuilder>,
+    by_name: HashMap<String, usize>,
+    rules: Vec<Rule>,
+}
+
+impl<'o> Loader<'o> {
+    pub fn new(opts: &'o LoadOptions) -> Loader<'o> {
+        Loader {
+            opts,
+            domains: Vec::new(),
+            by_name: HashMap::new(),
+            rules: Vec::new(),
+        }
+    }
+
+    /// Add one file. On error the file may be partly added; the caller rejects the config.
+    pub fn load(&mut self, root: RawRoot) -> Result<(), Problem> {
+        let domain_at = [Seg::Key("domain")];
+        if root.domain.is_empty() {
+            return Err(Problem::new(
+                "config file cannot have empty domain",
+                &domain_at,
+            ));
+        }
+        let index = match self.by_name.get(&root.domain) {
+            Some(_) if !self.opts.merge_domains => {
+                return Err(Problem::new(
+                    format!("duplicate domain '{}' in config file", root.domain),
+                    &domain_at,
+                ));
+            }
+            Some(&i) => i,
+            None => {
+                self.domains.push(DomainBuilder::new(&root.domain));
+                self.by_name
+                    .insert(root.domain.clone(), self.domains.len() - 1);
+                self.domains.len() - 1
+            }
+        };
+        let Some(domain) = self.domains.get_mut(index) else {
+            return Ok(());
+        };
+        let mut walk = Walk {
+            domain,
+            rules: &mut self.rules,
+            path: vec![Seg::Key("descriptors")],
+        };
+        let prefix = format!("{}.", root.domain);
+        walk.descriptors(None, &prefix, root.descriptors, 0)
+    }
+
+    pub fn finish(self) -> RateLimitConfig {
+        let rules: Arc<[Rule]> = self.rules.into();
+        let domains = self
+            .domains
+            .into_iter()
+            .map(|b| (Box::<str>::from(&*b.name), b.freeze(&rules)))
+            .collect();
+        RateLimitConfig { domains, rules }
+    }
+}
+
+/// What a descriptor's `rate_limit` / `rate_limits` compile to.
+struct Limits {
+    specs: Vec<LimitSpec>,
+    unlimited: bool,
+    replaces: Vec<String>,
+    /// The rule's name: its `rate_limit`'s, or the first named `rate_limits` entry's.
+    name: Option<String>,
+}
+
+struct Walk<'a> {
+    domain: &'a mut DomainBuilder,
+    rules: &'a mut Vec<Rule>,
+    /// Where the current descriptor is in the file, for error positions.
+    path: Vec<Seg>,
+}
+
+impl Walk<'_> {
+    fn problem(&self, msg: impl Into<String>, rest: &[Seg]) -> Problem {
+        let mut at = self.path.clone();
+        at.extend_from_slice(rest);
+        Problem {
+            msg: msg.into(),
+            at,
+        }
+    }
+
+    fn descriptors(
+        &mut self,
+        parent: Option<u32>,
+        parent_key: &str,
+        list: Vec<RawDescriptor>,
+        depth: usize,
+    ) -> Result<(), Problem> {
+        for (i, d) in list.into_iter().enumerate() {
+            self.path.push(Seg::Index(i));
+            self.descriptor(parent, parent_key, d, depth)?;
+            self.path.pop();
+        }
+        Ok(())
+    }
+
+    fn descriptor(
+        &mut self,
+        parent: Option<u32>,
+        parent_key: &str,
+        d: RawDescriptor,
+        depth: usize,
+    ) -> Result<(), Problem> {
+        if depth >= MAX_DEPTH {
+            return Err(self.problem(
+                format!("descriptors are nested more than {MAX_DEPTH} levels deep"),
+                &[],
+            ));
+        }
+        if d.key.is_empty() {
+            return Err(self.problem("descriptor has empty key", &[]));
+        }
+        let final_key = if d.value.is_empty() {
+            d.key.clone()
+        } else {
+            format!("{}_{}", d.key, d.value)
+        };
+        let full_key = format!("{parent_key}{final_key}");
+        let flags = NodeFlags {
+            share_threshold: d.share_threshold,
+            value_to_metric: d.value_to_metric,
+            detailed_metric: d.detailed_metric,
+        };
+        let Some(node) = self.domain.add(parent, &final_key, flags) else {
+            return Err(self.problem(
+                format!("duplicate descriptor composite key '{full_key}'"),
+                &[],
+            ));
+        };
+        let limits = self.limits(&d)?;
+        if d.share_threshold && !final_key.contains('*') {
+            return Err(self.problem(
+                format!(
+                    "share_threshold can only be used with wildcard values (containing '*'), but found key '{final_key}'"
+                ),
+                &[Seg::Key("share_threshold")],
+            ));
+        }
+        let metadata = match d.metadata {
+            Some(Err(e)) => {
+                return Err(self.problem(
+                    format!("error parsing metadata: {e}"),
+                    &[Seg::Key("metadata")],
+                ));
+            }
+            Some(Ok(m)) => Some(Arc::new(m)),
+            None => None,
+        };
+        if let Some(l) = limits {
+            let id = self.rules.len();
+            self.rules.push(Rule {
+                id,
+                full_key: full_key.as_str().into(),
+                limits: l.specs.into(),
+                unlimited: l.unlimited,
+                replaces: l.replaces.into_iter().map(Arc::from).collect(),
+                shadow_mode: d.shadow_mode,
+                quota_mode: d.quota_mode,
+                metadata,
+                name: l.name.map(Arc::from),
+            });
+            if let Ok(id) = u32::try_from(id) {
+                self.domain.set_rule(node, id);
+            }
+        }
+        self.path.push(Seg::Key("descriptors"));
+        self.descriptors(
+            Some(node),
+            &format!("{full_key}."),
+            d.descriptors,
+            depth + 1,
+        )?;
+        self.path.pop();
+        Ok(())
+    }
+
+    /// The descriptor's limits, or `None` without `rate_limit`/`rate_limits`.
+    fn limits(&self, d: &RawDescriptor) -> Result<Option<Limits>, Problem> {
+        match (&d.rate_limit, &d.rate_limits) {
+            (None, None) => Ok(None),
+            (Some(_), Some(_)) => Err(self.problem(
+                "rate_limit and rate_limits cannot both be set (use one rate_limits list)",
+                &[Seg::Key("rate_limits")],
+            )),
+            (Some(raw), None) => {
+                let at = |p: Problem| {
+                    self.problem(p.msg, &[&[Seg::Key("rate_limit")], &p.at[..]].concat())
+                };
+                let own: Vec<&str> = vec![raw.name.as_str()];
+                let (specs, unlimited) = match limits::compile(raw, 0, &own).map_err(at)? {
+                    Compiled::Unlimited => (Vec::new(), true),
+                    Compiled::Limit(spec) => (vec![spec], false),
+                };
+                Ok(Some(Limits {
+                    specs,
+                    unlimited,
+                    replaces: raw.replaces.clone(),
+                    name: Some(raw.name.as_str())
+                        .filter(|n| !n.is_empty())
+                        .map(str::to_owned),
+                }))
+            }
+            (None, Some(list)) => {
+                let here = [Seg::Key("rate_limits")];
+                if list.is_empty() {
+                    return Err(self.problem("rate_limits must not be empty", &here));
+                }
+                if list.len() > MAX_RATE_LIMITS {
+                    return Err(self.problem(
+                        format!(
+                            "rate_limits cannot have more than {MAX_RATE_LIMITS} entries, found {}",
+                            list.len()
+                        ),
+                        &here,
+                    ));
+                }
+                let own: Vec<&str> = list
+                    .iter()
+                    .map(|l| l.name.as_str())
+                    .filter(|n| !n.is_empty())
+                    .collect();
+                let mut specs = Vec::with_capacity(list.len());
+                let mut replaces = Vec::new();
+                for (i, raw) in list.iter().enumerate() {
+                    let item = [Seg::Key("rate_limits"), Seg::Index(i)];
+                    let prefix = format!("rate_limits[{i}]: ");
+                    if raw.unlimited {
+                        return Err(self.problem(
+                            format!(
+                                "{prefix}unlimited is not allowed in rate_limits (use rate_limit)"
+                            ),
+                            &[&item[..], &[Seg::Key("unlimited")]].concat(),
+                        ));
+                    }
+                    let slot = u8::try_from(i).unwrap_or(u8::MAX);
+                    match limits::compile(raw, slot, &own) {
+                        Ok(Compiled::Limit(spec)) => specs.push(spec),
+                        Ok(Compiled::Unlimited) => {}
+                        Err(p) => {
+                            return Err(self.problem(
+                                format!("{prefix}{}", p.msg),
+                                &[&item[..], &p.at[..]].concat(),
+                            ));
+                        }
+                    }
+                    replaces.extend(raw.replaces.iter().cloned());
+                }
+                Ok(Some(Limits {
+                    specs,
+                    unlimited: false,
+                    replaces,
+                    name: own.first().map(|n| (*n).to_owned()),
+                }))
+            }
+        }
+    }
+}

@@ -1,0 +1,307 @@
+//! The serde_yaml plumbing shared by the parsing passes: the side channel that carries our
+//! exact messages through serde errors (so serde_yaml attaches the position), document
+//! paths, the locator that turns a path back into a line, and Go `%v` formatting.
+//!
+//! serde_yaml only reveals a position through an error raised while a value is being
+//! deserialized (`fix_mark`). So every pass raises `de::Error::custom` at the offending
+//! node and keeps the real message in [`Ctx`]; validation errors found later on typed data
+//! carry a [`Seg`] path and [`locate`] re-reads the file to find it.
+
+use std::cell::RefCell;
+use std::fmt;
+
+use serde::de::{self, DeserializeSeed, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
+
+/// Carries the first message raised during one deserialization pass.
+#[derive(Default)]
+pub(super) struct Ctx {
+    msg: RefCell<Option<String>>,
+}
+
+impl Ctx {
+    /// Record `msg` (unless an inner node already recorded one) and return a serde error
+    /// for serde_yaml to stamp with the current node's position.
+    pub(super) fn fail<E: de::Error>(&self, msg: impl Into<String>) -> E {
+        self.note(msg);
+        E::custom("sluice config error")
+    }
+
+    /// Record `msg` unless a message is already recorded (inner nodes are more precise).
+    pub(super) fn note(&self, msg: impl Into<String>) {
+        let mut slot = self.msg.borrow_mut();
+        if slot.is_none() {
+            *slot = Some(msg.into());
+        }
+    }
+
+    pub(super) fn take(&self) -> Option<String> {
+        self.msg.borrow_mut().take()
+    }
+}
+
+/// The first YAML document of `content` (Go's yaml.v2 ignores later ones).
+pub(super) fn first_document(content: &str) -> Option<serde_yaml::Deserializer<'_>> {
+    serde_yaml::Deserializer::from_str(content).next()
+}
+
+/// 1-based (line, column) of a serde_yaml error.
+pub(super) fn position(err: &serde_yaml::Error) -> (Option<usize>, Option<usize>) {
+    match err.location() {
+        Some(loc) => (Some(loc.line()), Some(loc.column())),
+        None => (None, None),
+    }
+}
+
+/// One step from the document root to a node.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Seg {
+    Key(&'static str),
+    Index(usize),
+}
+
+/// Position of the node at `path` (or of its deepest existing ancestor) in `content`.
+pub(super) fn locate(content: &str, path: &[Seg]) -> (Option<usize>, Option<usize>) {
+    let Some(doc) = first_document(content) else {
+        return (None, None);
+    };
+    match (Locate { path }).deserialize(doc) {
+        Ok(()) => (None, None),
+        Err(err) => position(&err),
+    }
+}
+
+struct Locate<'p> {
+    path: &'p [Seg],
+}
+
+impl<'de> DeserializeSeed<'de> for Locate<'_> {
+    type Value = ();
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
+        d.deserialize_any(self)
+    }
+}
+
+/// Reaching the target (or running out of path) raises an error at the current node.
+fn here<E: de::Error>() -> E {
+    E::custom("here")
+}
+
+impl<'de> Visitor<'de> for Locate<'_> {
+    type Value = ();
+
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("any value")
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
+        let Some((Seg::Key(want), rest)) = self.path.split_first() else {
+            return Err(here());
+        };
+        while let Some(key) = map.next_key::<KeyText>()? {
+            if key.0.as_deref() == Some(*want) {
+                map.next_value_seed(Locate { path: rest })?;
+                return Err(here());
+            }
+            map.next_value::<IgnoredAny>()?;
+        }
+        Err(here())
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<(), A::Error> {
+        let Some((Seg::Index(want), rest)) = self.path.split_first() else {
+            return Err(here());
+        };
+        let mut i = 0;
+        while i < *want {
+            if seq.next_element::<IgnoredAny>()?.is_none() {
+                return Err(here());
+            }
+            i += 1;
+        }
+        seq.next_element_seed(Locate { path: rest })?;
+        Err(here())
+    }
+
+    fn visit_bool<E: de::Error>(self, _: bool) -> Result<(), E> {
+        Err(here())
+    }
+    fn visit_i64<E: de::Error>(self, _: i64) -> Result<(), E> {
+        Err(here())
+    }
+    fn visit_u64<E: de::Error>(self, _: u64) -> Result<(), E> {
+        Err(here())
+    }
+    fn visit_i128<E: de::Error>(self, _: i128) -> Result<(), E> {
+        Err(here())
+    }
+    fn visit_u128<E: de::Error>(self, _: u128) -> Result<(), E> {
+        Err(here())
+    }
+    fn visit_f64<E: de::Error>(self, _: f64) -> Result<(), E> {
+        Err(here())
+    }
+    fn visit_str<E: de::Error>(self, _: &str) -> Result<(), E> {
+        Err(here())
+    }
+    fn visit_unit<E: de::Error>(self) -> Result<(), E> {
+        Err(here())
+    }
+    fn visit_none<E: de::Error>(self) -> Result<(), E> {
+        Err(here())
+    }
+    fn visit_enum<A: de::EnumAccess<'de>>(self, _: A) -> Result<(), A::Error> {
+        Err(here())
+    }
+}
+
+/// A map key as text when it is a string (the locator only follows string keys).
+struct KeyText(Option<String>);
+
+impl<'de> de::Deserialize<'de> for KeyText {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        GoValue::deserialize(d).map(|v| match v {
+            GoValue::Str(s) => KeyText(Some(s)),
+            _ => KeyText(None),
+        })
+    }
+}
+
+/// A YAML value as Go's yaml.v2 would hold it in an `interface{}`, kept only to print it
+/// the way Go's `%v` does in their error messages.
+#[derive(Debug, Clone, PartialEq)]
+pub(super) enum GoValue {
+    Null,
+    Bool(bool),
+    Int(i128),
+    Float(f64),
+    Str(String),
+    List(Vec<GoValue>),
+    Map(Vec<(GoValue, GoValue)>),
+}
+
+impl<'de> de::Deserialize<'de> for GoValue {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        d.deserialize_any(GoValueVisitor)
+    }
+}
+
+struct GoValueVisitor;
+
+impl<'de> Visitor<'de> for GoValueVisitor {
+    type Value = GoValue;
+
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("any YAML value")
+    }
+    fn visit_bool<E: de::Error>(self, v: bool) -> Result<GoValue, E> {
+        Ok(GoValue::Bool(v))
+    }
+    fn visit_i64<E: de::Error>(self, v: i64) -> Result<GoValue, E> {
+        Ok(GoValue::Int(v.into()))
+    }
+    fn visit_u64<E: de::Error>(self, v: u64) -> Result<GoValue, E> {
+        Ok(GoValue::Int(v.into()))
+    }
+    fn visit_i128<E: de::Error>(self, v: i128) -> Result<GoValue, E> {
+        Ok(GoValue::Int(v))
+    }
+    fn visit_u128<E: de::Error>(self, v: u128) -> Result<GoValue, E> {
+        // Only reachable beyond i128, where Go has no integer type either.
+        Ok(GoValue::Float(v as f64))
+    }
+    fn visit_f64<E: de::Error>(self, v: f64) -> Result<GoValue, E> {
+        Ok(GoValue::Float(v))
+    }
+    fn visit_str<E: de::Error>(self, v: &str) -> Result<GoValue, E> {
+        Ok(GoValue::Str(v.to_owned()))
+    }
+    fn visit_unit<E: de::Error>(self) -> Result<GoValue, E> {
+        Ok(GoValue::Null)
+    }
+    fn visit_none<E: de::Error>(self) -> Result<GoValue, E> {
+        Ok(GoValue::Null)
+    }
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<GoValue, A::Error> {
+        let mut out = Vec::new();
+        while let Some(v) = seq.next_element()? {
+            out.push(v);
+        }
+        Ok(GoValue::List(out))
+    }
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<GoValue, A::Error> {
+        let mut out = Vec::new();
+        while let Some(kv) = map.next_entry()? {
+            out.push(kv);
+        }
+        Ok(GoValue::Map(out))
+    }
+    fn visit_enum<A: de::EnumAccess<'de>>(self, data: A) -> Result<GoValue, A::Error> {
+        // A local tag (`!foo bar`): Go prints the value, the tag is irrelevant here.
+        let (_tag, variant): (IgnoredAny, _) = data.variant()?;
+        de::VariantAccess::newtype_variant::<GoValue>(variant)
+    }
+}
+
+impl fmt::Display for GoValue {
+    /// Go's `fmt` `%v`: maps print as `map[k:v ...]` with sorted keys, lists as `[a b]`.
+    fn fmt(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        match self {
+            GoValue::Null => f.write_str("<nil>"),
+            GoValue::Bool(b) => write!(f, "{b}"),
+            GoValue::Int(i) => write!(f, "{i}"),
+            GoValue::Float(x) => f.write_str(&go_float(*x)),
+            GoValue::Str(s) => f.write_str(s),
+            GoValue::List(items) => {
+                f.write_str("[")?;
+                for (i, item) in items.iter().enumerate() {
+                    if i > 0 {
+                        f.write_str(" ")?;
+                    }
+                    write!(f, "{item}")?;
+                }
+                f.write_str("]")
+            }
+            GoValue::Map(entries) => {
+                let mut printed: Vec<(String, String)> = entries
+                    .iter()
+                    .map(|(k, v)| (k.to_string(), v.to_string()))
+                    .collect();
+                printed.sort();
+                f.write_str("map[")?;
+                for (i, (k, v)) in printed.iter().enumerate() {
+                    if i > 0 {
+                        f.write_str(" ")?;
+                    }
+                    write!(f, "{k}:{v}")?;
+                }
+                f.write_str("]")
+            }
+        }
+    }
+}
+
+/// Go's `%v` for a float64: shortest digits, exponent form below 1e-4 or from 1e21 on.
+pub(super) fn go_float(x: f64) -> String {
+    if x.is_nan() {
+        return "NaN".to_owned();
+    }
+    if x.is_infinite() {
+        return if x > 0.0 { "+Inf" } else { "-Inf" }.to_owned();
+    }
+    let abs = x.abs();
+    if abs == 0.0 || (1e-4..1e21).contains(&abs) {
+        return format!("{x}");
+    }
+    // Rust prints `1.5e-7`; Go prints `1.5e-07` (sign always, at least two digits).
+    let s = format!("{x:e}");
+    match s.split_once('e') {
+        Some((mant, exp)) => {
+            let (sign, digits) = match exp.strip_prefix('-') {
+                Some(d) => ('-', d),
+                None => ('+', exp),
+            };
+            format!("{mant}e{sign}{digits:0>2}")
+        }
+        None => s,
+    }
+}

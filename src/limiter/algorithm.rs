@@ -1,1 +1,0 @@
-//! Native (in-process) implementations of every algorithm; see docs/algorithms.md.

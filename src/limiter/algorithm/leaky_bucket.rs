@@ -1,0 +1,41 @@
+//! `leaky_bucket` (docs/algorithms.md): a level, scaled, leaking at `R` per ms.
+//!
+//! Decisions and reports are [`Level`]'s (shared with `token_bucket` and `gcra`); this file
+//! only converts between the stored `(level, ts)` and [`Level`]. Storing the level is what
+//! makes a changed `burst` keep the usage.
+
+use super::scaled::Level;
+use super::{Params, USAGE_MAX};
+
+/// Usage × `W` and the time it was computed at.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct LeakyBucket {
+    pub level: u64,
+    pub ts: u64,
+}
+
+impl LeakyBucket {
+    /// Step 1: missing → empty. `level = max(0, level − max(0, now − ts)·R)`,
+    /// `ts = max(ts, now)`.
+    pub fn load(stored: Option<&LeakyBucket>, p: &Params, now: u64) -> Level {
+        let Some(s) = stored else {
+            return Level::default();
+        };
+        let leaked = u128::from(now.saturating_sub(s.ts)) * u128::from(p.r);
+        Level {
+            us: u128::from(s.level.min(USAGE_MAX)).saturating_sub(leaked),
+            lag: s.ts.saturating_sub(now),
+        }
+    }
+
+    /// Step 6: empty → `None` (delete); else `(level, now + lag)`.
+    pub fn save(level: &Level, now: u64) -> Option<LeakyBucket> {
+        if level.us == 0 {
+            return None;
+        }
+        Some(LeakyBucket {
+            level: u64::try_from(level.us).unwrap_or(USAGE_MAX),
+            ts: now.saturating_add(level.lag),
+        })
+    }
+}

@@ -1,0 +1,121 @@
+//! Native (in-process) implementations of every algorithm and of the check protocol; the
+//! contract is `docs/algorithms.md`, which the Redis Lua scripts implement too, so this code
+//! follows it literally (same integer arithmetic, rounding, clamps and order).
+//!
+//! One file per algorithm holds its state type and formulas; `token_bucket`, `leaky_bucket`
+//! and `gcra` share their decision arithmetic through [`scaled::Level`]. This file holds the
+//! per-limit state the memory store keeps ([`LimitState`]); `check.rs` holds [`evaluate`],
+//! the whole check protocol (load, penalty, decide, all-or-nothing charge with overdraft,
+//! lock, save, report) over the states of one check. Nothing here reads a clock, locks or does I/O:
+//! `now_ms` is passed in, and the common path does not allocate.
+
+mod check;
+pub mod fixed_window;
+pub mod gcra;
+pub mod leaky_bucket;
+pub mod scaled;
+pub mod sliding_log;
+pub mod sliding_window;
+pub mod token_bucket;
+
+#[cfg(test)]
+mod tests;
+
+pub use check::evaluate;
+pub use fixed_window::FixedWindow;
+pub use gcra::Gcra;
+pub use leaky_bucket::LeakyBucket;
+pub use scaled::Level;
+pub use sliding_log::SlidingLog;
+pub use sliding_window::{Geometry, SlidingWindow};
+pub use token_bucket::TokenBucket;
+
+use super::{Algorithm, BUCKETS_RANGE, LimitSpec, MAX_EXACT_SCALED};
+
+/// Largest usage any state holds (`2^53`, in requests or scaled units): overdraft charges
+/// saturate here so every value stays exact in Lua's doubles.
+pub const USAGE_MAX: u64 = MAX_EXACT_SCALED;
+
+/// The numbers of one [`LimitSpec`] as the doc names them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Params {
+    /// `R`: requests per unit (refill / leak rate in scaled units per ms).
+    pub r: u64,
+    /// `W`: the unit in ms.
+    pub w: u64,
+    /// `C`: capacity.
+    pub c: u64,
+    /// `B`: sub-windows of a `sliding_window` (clamped to [`BUCKETS_RANGE`]), else 0.
+    pub b: u64,
+    /// `Cs = C·W`.
+    pub cs: u128,
+}
+
+impl Params {
+    pub fn new(spec: &LimitSpec) -> Params {
+        let w = spec.unit.millis();
+        let c = spec.capacity();
+        let b = if spec.algorithm == Algorithm::SlidingWindow {
+            u64::from(
+                spec.buckets
+                    .clamp(*BUCKETS_RANGE.start(), *BUCKETS_RANGE.end()),
+            )
+        } else {
+            0
+        };
+        Params {
+            r: u64::from(spec.requests_per_unit),
+            w,
+            c,
+            b,
+            cs: u128::from(c) * u128::from(w),
+        }
+    }
+
+    pub fn geometry(&self) -> Geometry {
+        Geometry {
+            w: self.w,
+            b: self.b,
+        }
+    }
+}
+
+/// The stored state of one limit, by algorithm. `Empty` = missing.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub enum State {
+    #[default]
+    Empty,
+    FixedWindow(FixedWindow),
+    SlidingWindow(SlidingWindow),
+    SlidingLog(SlidingLog),
+    TokenBucket(TokenBucket),
+    LeakyBucket(LeakyBucket),
+    Gcra(Gcra),
+}
+
+/// Everything the memory store keeps for one limit of one descriptor: the algorithm state
+/// with its expiry (the doc's TTL, slack 0) and the penalty lock (a separate key in Redis).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct LimitState {
+    pub state: State,
+    /// From this instant on, `state` is missing (as an expired Redis key is).
+    pub state_expires_ms: u64,
+    /// Penalty lock, active while `lock_until_ms > now`.
+    pub lock_until_ms: u64,
+}
+
+impl LimitState {
+    /// When nothing of this limit is left: the later of the state's expiry and the lock.
+    pub fn expires_at_ms(&self) -> u64 {
+        let state = match self.state {
+            State::Empty => 0,
+            _ => self.state_expires_ms,
+        };
+        state.max(self.lock_until_ms)
+    }
+
+    /// Whether the store must keep it at `now`.
+    pub fn is_live(&self, now_ms: u64) -> bool {
+        self.expires_at_ms() > now_ms
+    }
+}

@@ -1,0 +1,125 @@
+//! `sliding_log` (docs/algorithms.md): the timestamps of admitted hits, exact over the
+//! trailing window `(now − W, now]`.
+//!
+//! Stored run-length encoded, `(ts, entries)`, oldest first: a hit of cost `n` is one run
+//! (or one addition to the newest run), so memory is bounded by the number of distinct
+//! timestamps, never by the cost. Semantically it is the doc's list of entries. Loading is
+//! read-only ([`SlidingLog::view`]); expired runs are removed when the state is written.
+
+use std::collections::VecDeque;
+
+use super::scaled::sat_u64;
+
+/// Entries by timestamp, ascending, with their total.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct SlidingLog {
+    runs: VecDeque<(u64, u64)>,
+    total: u64,
+}
+
+/// The result of step 1: what is live at `now`, without changing the state.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct View {
+    /// Position of the first run with `ts > now − W`.
+    first: usize,
+    /// `U`: live entries.
+    pub usage: u64,
+}
+
+impl SlidingLog {
+    /// Drop (virtually) entries with `ts ≤ now − W`; `U` = what is left.
+    pub fn view(&self, w: u64, now: u64) -> View {
+        let first = self
+            .runs
+            .partition_point(|&(ts, _)| ts.saturating_add(w) <= now);
+        let dropped = self
+            .runs
+            .range(..first)
+            .fold(0u64, |s, &(_, c)| s.saturating_add(c));
+        View {
+            first,
+            usage: self.total.saturating_sub(dropped),
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.total == 0
+    }
+
+    fn prune(&mut self, v: &View) {
+        for (_, c) in self.runs.drain(..v.first.min(self.runs.len())) {
+            self.total = self.total.saturating_sub(c);
+        }
+    }
+
+    /// Add `n` entries at `now`.
+    pub fn charge(&mut self, v: &View, n: u64, now: u64) {
+        self.prune(v);
+        if n == 0 {
+            return;
+        }
+        self.total = self.total.saturating_add(n);
+        match self.runs.back_mut() {
+            Some((ts, c)) if *ts == now => *c = c.saturating_add(n),
+            Some((ts, _)) if *ts > now => {
+                // The clock went backwards: keep the runs sorted so "newest" stays the
+                // highest timestamp (Redis: ZPOPMAX).
+                let at = self.runs.partition_point(|&(ts, _)| ts < now);
+                match self.runs.get_mut(at) {
+                    Some((ts, c)) if *ts == now => *c = c.saturating_add(n),
+                    _ => self.runs.insert(at, (now, n)),
+                }
+            }
+            _ => self.runs.push_back((now, n)),
+        }
+    }
+
+    /// Remove the `n` newest entries (never below empty).
+    pub fn refund(&mut self, v: &View, mut n: u64) {
+        self.prune(v);
+        while n > 0 {
+            let Some((_, c)) = self.runs.back_mut() else {
+                break;
+            };
+            let take = n.min(*c);
+            *c -= take;
+            n -= take;
+            self.total = self.total.saturating_sub(take);
+            if *c == 0 {
+                self.runs.pop_back();
+            }
+        }
+    }
+
+    /// Empty → 0; else `newest + W − now`.
+    pub fn reset_ms(&self, v: &View, w: u64, now: u64) -> u64 {
+        match self.runs.back() {
+            Some(&(ts, _)) if v.usage > 0 => ts.saturating_add(w).saturating_sub(now),
+            _ => 0,
+        }
+    }
+
+    /// Denied with `n ≤ C`: `ts_k + W − now` for the `k`-th oldest live entry,
+    /// `k = U + n − C`. `None` when `n > C`.
+    pub fn retry_ms(&self, v: &View, n: u64, cap: u64, w: u64, now: u64) -> Option<u64> {
+        if n > cap {
+            return None;
+        }
+        let k = (u128::from(v.usage) + u128::from(n))
+            .saturating_sub(u128::from(cap))
+            .max(1);
+        let mut seen: u128 = 0;
+        for &(ts, c) in self.runs.range(v.first.min(self.runs.len())..) {
+            seen += u128::from(c);
+            if seen >= k {
+                return Some(sat_u64(u128::from(ts) + u128::from(w)).saturating_sub(now));
+            }
+        }
+        Some(self.reset_ms(v, w, now))
+    }
+
+    /// Stored runs as `(ts, entries)`, oldest first (tests and debugging).
+    pub fn runs(&self) -> impl Iterator<Item = (u64, u64)> + '_ {
+        self.runs.iter().copied()
+    }
+}

@@ -1,0 +1,143 @@
+//! Memory-store specifics the conformance suite cannot see: bounded memory under many
+//! distinct keys, eviction, expired state reading as missing, and dropping empty state.
+
+use std::sync::Arc;
+
+use super::{MemoryOptions, MemoryStore};
+use crate::limiter::{Algorithm, Check, LimitResult, LimitSpec, ManualClock, StateTag, Unit};
+
+const T0: u64 = 1_700_000_040_000;
+
+fn limit(algorithm: Algorithm, rpu: u32, unit: Unit) -> LimitSpec {
+    let mut s = LimitSpec::fixed_window(rpu, unit);
+    s.algorithm = algorithm;
+    s.overdraft = algorithm.default_overdraft();
+    if algorithm == Algorithm::SlidingWindow {
+        s.buckets = 10;
+    }
+    s
+}
+
+fn store(shards: usize, min_sweep_len: usize) -> (MemoryStore, Arc<ManualClock>) {
+    let clock = Arc::new(ManualClock::new(T0));
+    let opts = MemoryOptions {
+        shards,
+        min_sweep_len,
+    };
+    (MemoryStore::with_options(clock.clone(), opts), clock)
+}
+
+fn hit(
+    store: &MemoryStore,
+    now: u64,
+    tag: u128,
+    limits: &[LimitSpec],
+    cost: u64,
+) -> Vec<LimitResult> {
+    let check = Check {
+        tag: StateTag(tag),
+        limits,
+        cost,
+        refund: false,
+    };
+    let mut out = Vec::new();
+    store.run_at(&[check], now, &mut out);
+    out
+}
+
+#[test]
+fn memory_stays_bounded_under_many_distinct_keys() {
+    let (store, _) = store(4, 64);
+    let limits = [limit(Algorithm::FixedWindow, 5, Unit::Second)];
+    let mut peak = 0;
+    // 200k distinct descriptors, one per ms: about 1000 are live at any time.
+    for i in 0..200_000u64 {
+        hit(
+            &store,
+            T0 + i,
+            u128::from(i) * 0x9e37_79b9_7f4a_7c15,
+            &limits,
+            1,
+        );
+        if i % 1_000 == 0 {
+            peak = peak.max(store.len());
+        }
+    }
+    assert!(peak <= 4 * 1_200, "peak {peak}");
+    assert!(store.len() >= 900, "live keys evicted: {}", store.len());
+}
+
+#[test]
+fn sweep_evicts_everything_expired() {
+    let (store, clock) = store(64, 1024);
+    let limits = [limit(Algorithm::SlidingLog, 5, Unit::Second), {
+        let mut s = limit(Algorithm::Gcra, 5, Unit::Minute);
+        s.slot = 1;
+        s
+    }];
+    for tag in 0..500 {
+        hit(&store, T0, tag, &limits, 1);
+    }
+    assert_eq!(store.len(), 1_000);
+    clock.set(T0 + 1_000);
+    store.sweep();
+    assert_eq!(store.len(), 500);
+    clock.set(T0 + 12_000);
+    store.sweep();
+    assert!(store.is_empty());
+}
+
+#[test]
+fn empty_state_is_not_kept() {
+    let (store, _) = store(64, 1024);
+    let tb = [limit(Algorithm::TokenBucket, 5, Unit::Second)];
+    // Peeks and denied hits on missing state write nothing.
+    hit(&store, T0, 1, &tb, 0);
+    hit(&store, T0, 1, &tb, 6);
+    assert!(store.is_empty());
+    hit(&store, T0, 1, &tb, 2);
+    assert_eq!(store.len(), 1);
+    let check = Check {
+        tag: StateTag(1),
+        limits: &tb,
+        cost: 5,
+        refund: true,
+    };
+    store.run_at(&[check], T0, &mut Vec::new());
+    assert!(store.is_empty());
+}
+
+#[test]
+fn expired_state_reads_as_missing() {
+    // A leaky bucket written at 10/s keeps its level after R drops to 1/s, but once its TTL
+    // (computed at the write) has passed it is gone, as the Redis key would be.
+    let (store, _) = store(64, 1024);
+    let mut lb = [limit(Algorithm::LeakyBucket, 10, Unit::Second)];
+    hit(&store, T0, 9, &lb, 10);
+    lb[0].requests_per_unit = 1;
+    assert_eq!(hit(&store, T0 + 999, 9, &lb, 0)[0].used_before, 10);
+    assert_eq!(hit(&store, T0 + 1_000, 9, &lb, 0)[0].used_before, 0);
+}
+
+#[test]
+fn limits_of_one_check_share_a_shard_and_keep_separate_state() {
+    let (store, _) = store(64, 1024);
+    let limits: Vec<LimitSpec> = Algorithm::ALL
+        .into_iter()
+        .enumerate()
+        .map(|(i, a)| {
+            let mut s = limit(a, 3, Unit::Minute);
+            s.slot = i as u8;
+            s
+        })
+        .collect();
+    for tag in [1u128, 2, u128::MAX] {
+        for _ in 0..3 {
+            assert!(hit(&store, T0, tag, &limits, 1).iter().all(|r| r.allowed));
+        }
+        assert!(hit(&store, T0, tag, &limits, 1).iter().all(|r| !r.allowed));
+    }
+    assert_eq!(store.len(), 18);
+    let st = store.state(StateTag(2), &limits[0]);
+    assert!(st.is_some_and(|s| s.state_expires_ms == T0 + 60_000));
+}
