@@ -1,0 +1,4 @@
+//! Shared helpers of the integration tests.
+
+pub mod model;
+pub mod redis;

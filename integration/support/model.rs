@@ -1,0 +1,384 @@
+//! A literal transcription of `docs/algorithms.md` in exact integer arithmetic (`i128`), used
+//! as the oracle of the differential test: the Lua must agree with the document, not just
+//! with itself. Deliberately naive (whole-state copies, linear scans): clarity over speed.
+//! Not the memory store (that one lives in `src/store/memory.rs`); a second, independent
+//! reading of the same document.
+
+#![allow(dead_code)]
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+
+use parking_lot::Mutex;
+use sluice::limiter::{Algorithm, Check, Clock, LimitResult, LimitSpec, StateIdentity, StateTag};
+use sluice::store::{Store, StoreError};
+
+const EXACT: i128 = 1 << 53;
+
+fn ceil_div(a: i128, b: i128) -> i128 {
+    -((-a).div_euclid(b))
+}
+
+fn floor_div(a: i128, b: i128) -> i128 {
+    a.div_euclid(b)
+}
+
+#[derive(Clone, Debug)]
+enum St {
+    Fixed { ws: i128, c: i128 },
+    Sliding { counts: BTreeMap<i128, i128> },
+    Log { ts: Vec<i128> },
+    Token { t: i128, ts: i128 },
+    Leaky { l: i128, ts: i128 },
+    Gcra { a: i128, b: i128, r: i128 },
+}
+
+struct P {
+    alg: Algorithm,
+    r: i128,
+    w: i128,
+    c: i128,
+    b: i128,
+    cs: i128,
+}
+
+impl P {
+    fn of(s: &LimitSpec) -> P {
+        let w = i128::from(s.unit.millis());
+        let c = i128::from(s.capacity());
+        P {
+            alg: s.algorithm,
+            r: i128::from(s.requests_per_unit),
+            w,
+            c,
+            b: i128::from(s.buckets),
+            cs: c * w,
+        }
+    }
+
+    fn start(&self, i: i128) -> i128 {
+        ceil_div(i * self.w, self.b)
+    }
+}
+
+/// Working state of one limit during a check: the usage representation every algorithm
+/// reduces to, plus what its report needs.
+#[derive(Clone, Debug)]
+enum Work {
+    Fixed { ws: i128, c: i128 },
+    Sliding { cur: i128, counts: BTreeMap<i128, i128> },
+    Log { ts: Vec<i128> },
+    Token { t: i128, ts: i128 },
+    Level { l: i128, ts: i128 },
+}
+
+fn load(p: &P, st: Option<&St>, now: i128) -> Work {
+    match p.alg {
+        Algorithm::FixedWindow => {
+            let ws_now = now - now.rem_euclid(p.w);
+            match st {
+                Some(St::Fixed { ws, c }) if *ws >= ws_now => Work::Fixed { ws: *ws, c: *c },
+                _ => Work::Fixed { ws: ws_now, c: 0 },
+            }
+        }
+        Algorithm::SlidingWindow => {
+            let cur = floor_div(now * p.b, p.w);
+            let mut counts = match st {
+                Some(St::Sliding { counts }) => counts.clone(),
+                _ => BTreeMap::new(),
+            };
+            counts.retain(|j, _| *j >= cur - p.b);
+            Work::Sliding { cur, counts }
+        }
+        Algorithm::SlidingLog => {
+            let mut ts = match st {
+                Some(St::Log { ts }) => ts.clone(),
+                _ => Vec::new(),
+            };
+            ts.retain(|t| *t > now - p.w);
+            Work::Log { ts }
+        }
+        Algorithm::TokenBucket => match st {
+            Some(St::Token { t, ts }) => Work::Token {
+                t: (*t + (now - *ts).max(0) * p.r).min(p.cs),
+                ts: (*ts).max(now),
+            },
+            _ => Work::Token { t: p.cs, ts: now },
+        },
+        Algorithm::LeakyBucket => match st {
+            Some(St::Leaky { l, ts }) => Work::Level {
+                l: (*l - (now - *ts).max(0) * p.r).max(0),
+                ts: (*ts).max(now),
+            },
+            _ => Work::Level { l: 0, ts: now },
+        },
+        Algorithm::Gcra => {
+            let l = match st {
+                Some(St::Gcra { a, b, r }) => {
+                    let (mut a, mut b) = (*a, *b);
+                    if *r != p.r && b > 0 {
+                        b = ((b as f64) * (p.r as f64) / (*r as f64)).ceil() as i128;
+                        a += b / p.r;
+                        b %= p.r;
+                    }
+                    ((a - now) * p.r + b).max(0)
+                }
+                _ => 0,
+            };
+            Work::Level { l, ts: now }
+        }
+    }
+}
+
+/// `U` in scaled units for buckets, in requests otherwise.
+fn usage(w: &Work, p: &P) -> i128 {
+    match w {
+        Work::Fixed { c, .. } => *c,
+        Work::Sliding { counts, .. } => counts.values().sum(),
+        Work::Log { ts } => ts.len() as i128,
+        Work::Token { t, .. } => p.cs - *t,
+        Work::Level { l, .. } => *l,
+    }
+}
+
+fn used_before(w: &Work, p: &P) -> i128 {
+    match w {
+        Work::Token { .. } | Work::Level { .. } => ceil_div(usage(w, p), p.w),
+        _ => usage(w, p),
+    }
+}
+
+fn fits(w: &Work, p: &P, n: i128) -> bool {
+    match w {
+        Work::Token { t, .. } => n <= p.c && n * p.w <= *t,
+        Work::Level { l, .. } => n <= p.c && *l + n * p.w <= p.cs,
+        _ => usage(w, p) + n <= p.c,
+    }
+}
+
+fn charge(w: &mut Work, p: &P, n: i128, now: i128) {
+    match w {
+        Work::Fixed { c, .. } => *c += n,
+        Work::Sliding { cur, counts } => *counts.entry(*cur).or_insert(0) += n,
+        Work::Log { ts } => {
+            ts.extend(std::iter::repeat_n(now, n as usize));
+            ts.sort_unstable();
+        }
+        Work::Token { t, .. } => *t = (*t - n * p.w).max(p.cs - EXACT),
+        Work::Level { l, .. } => *l = (*l + n * p.w).min(EXACT),
+    }
+}
+
+fn refund(w: &mut Work, p: &P, n: i128) {
+    match w {
+        Work::Fixed { c, .. } => *c = (*c - n).max(0),
+        Work::Sliding { counts, .. } => {
+            let mut rem = n;
+            let keys: Vec<i128> = counts.keys().rev().copied().collect();
+            for j in keys {
+                if rem == 0 {
+                    break;
+                }
+                let c = counts[&j];
+                let take = c.min(rem);
+                rem -= take;
+                if c == take {
+                    counts.remove(&j);
+                } else {
+                    counts.insert(j, c - take);
+                }
+            }
+        }
+        Work::Log { ts } => {
+            let keep = ts.len().saturating_sub(n as usize);
+            ts.truncate(keep);
+        }
+        Work::Token { t, .. } => *t = (*t + n * p.w).min(p.cs),
+        Work::Level { l, .. } => *l = (*l - n * p.w).max(0),
+    }
+}
+
+fn save(w: &Work, p: &P, now: i128) -> Option<St> {
+    match w {
+        Work::Fixed { ws, c } => (*c > 0).then_some(St::Fixed { ws: *ws, c: *c }),
+        Work::Sliding { counts, .. } => (!counts.is_empty()).then(|| St::Sliding {
+            counts: counts.clone(),
+        }),
+        Work::Log { ts } => (!ts.is_empty()).then(|| St::Log { ts: ts.clone() }),
+        Work::Token { t, ts } => (*t < p.cs).then_some(St::Token { t: *t, ts: *ts }),
+        Work::Level { l, ts } => (*l > 0).then(|| match p.alg {
+            Algorithm::Gcra => St::Gcra {
+                a: now + l / p.r,
+                b: l % p.r,
+                r: p.r,
+            },
+            _ => St::Leaky { l: *l, ts: *ts },
+        }),
+    }
+}
+
+fn remaining(w: &Work, p: &P) -> i128 {
+    match w {
+        Work::Token { t, .. } => floor_div((*t).max(0), p.w),
+        Work::Level { l, .. } => floor_div((p.cs - *l).max(0), p.w),
+        _ => (p.c - usage(w, p)).max(0),
+    }
+}
+
+fn reset(w: &Work, p: &P, now: i128) -> i128 {
+    match w {
+        Work::Fixed { ws, .. } => *ws + p.w - now,
+        Work::Sliding { counts, .. } => match counts.keys().next_back() {
+            None => 0,
+            Some(hi) => p.start(*hi + p.b + 1) - now,
+        },
+        Work::Log { ts } => ts.last().map_or(0, |newest| newest + p.w - now),
+        Work::Token { t, .. } => ceil_div(p.cs - *t, p.r),
+        Work::Level { l, .. } => ceil_div(*l, p.r),
+    }
+}
+
+fn retry(w: &Work, p: &P, n: i128, now: i128) -> Option<i128> {
+    if let Work::Fixed { ws, .. } = w {
+        return Some(*ws + p.w - now);
+    }
+    if n > p.c {
+        return None;
+    }
+    Some(match w {
+        Work::Fixed { .. } => unreachable!(),
+        Work::Sliding { cur, counts } => {
+            let u: i128 = counts.values().sum();
+            let mut dropped = 0;
+            let mut found = None;
+            for k in 1..=p.b + 1 {
+                dropped += counts.get(&(cur - p.b + k - 1)).copied().unwrap_or(0);
+                if u - dropped + n <= p.c {
+                    found = Some(p.start(cur + k) - now);
+                    break;
+                }
+            }
+            found.unwrap_or_else(|| reset(w, p, now))
+        }
+        Work::Log { ts } => {
+            let k = ts.len() as i128 + n - p.c;
+            ts[(k - 1) as usize] + p.w - now
+        }
+        Work::Token { t, .. } => ceil_div(n * p.w - *t, p.r),
+        Work::Level { l, .. } => ceil_div(*l + n * p.w - p.cs, p.r),
+    })
+}
+
+type Key = (StateTag, StateIdentity);
+
+/// The oracle store.
+pub struct ModelStore {
+    clock: Arc<dyn Clock>,
+    state: Mutex<HashMap<Key, St>>,
+    locks: Mutex<HashMap<Key, i128>>,
+}
+
+impl ModelStore {
+    pub fn new(clock: Arc<dyn Clock>) -> ModelStore {
+        ModelStore {
+            clock,
+            state: Mutex::new(HashMap::new()),
+            locks: Mutex::new(HashMap::new()),
+        }
+    }
+
+    fn check(&self, now: i128, check: &Check<'_>, out: &mut Vec<LimitResult>) {
+        let mut state = self.state.lock();
+        let mut locks = self.locks.lock();
+        let n = i128::from(check.cost);
+        let ps: Vec<P> = check.limits.iter().map(P::of).collect();
+        let keys: Vec<Key> = check.limits.iter().map(|s| (check.tag, s.identity())).collect();
+        let mut ws: Vec<Work> = ps
+            .iter()
+            .zip(&keys)
+            .map(|(p, k)| load(p, state.get(k), now))
+            .collect();
+        let used: Vec<i128> = ws.iter().zip(&ps).map(|(w, p)| used_before(w, p)).collect();
+        let k = ps.len();
+        let mut ok = vec![true; k];
+        let mut lock_left: Vec<Option<i128>> = vec![None; k];
+        let mut locked = vec![false; k];
+        let put = |state: &mut HashMap<Key, St>, key: Key, s: Option<St>| match s {
+            Some(s) => {
+                state.insert(key, s);
+            }
+            None => {
+                state.remove(&key);
+            }
+        };
+        if check.refund {
+            if n > 0 {
+                for i in 0..k {
+                    refund(&mut ws[i], &ps[i], n);
+                    put(&mut state, keys[i], save(&ws[i], &ps[i], now));
+                }
+            }
+        } else {
+            for i in 0..k {
+                if check.limits[i].penalty_ms > 0
+                    && let Some(until) = locks.get(&keys[i])
+                    && *until > now
+                {
+                    lock_left[i] = Some(until - now);
+                }
+            }
+            let any_pen = lock_left.iter().any(Option::is_some);
+            for i in 0..k {
+                ok[i] = lock_left[i].is_none() && fits(&ws[i], &ps[i], n);
+            }
+            let all_ok = ok.iter().all(|o| *o);
+            if n > 0 && !any_pen {
+                for i in 0..k {
+                    if all_ok || check.limits[i].overdraft {
+                        charge(&mut ws[i], &ps[i], n, now);
+                        put(&mut state, keys[i], save(&ws[i], &ps[i], now));
+                    }
+                }
+                if !all_ok {
+                    for i in 0..k {
+                        let pen = i128::from(check.limits[i].penalty_ms);
+                        if pen > 0 && !ok[i] {
+                            locks.insert(keys[i], now + pen);
+                            locked[i] = true;
+                        }
+                    }
+                }
+            }
+        }
+        for i in 0..k {
+            let (p, w) = (&ps[i], &ws[i]);
+            let (remaining, retry_ms, penalized) = if ok[i] {
+                (remaining(w, p), None, false)
+            } else if let Some(left) = lock_left[i] {
+                (0, Some(left), true)
+            } else {
+                let pen = i128::from(check.limits[i].penalty_ms);
+                let r = retry(w, p, n, now).map(|r| if locked[i] { r.max(pen) } else { r });
+                (0, r, false)
+            };
+            out.push(LimitResult {
+                allowed: ok[i],
+                remaining: remaining as u64,
+                reset_ms: reset(w, p, now) as u64,
+                retry_ms: retry_ms.map(|r| r as u64),
+                used_before: used[i] as u64,
+                penalized,
+            });
+        }
+    }
+}
+
+impl Store for ModelStore {
+    async fn run(&self, checks: &[Check<'_>], out: &mut Vec<LimitResult>) -> Result<(), StoreError> {
+        let now = i128::from(self.clock.now_ms());
+        for c in checks {
+            self.check(now, c, out);
+        }
+        Ok(())
+    }
+}

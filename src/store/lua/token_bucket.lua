@@ -1,0 +1,49 @@
+-- token_bucket (code 4): tokens in scaled units (one request = W units, refill R units/ms).
+-- State: hash {t = tokens, ts = last update ms}; a full bucket is no key at all.
+-- TTL = time to full + slack (the key vanishes when it would read as full anyway).
+-- KEYS/ARGV/return: see header.lua; semantics: docs/algorithms.md "token_bucket".
+ALGO[4] = {
+  load = function(key, p, now)
+    local v = redis.call('HMGET', key, 't', 'ts')
+    local t, ts = tonumber(v[1]), tonumber(v[2])
+    if t == nil or ts == nil then
+      t, ts = p.Cs, now
+    else
+      -- A changed burst keeps the available tokens, clamped to the new capacity.
+      t = min(p.Cs, t + max(0, now - ts) * p.R)
+      ts = max(ts, now)
+    end
+    return { key = key, t = t, ts = ts, used = ceil_div(p.Cs - t, p.W) }
+  end,
+  fits = function(st, p, n)
+    return n <= p.C and n * p.W <= st.t
+  end,
+  -- Overdraft debt is floored so that usage Cs - t never exceeds 2^53.
+  charge = function(st, p, n, now)
+    st.t = max(st.t - n * p.W, p.Cs - EXACT)
+  end,
+  refund = function(st, p, n, now)
+    st.t = min(p.Cs, st.t + n * p.W)
+  end,
+  save = function(st, p, now, slack)
+    if st.t >= p.Cs then
+      redis.call('DEL', st.key)
+      return
+    end
+    redis.call('HSET', st.key, 't', I(st.t), 'ts', I(st.ts))
+    pexpire(st.key, ALGO[4].reset(st, p, now) + slack)
+  end,
+  remaining = function(st, p)
+    return floor_div(max(0, st.t), p.W)
+  end,
+  reset = function(st, p, now)
+    return ceil_div(p.Cs - st.t, p.R)
+  end,
+  -- (n*W - t) / R, written as usage minus free space so no intermediate exceeds 2^53.
+  retry = function(st, p, n, now)
+    if n > p.C then
+      return -1
+    end
+    return ceil_div((p.Cs - st.t) - (p.Cs - n * p.W), p.R)
+  end,
+}

@@ -1,0 +1,382 @@
+//! The Redis store: one Lua script per check (every limit of a descriptor decided atomically),
+//! all checks of a request in one round trip.
+//!
+//! - Single node: the `EVALSHA`s of one `run()` go in one pipeline on one connection. Commands
+//!   that come back `NOSCRIPT` (after `SCRIPT FLUSH`, a restart, a failover) are resent, alone,
+//!   behind a `SCRIPT LOAD`: resending the others would charge them twice.
+//! - Cluster: the keys of one check share a hash tag (one slot), different checks usually do
+//!   not, so each check is its own `EVALSHA`, all sent concurrently on the cluster connection
+//!   (one round trip of latency; `Script::invoke_async` handles `NOSCRIPT` per call).
+//! - Connections live in a small ring (see [`conn`]); a request never connects, never checks
+//!   a connection out of a pool, and never waits longer than `request_timeout`.
+//! - Time: `TIME` inside the script, or the injected [`Clock`] in local mode.
+//!
+//! Keys: `<prefix>{<tag>}:<code>:<unit s>:<buckets>:<slot>` and the same plus `:p` for the
+//! penalty lock; the tag is the descriptor's [`StateTag`] in base64url.
+
+mod conn;
+mod script;
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use deadpool_redis::redis::aio::MultiplexedConnection;
+use deadpool_redis::redis::cluster::ClusterClientBuilder;
+use deadpool_redis::redis::cluster_async::ClusterConnection;
+use deadpool_redis::redis::{self, AsyncConnectionConfig, RedisError, Script, ServerErrorKind, Value};
+use tokio_util::sync::{CancellationToken, DropGuard};
+
+use crate::limiter::{Check, Clock, LimitResult, LimitSpec, StateTag};
+use crate::store::{Store, StoreError};
+
+use conn::{Backoff, Conn, Connector, Ring};
+pub use script::SCRIPT;
+use script::{CallContext, Invocation, parse_reply};
+
+/// Where the script's `now` comes from.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum TimeSource {
+    /// `TIME` inside the script: one clock for every sluice instance.
+    #[default]
+    Redis,
+    /// The injected [`Clock`], passed as an argument: for Redis deployments that forbid
+    /// `TIME` in scripts, and for exact tests. Instances' clocks need NTP.
+    Local,
+}
+
+/// Settings of [`RedisStore`].
+#[derive(Clone, Debug)]
+pub struct RedisConfig {
+    /// `redis://[user:pass@]host:port/db`, `rediss://…` (TLS) or `unix:///path`. Used when
+    /// `cluster_nodes` is empty.
+    pub url: String,
+    /// Seed nodes of a Redis Cluster (same URL forms). Non-empty = cluster mode.
+    pub cluster_nodes: Vec<String>,
+    /// Connections kept open and used round-robin (cluster mode: cluster connections, each
+    /// multiplexing over every node).
+    pub pool_size: usize,
+    /// Bound of one connection attempt (including the script preload).
+    pub connect_timeout: Duration,
+    /// Bound of one `run()`; keep it well under Envoy's 20 ms filter timeout.
+    pub request_timeout: Duration,
+    /// Prepended to every key. Must not contain `{` or `}` (it would change the hash slot).
+    pub key_prefix: String,
+    pub time_source: TimeSource,
+    /// Extra TTL on every key. `None`: 0 with Redis `TIME`, 2000 ms in local mode (absorbs
+    /// clock skew between instances).
+    pub ttl_slack_ms: Option<u64>,
+    /// First and longest pause between reconnect attempts (doubling in between).
+    pub reconnect_backoff_min: Duration,
+    pub reconnect_backoff_max: Duration,
+    /// Consecutive request timeouts after which a connection is considered dead.
+    pub breaker_timeouts: u32,
+}
+
+impl Default for RedisConfig {
+    fn default() -> Self {
+        RedisConfig {
+            url: "redis://127.0.0.1:6379".to_owned(),
+            cluster_nodes: Vec::new(),
+            pool_size: 4,
+            connect_timeout: Duration::from_millis(500),
+            request_timeout: Duration::from_millis(10),
+            key_prefix: "sluice:".to_owned(),
+            time_source: TimeSource::Redis,
+            ttl_slack_ms: None,
+            reconnect_backoff_min: Duration::from_millis(50),
+            reconnect_backoff_max: Duration::from_secs(2),
+            breaker_timeouts: 3,
+        }
+    }
+}
+
+impl RedisConfig {
+    /// The slack actually applied: the explicit value, else the time source's default.
+    pub fn effective_slack_ms(&self) -> u64 {
+        self.ttl_slack_ms.unwrap_or(match self.time_source {
+            TimeSource::Redis => 0,
+            TimeSource::Local => 2000,
+        })
+    }
+}
+
+/// Why a [`RedisStore`] could not be built. Connection problems are not errors here: the
+/// store starts disconnected and connects in the background.
+#[derive(Debug, thiserror::Error)]
+pub enum RedisConfigError {
+    #[error("redis key prefix {0:?} must not contain '{{' or '}}' (it would change the hash slot)")]
+    PrefixBraces(String),
+    #[error("invalid redis url: {0}")]
+    Url(String),
+    #[error("redis pool: {0}")]
+    Pool(String),
+    #[error("the redis store must be created inside a tokio runtime")]
+    NoRuntime,
+}
+
+/// State in Redis (single node or cluster). See the module documentation.
+pub struct RedisStore {
+    ring: Arc<Ring>,
+    cluster: bool,
+    script: Script,
+    clock: Arc<dyn Clock>,
+    time_source: TimeSource,
+    slack_ms: u64,
+    prefix: String,
+    request_timeout: Duration,
+    nonce_seed: u64,
+    nonce_counter: AtomicU64,
+    /// Stops the reconnect task when the store is dropped.
+    _stop: DropGuard,
+}
+
+impl RedisStore {
+    /// Validate `cfg` and start connecting in the background; never blocks. Must be called
+    /// inside a tokio runtime. Until a connection is up, [`Store::is_ready`] is false and
+    /// `run()` fails with [`StoreError::Unavailable`].
+    pub fn new(cfg: RedisConfig, clock: Arc<dyn Clock>) -> Result<RedisStore, RedisConfigError> {
+        if cfg.key_prefix.contains(['{', '}']) {
+            return Err(RedisConfigError::PrefixBraces(cfg.key_prefix));
+        }
+        let runtime =
+            tokio::runtime::Handle::try_current().map_err(|_| RedisConfigError::NoRuntime)?;
+        let pool_size = cfg.pool_size.max(1);
+        let cluster = !cfg.cluster_nodes.is_empty();
+        let connector = if cluster {
+            let client = ClusterClientBuilder::new(cfg.cluster_nodes.clone())
+                .connection_timeout(cfg.connect_timeout)
+                .retries(3)
+                .build()
+                .map_err(|e| RedisConfigError::Url(e.to_string()))?;
+            Connector::Cluster(client)
+        } else {
+            // No response timeout on the connection itself: every request is bounded by
+            // `request_timeout` around it, and the preload by `connect_timeout`.
+            let conn_cfg = AsyncConnectionConfig::new()
+                .set_connection_timeout(Some(cfg.connect_timeout))
+                .set_response_timeout(None);
+            let manager = deadpool_redis::Manager::new_with_config(cfg.url.as_str(), conn_cfg)
+                .map_err(|e| RedisConfigError::Url(e.to_string()))?;
+            let pool = deadpool_redis::Pool::builder(manager)
+                .max_size(pool_size)
+                .runtime(deadpool_redis::Runtime::Tokio1)
+                .create_timeout(Some(cfg.connect_timeout))
+                .wait_timeout(Some(cfg.connect_timeout))
+                .build()
+                .map_err(|e| RedisConfigError::Pool(e.to_string()))?;
+            Connector::Single(pool)
+        };
+        let ring = Arc::new(Ring::new(pool_size, cfg.breaker_timeouts));
+        let script = Script::new(SCRIPT);
+        let stop = CancellationToken::new();
+        let backoff = Backoff {
+            min: cfg.reconnect_backoff_min,
+            max: cfg.reconnect_backoff_max.max(cfg.reconnect_backoff_min),
+            connect_timeout: cfg.connect_timeout,
+        };
+        runtime.spawn(conn::reconnect_loop(
+            ring.clone(),
+            connector,
+            script.clone(),
+            backoff,
+            stop.clone(),
+        ));
+        Ok(RedisStore {
+            ring,
+            cluster,
+            script,
+            clock,
+            time_source: cfg.time_source,
+            slack_ms: cfg.effective_slack_ms(),
+            prefix: cfg.key_prefix,
+            request_timeout: cfg.request_timeout,
+            nonce_seed: nonce_seed(),
+            nonce_counter: AtomicU64::new(0),
+            _stop: stop.drop_guard(),
+        })
+    }
+
+    /// Wait until at least one connection is up; false if `timeout` passed first.
+    pub async fn wait_ready(&self, timeout: Duration) -> bool {
+        let mut rx = self.ring.subscribe();
+        matches!(
+            tokio::time::timeout(timeout, rx.wait_for(|c| *c > 0)).await,
+            Ok(Ok(_))
+        )
+    }
+
+    /// Connections currently up.
+    pub fn connected(&self) -> usize {
+        self.ring.connected()
+    }
+
+    /// SHA1 of [`SCRIPT`], as used by `EVALSHA`.
+    pub fn script_sha(&self) -> &str {
+        self.script.get_hash()
+    }
+
+    /// The key holding `spec`'s state for the descriptor `tag`.
+    pub fn state_key(&self, tag: StateTag, spec: &LimitSpec) -> String {
+        script::state_key(&self.prefix, &tag.to_base64url(), spec)
+    }
+
+    /// The key holding `spec`'s penalty lock for the descriptor `tag`.
+    pub fn lock_key(&self, tag: StateTag, spec: &LimitSpec) -> String {
+        script::lock_key(&self.prefix, &tag.to_base64url(), spec)
+    }
+
+    /// Unique per `EVALSHA` (sliding-log members embed it, so two calls in one ms never
+    /// collide, including across sluice instances).
+    fn nonce(&self) -> String {
+        let n = self.nonce_counter.fetch_add(1, Ordering::Relaxed);
+        format!("{:x}.{n:x}", self.nonce_seed)
+    }
+
+    async fn exec(&self, conn: Conn, calls: &[Invocation]) -> Result<Vec<Value>, RedisError> {
+        match conn {
+            Conn::Single(c) => self.exec_pipeline(c, calls).await,
+            Conn::Cluster(c) => self.exec_cluster(c, calls).await,
+        }
+    }
+
+    /// One pipeline of `EVALSHA`s; `NOSCRIPT` ones resent behind a `SCRIPT LOAD`.
+    async fn exec_pipeline(
+        &self,
+        mut conn: MultiplexedConnection,
+        calls: &[Invocation],
+    ) -> Result<Vec<Value>, RedisError> {
+        let sha = self.script.get_hash();
+        let mut pipe = redis::pipe();
+        pipe.ignore_errors();
+        for call in calls {
+            pipe.add_command(call.evalsha(sha));
+        }
+        let mut values: Vec<Value> = pipe.query_async(&mut conn).await?;
+        let missing: Vec<usize> = (0..values.len())
+            .filter(|&i| is_noscript(&values[i]))
+            .collect();
+        if !missing.is_empty() {
+            tracing::info!(commands = missing.len(), "redis lost the script; reloading");
+            let mut retry = redis::pipe();
+            retry.ignore_errors();
+            retry.cmd("SCRIPT").arg("LOAD").arg(SCRIPT).ignore();
+            for &i in &missing {
+                retry.add_command(calls[i].evalsha(sha));
+            }
+            let again: Vec<Value> = retry.query_async(&mut conn).await?;
+            for (i, v) in missing.into_iter().zip(again) {
+                values[i] = v;
+            }
+        }
+        Ok(values)
+    }
+
+    /// One `EVALSHA` per check, concurrently (checks usually live on different slots).
+    async fn exec_cluster(
+        &self,
+        conn: ClusterConnection,
+        calls: &[Invocation],
+    ) -> Result<Vec<Value>, RedisError> {
+        let calls = calls.iter().map(|call| {
+            let mut conn = conn.clone();
+            let mut inv = self.script.prepare_invoke();
+            inv.key(&call.keys).arg(&call.args);
+            async move { inv.invoke_async::<Value>(&mut conn).await }
+        });
+        futures::future::join_all(calls).await.into_iter().collect()
+    }
+}
+
+impl Store for RedisStore {
+    async fn run(&self, checks: &[Check<'_>], out: &mut Vec<LimitResult>) -> Result<(), StoreError> {
+        let ctx = CallContext {
+            now_ms: match self.time_source {
+                TimeSource::Local => Some(self.clock.now_ms()),
+                TimeSource::Redis => None,
+            },
+            slack_ms: self.slack_ms,
+            prefix: &self.prefix,
+        };
+        let calls: Vec<Invocation> = checks
+            .iter()
+            .filter(|c| !c.limits.is_empty())
+            .map(|c| Invocation::new(ctx, c, &self.nonce()))
+            .collect();
+        if calls.is_empty() {
+            return Ok(());
+        }
+        // The breaker: with no live connection, fail now rather than connect or wait.
+        let Some(lease) = self.ring.pick() else {
+            return Err(StoreError::Unavailable("redis is not connected".to_owned()));
+        };
+        let values =
+            match tokio::time::timeout(self.request_timeout, self.exec(lease.conn.clone(), &calls))
+                .await
+            {
+                Err(_) => {
+                    self.ring.timed_out(&lease);
+                    return Err(StoreError::Timeout(self.request_timeout));
+                }
+                Ok(Err(e)) if is_connection_error(&e) => {
+                    self.ring.broken(&lease);
+                    return Err(StoreError::Unavailable(e.to_string()));
+                }
+                Ok(Err(e)) => return Err(StoreError::Backend(e.to_string())),
+                Ok(Ok(values)) => values,
+            };
+        self.ring.succeeded(&lease);
+        if values.len() != calls.len() {
+            return Err(StoreError::Backend(format!(
+                "expected {} replies, got {}",
+                calls.len(),
+                values.len()
+            )));
+        }
+        for (call, value) in calls.iter().zip(&values) {
+            parse_reply(value, call.limits, out)?;
+        }
+        Ok(())
+    }
+
+    fn is_ready(&self) -> bool {
+        self.ring.connected() > 0
+    }
+}
+
+impl std::fmt::Debug for RedisStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RedisStore")
+            .field("cluster", &self.cluster)
+            .field("connected", &self.ring.connected())
+            .field("time_source", &self.time_source)
+            .field("prefix", &self.prefix)
+            .finish_non_exhaustive()
+    }
+}
+
+fn is_noscript(v: &Value) -> bool {
+    matches!(v, Value::ServerError(e) if e.kind() == Some(ServerErrorKind::NoScript))
+}
+
+/// Errors after which the connection cannot be trusted any more.
+fn is_connection_error(e: &RedisError) -> bool {
+    e.is_io_error()
+        || e.is_connection_dropped()
+        || e.is_connection_refusal()
+        || e.is_unrecoverable_error()
+}
+
+/// A per-instance random-enough seed without a RNG dependency: time, pid and an address.
+fn nonce_seed() -> u64 {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos())
+        .unwrap_or(0);
+    let local = 0u8;
+    let mut h = xxhash_rust::xxh3::Xxh3::new();
+    h.update(&nanos.to_le_bytes());
+    h.update(&std::process::id().to_le_bytes());
+    h.update(&(std::ptr::addr_of!(local) as usize).to_le_bytes());
+    h.digest()
+}
