@@ -91,8 +91,40 @@ impl RedisServer {
         panic!("could not start redis-server");
     }
 
+    /// Start on a given port (e.g. one a store was already pointed at).
+    pub fn start_on(port: u16) -> RedisServer {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let mut server = RedisServer {
+            child: None,
+            port,
+            dir,
+            extra: Vec::new(),
+        };
+        server.restart();
+        server
+    }
+
     pub fn port(&self) -> u16 {
         self.port
+    }
+
+    /// Freeze the process (SIGSTOP): connections stay open, nothing answers.
+    pub fn pause(&self) {
+        self.signal("-STOP");
+    }
+
+    /// Undo [`RedisServer::pause`].
+    pub fn resume(&self) {
+        self.signal("-CONT");
+    }
+
+    fn signal(&self, sig: &str) {
+        let pid = self.child.as_ref().expect("running").id().to_string();
+        let ok = Command::new("kill")
+            .args([sig, &pid])
+            .status()
+            .is_ok_and(|s| s.success());
+        assert!(ok, "kill {sig} {pid}");
     }
 
     pub fn url(&self) -> String {
