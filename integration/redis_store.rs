@@ -85,8 +85,16 @@ impl Env {
     pub async fn with_config(server: RedisServer, cfg: RedisConfig) -> Env {
         let t0 = t0();
         let clock = Arc::new(ManualClock::new(t0));
+        let pool_size = cfg.pool_size;
         let store = RedisStore::new(cfg, clock.clone()).expect("config");
         assert!(store.wait_ready(Duration::from_secs(10)).await, "store never connected");
+        // Every connection up (and its script preload done), so command statistics taken
+        // from here on only see requests.
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        while store.connected() < pool_size {
+            assert!(std::time::Instant::now() < deadline, "pool never filled");
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
         Env {
             server,
             clock,

@@ -1,1 +1,261 @@
-//! ops
+//! Operations: script loss, round trips, outages and recovery, Redis `TIME`, cluster.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use sluice::limiter::{Algorithm, Check, Clock, LimitSpec, ManualClock, StateTag, SystemClock, Unit};
+use sluice::store::redis::{RedisConfig, RedisStore, TimeSource};
+use sluice::store::{Store, StoreError};
+
+use super::{Env, local_config, spec, tag};
+use crate::support::redis::{RedisCluster, RedisServer, free_port};
+
+fn checks<'a>(tags: &[StateTag], limits: &'a [LimitSpec]) -> Vec<Check<'a>> {
+    tags.iter()
+        .map(|&tag| Check {
+            tag,
+            limits,
+            cost: 1,
+            refund: false,
+        })
+        .collect()
+}
+
+/// Run and time one call.
+async fn timed(store: &RedisStore, checks: &[Check<'_>]) -> (Result<(), StoreError>, Duration) {
+    let start = Instant::now();
+    let mut out = Vec::new();
+    let r = store.run(checks, &mut out).await;
+    (r, start.elapsed())
+}
+
+/// Fast failure: an error (never a hang, never a connect attempt in the request path).
+const FAST: Duration = Duration::from_millis(200);
+
+#[tokio::test]
+async fn script_flush_is_recovered_without_double_counting() {
+    let env = Env::new().await;
+    let limits = [spec(Algorithm::FixedWindow, 10, Unit::Minute)];
+    let tags = [tag("f1"), tag("f2"), tag("f3")];
+    let first = env.run(&checks(&tags, &limits)).await;
+    assert!(first.iter().all(|r| r.used_before == 0));
+    let _: () = env.server.query(&["SCRIPT", "FLUSH"]);
+    let _: () = env.server.query(&["CONFIG", "RESETSTAT"]);
+    let second = env.run(&checks(&tags, &limits)).await;
+    assert!(second.iter().all(|r| r.allowed && r.used_before == 1), "{second:?}");
+    for t in tags {
+        let c: String = env.server.query(&["HGET", &env.store.state_key(t, &limits[0]), "c"]);
+        assert_eq!(c, "2", "each check ran exactly once");
+    }
+    assert_eq!(env.server.command_calls("script|load"), 1);
+    let third = env.run(&checks(&tags, &limits)).await;
+    assert!(third.iter().all(|r| r.used_before == 2), "{third:?}");
+}
+
+#[tokio::test]
+async fn one_round_trip_per_request_n_evalsha_and_no_ping() {
+    let env = Env::new().await;
+    let limits = [
+        spec(Algorithm::TokenBucket, 100, Unit::Second),
+        spec(Algorithm::SlidingWindow, 100, Unit::Minute),
+    ];
+    let tags: Vec<StateTag> = (0..5).map(|i| tag(&format!("rt{i}"))).collect();
+    env.run(&checks(&tags, &limits)).await; // warm-up
+    let _: () = env.server.query(&["CONFIG", "RESETSTAT"]);
+    for _ in 0..10 {
+        env.run(&checks(&tags, &limits)).await;
+    }
+    assert_eq!(env.server.command_calls("evalsha"), 50, "one EVALSHA per check");
+    assert_eq!(env.server.command_calls("ping"), 0, "no pool checkout per request");
+    // Nothing else from the client: no checkout PING/UNWATCH, no reload, no transaction.
+    // (commandstats also counts the commands scripts run, so this is a deny list.)
+    for cmd in ["unwatch", "script|load", "eval", "multi", "exec", "hello", "select"] {
+        assert_eq!(env.server.command_calls(cmd), 0, "{cmd}");
+    }
+    // One pipeline: all checks of a run on one connection, so the server saw them on at
+    // most pool_size client connections (plus ours).
+    let clients: String = env.server.query(&["CLIENT", "LIST"]);
+    assert!(clients.lines().count() <= 3, "{clients}");
+}
+
+#[tokio::test]
+async fn killed_redis_fails_fast_and_recovers_after_restart() {
+    let mut server = RedisServer::start();
+    let cfg = RedisConfig {
+        reconnect_backoff_max: Duration::from_millis(100),
+        ..local_config(&server)
+    };
+    let port = server.port();
+    let clock = Arc::new(ManualClock::starting_now());
+    let store = RedisStore::new(cfg, clock).expect("config");
+    assert!(store.wait_ready(Duration::from_secs(10)).await);
+    let limits = [spec(Algorithm::Gcra, 10, Unit::Second)];
+    let tags = [tag("k1"), tag("k2")];
+    assert!(timed(&store, &checks(&tags, &limits)).await.0.is_ok());
+
+    server.kill();
+    for _ in 0..5 {
+        let (r, took) = timed(&store, &checks(&tags, &limits)).await;
+        assert!(
+            matches!(r, Err(StoreError::Unavailable(_) | StoreError::Timeout(_))),
+            "{r:?}"
+        );
+        assert!(took < FAST, "took {took:?}");
+    }
+    assert!(!store.is_ready(), "every connection found broken");
+
+    server.restart();
+    assert_eq!(server.port(), port);
+    assert!(store.wait_ready(Duration::from_secs(10)).await, "reconnected");
+    let mut out = Vec::new();
+    store.run(&checks(&tags, &limits), &mut out).await.expect("works again");
+    assert!(out.iter().all(|r| r.allowed && r.used_before == 0), "fresh server: {out:?}");
+}
+
+#[tokio::test]
+async fn unreachable_at_startup_then_connects_when_redis_appears() {
+    let port = free_port();
+    let cfg = RedisConfig {
+        url: format!("redis://127.0.0.1:{port}/"),
+        time_source: TimeSource::Local,
+        request_timeout: Duration::from_secs(2),
+        reconnect_backoff_max: Duration::from_millis(100),
+        ..RedisConfig::default()
+    };
+    let started = Instant::now();
+    let store = RedisStore::new(cfg, Arc::new(SystemClock)).expect("config");
+    assert!(started.elapsed() < FAST, "new() must not block");
+    assert!(!store.is_ready());
+    let limits = [spec(Algorithm::FixedWindow, 1, Unit::Second)];
+    let tags = [tag("x")];
+    for _ in 0..3 {
+        let (r, took) = timed(&store, &checks(&tags, &limits)).await;
+        assert!(matches!(r, Err(StoreError::Unavailable(_))), "{r:?}");
+        assert!(took < Duration::from_millis(20), "breaker open: took {took:?}");
+    }
+    assert!(!store.wait_ready(Duration::from_millis(300)).await);
+
+    let _server = RedisServer::start_on(port);
+    assert!(store.wait_ready(Duration::from_secs(10)).await);
+    assert!(timed(&store, &checks(&tags, &limits)).await.0.is_ok());
+}
+
+#[tokio::test]
+async fn paused_redis_times_out_then_breaker_opens_then_recovers() {
+    let server = RedisServer::start();
+    let timeout = Duration::from_millis(50);
+    let cfg = RedisConfig {
+        request_timeout: timeout,
+        pool_size: 1,
+        breaker_timeouts: 2,
+        reconnect_backoff_max: Duration::from_millis(100),
+        connect_timeout: Duration::from_millis(200),
+        ..local_config(&server)
+    };
+    let store = RedisStore::new(cfg, Arc::new(SystemClock)).expect("config");
+    assert!(store.wait_ready(Duration::from_secs(10)).await);
+    let limits = [spec(Algorithm::LeakyBucket, 10, Unit::Second)];
+    let tags = [tag("p")];
+    assert!(timed(&store, &checks(&tags, &limits)).await.0.is_ok());
+
+    server.pause();
+    for _ in 0..2 {
+        let (r, took) = timed(&store, &checks(&tags, &limits)).await;
+        assert!(matches!(r, Err(StoreError::Timeout(d)) if d == timeout), "{r:?}");
+        assert!(took < FAST, "took {took:?}");
+    }
+    // Two timeouts in a row: the connection is considered dead, requests fail at once.
+    let (r, took) = timed(&store, &checks(&tags, &limits)).await;
+    assert!(matches!(r, Err(StoreError::Unavailable(_))), "{r:?}");
+    assert!(took < Duration::from_millis(20), "took {took:?}");
+    assert!(!store.is_ready());
+
+    server.resume();
+    assert!(store.wait_ready(Duration::from_secs(10)).await, "reconnected");
+    assert!(timed(&store, &checks(&tags, &limits)).await.0.is_ok());
+}
+
+#[tokio::test]
+async fn redis_time_mode_counts_and_retries() {
+    let server = RedisServer::start();
+    let cfg = RedisConfig {
+        time_source: TimeSource::Redis,
+        ..local_config(&server)
+    };
+    // The clock must not be read in TIME mode: a clock stuck at 0 proves it.
+    let env = Env::with_config(server, cfg).await;
+    env.clock.set(0);
+    let fw = spec(Algorithm::FixedWindow, 3, Unit::Hour);
+    let t = tag("time");
+    for used in 0..3 {
+        let r = env.hit1(t, &fw, 1).await;
+        assert!(r.allowed && r.used_before == used && r.reset_ms <= 3_600_000, "{r:?}");
+    }
+    let r = env.hit1(t, &fw, 1).await;
+    assert!(!r.allowed && r.retry_ms.is_some_and(|ms| ms > 0 && ms <= 3_600_000), "{r:?}");
+    let w: String = env.server.query(&["HGET", &env.store.state_key(t, &fw), "w"]);
+    let w: u64 = w.parse().expect("window start");
+    let real = SystemClock.now_ms();
+    assert!(w <= real && real - w <= 3_600_000, "window start from TIME: {w} vs {real}");
+
+    let tb = LimitSpec {
+        burst: 2,
+        ..spec(Algorithm::TokenBucket, 10, Unit::Second)
+    };
+    assert!(env.hit1(t, &tb, 2).await.allowed);
+    let r = env.hit1(t, &tb, 1).await;
+    assert!(!r.allowed && r.retry_ms.is_some_and(|ms| (1..=100).contains(&ms)), "{r:?}");
+    tokio::time::sleep(Duration::from_millis(r.retry_ms.unwrap_or(100) + 5)).await;
+    assert!(env.hit1(t, &tb, 1).await.allowed, "refilled after the retry time");
+}
+
+#[tokio::test]
+async fn cluster_checks_on_different_slots_in_one_run() {
+    let cluster = RedisCluster::start(3);
+    let cfg = RedisConfig {
+        cluster_nodes: cluster.urls(),
+        time_source: TimeSource::Local,
+        ttl_slack_ms: Some(super::TEST_SLACK_MS),
+        request_timeout: Duration::from_secs(2),
+        ..RedisConfig::default()
+    };
+    let clock = Arc::new(ManualClock::starting_now());
+    let store = RedisStore::new(cfg, clock).expect("config");
+    assert!(store.wait_ready(Duration::from_secs(20)).await, "cluster connected");
+    let limits = [
+        spec(Algorithm::SlidingLog, 2, Unit::Minute),
+        LimitSpec {
+            slot: 1,
+            ..spec(Algorithm::Gcra, 2, Unit::Minute)
+        },
+    ];
+    let tags: Vec<StateTag> = (0..24).map(|i| tag(&format!("c{i}"))).collect();
+    let run = |expect_used: u64| {
+        let store = &store;
+        let checks = checks(&tags, &limits);
+        async move {
+            let mut out = Vec::new();
+            store.run(&checks, &mut out).await.expect("cluster run");
+            assert_eq!(out.len(), 48);
+            assert!(out.iter().all(|r| r.allowed && r.used_before == expect_used), "{out:?}");
+        }
+    };
+    run(0).await;
+    // The checks really spread over the nodes, and each check's keys share one slot.
+    let holding = cluster.nodes.iter().filter(|n| n.query::<i64>(&["DBSIZE"]) > 0).count();
+    assert!(holding >= 2, "keys on {holding} node(s)");
+    for t in &tags {
+        let keys: Vec<String> = limits.iter().map(|l| store.state_key(*t, l)).collect();
+        let slot: i64 = cluster.nodes[0].query(&["CLUSTER", "KEYSLOT", &keys[0]]);
+        let node = cluster.node_for(&keys[0]);
+        for k in &keys {
+            assert_eq!(cluster.nodes[0].query::<i64>(&["CLUSTER", "KEYSLOT", k]), slot);
+            assert_eq!(node.query::<i64>(&["EXISTS", k]), 1, "{k} on its slot's node");
+        }
+    }
+    // Script lost everywhere: each call reloads it on its node.
+    for n in &cluster.nodes {
+        let _: () = n.query(&["SCRIPT", "FLUSH"]);
+    }
+    run(1).await;
+}
