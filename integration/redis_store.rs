@@ -87,7 +87,10 @@ impl Env {
         let clock = Arc::new(ManualClock::new(t0));
         let pool_size = cfg.pool_size;
         let store = RedisStore::new(cfg, clock.clone()).expect("config");
-        assert!(store.wait_ready(Duration::from_secs(10)).await, "store never connected");
+        assert!(
+            store.wait_ready(Duration::from_secs(10)).await,
+            "store never connected"
+        );
         // Every connection up (and its script preload done), so command statistics taken
         // from here on only see requests.
         let deadline = std::time::Instant::now() + Duration::from_secs(10);

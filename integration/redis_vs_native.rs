@@ -33,7 +33,12 @@ enum Op {
     /// One request: a check per listed descriptor (several = one `run()`).
     Run(Vec<(usize, u64, bool)>),
     /// Hot change of one limit's rate and burst (same state identity).
-    Retune { desc: usize, limit: usize, rate: u32, burst: u32 },
+    Retune {
+        desc: usize,
+        limit: usize,
+        rate: u32,
+        burst: u32,
+    },
 }
 
 #[derive(Clone, Debug)]
@@ -53,24 +58,34 @@ fn limit_strategy() -> impl Strategy<Value = LimitSpec> {
         any::<bool>(),
         prop::sample::select(vec![0u64, 0, 0, 300, 1500]),
     )
-        .prop_map(|(algorithm, rate, burst, unit, buckets, overdraft, penalty_ms)| {
-            LimitSpec {
-                requests_per_unit: rate,
-                unit,
-                algorithm,
-                burst: if algorithm.has_burst() { burst } else { rate },
-                buckets: if algorithm == Algorithm::SlidingWindow { buckets } else { 0 },
-                // Config rejects overdraft on a sliding log.
-                overdraft: overdraft && algorithm != Algorithm::SlidingLog,
-                penalty_ms,
-                name: None,
-                slot: 0,
-            }
-        })
+        .prop_map(
+            |(algorithm, rate, burst, unit, buckets, overdraft, penalty_ms)| {
+                LimitSpec {
+                    requests_per_unit: rate,
+                    unit,
+                    algorithm,
+                    burst: if algorithm.has_burst() { burst } else { rate },
+                    buckets: if algorithm == Algorithm::SlidingWindow {
+                        buckets
+                    } else {
+                        0
+                    },
+                    // Config rejects overdraft on a sliding log.
+                    overdraft: overdraft && algorithm != Algorithm::SlidingLog,
+                    penalty_ms,
+                    name: None,
+                    slot: 0,
+                }
+            },
+        )
 }
 
 fn op_strategy(descriptors: usize) -> impl Strategy<Value = Op> {
-    let check = (0..descriptors, prop::sample::select(vec![0u64, 1, 1, 1, 2, 3, 7]), prop::bool::weighted(0.1));
+    let check = (
+        0..descriptors,
+        prop::sample::select(vec![0u64, 1, 1, 1, 2, 3, 7]),
+        prop::bool::weighted(0.1),
+    );
     prop_oneof![
         3 => prop::sample::select(vec![0i64, 1, 37, 99, 100, 250, 333, 999, 1000, 2500, 61_000, -1, -120, -3000])
             .prop_map(Op::Step),
@@ -118,15 +133,29 @@ async fn run_trace<A: Store, B: Store>(
     clock.set(now - now % 86_400_000 + trace.start);
     let mut descriptors = trace.descriptors.clone();
     let tags: Vec<StateTag> = (0..descriptors.len())
-        .map(|i| StateTag::compute("diff", [("case", case.to_string().as_str()), ("d", &i.to_string())]))
+        .map(|i| {
+            StateTag::compute(
+                "diff",
+                [("case", case.to_string().as_str()), ("d", &i.to_string())],
+            )
+        })
         .collect();
     for (step, op) in trace.ops.iter().enumerate() {
         match op {
             Op::Step(ms) => clock.set(clock.now_ms().saturating_add_signed(*ms)),
-            Op::Retune { desc, limit, rate, burst } => {
+            Op::Retune {
+                desc,
+                limit,
+                rate,
+                burst,
+            } => {
                 if let Some(l) = descriptors[*desc].get_mut(*limit) {
                     l.requests_per_unit = *rate;
-                    l.burst = if l.algorithm.has_burst() { *burst } else { *rate };
+                    l.burst = if l.algorithm.has_burst() {
+                        *burst
+                    } else {
+                        *rate
+                    };
                 }
             }
             Op::Run(list) => {
@@ -165,7 +194,11 @@ fn fixed_traces() -> Vec<Trace> {
             unit: Unit::Second,
             algorithm,
             burst: 3,
-            buckets: if algorithm == Algorithm::SlidingWindow { 2 } else { 0 },
+            buckets: if algorithm == Algorithm::SlidingWindow {
+                2
+            } else {
+                0
+            },
             overdraft: false,
             penalty_ms: if i % 2 == 0 { 700 } else { 0 },
             name: None,

@@ -36,7 +36,9 @@ async fn fixed_window_without_overdraft_does_not_count_denials() {
     assert_eq!(env.hit1(t, &l, 2).await, allow(0, 30_000, 0));
     assert_eq!(env.hit1(t, &l, 1).await, deny(30_000, Some(30_000), 2));
     assert_eq!(env.hit1(t, &l, 1).await, deny(30_000, Some(30_000), 2));
-    let c: String = env.server.query(&["HGET", &env.store.state_key(t, &l), "c"]);
+    let c: String = env
+        .server
+        .query(&["HGET", &env.store.state_key(t, &l), "c"]);
     assert_eq!(c, "2");
 }
 
@@ -106,11 +108,18 @@ async fn sliding_log_exact_retry_from_the_kth_oldest_entry() {
     assert_eq!(env.hit1(t, &l, 1).await, allow(0, 1000, 2));
     let key = env.store.state_key(t, &l);
     let members: Vec<String> = env.server.query(&["ZRANGE", &key, "0", "-1"]);
-    assert_eq!(members.len(), 3, "expired entry pruned by the write: {members:?}");
+    assert_eq!(
+        members.len(),
+        3,
+        "expired entry pruned by the write: {members:?}"
+    );
     for m in &members {
         let parts: Vec<&str> = m.split(':').collect();
         assert_eq!(parts.len(), 3, "member {m}");
-        assert!(parts[0].parse::<u64>().is_ok() && parts[1] == "1", "member {m}");
+        assert!(
+            parts[0].parse::<u64>().is_ok() && parts[1] == "1",
+            "member {m}"
+        );
     }
 }
 
@@ -122,9 +131,17 @@ async fn bucket_trace(algorithm: Algorithm) {
     let l = sluice::limiter::LimitSpec { burst: 5, ..l };
     let t = tag("bucket");
     assert_eq!(env.hit1(t, &l, 5).await, allow(0, 500, 0), "{algorithm}");
-    assert_eq!(env.hit1(t, &l, 1).await, deny(500, Some(100), 5), "{algorithm}");
+    assert_eq!(
+        env.hit1(t, &l, 1).await,
+        deny(500, Some(100), 5),
+        "{algorithm}"
+    );
     env.at(99);
-    assert_eq!(env.hit1(t, &l, 1).await, deny(401, Some(1), 5), "{algorithm}");
+    assert_eq!(
+        env.hit1(t, &l, 1).await,
+        deny(401, Some(1), 5),
+        "{algorithm}"
+    );
     env.at(100);
     assert_eq!(env.hit1(t, &l, 1).await, allow(0, 500, 4), "{algorithm}");
     env.at(350);

@@ -39,12 +39,18 @@ async fn keys_are_prefix_tag_identity_and_lock() {
     let b64 = t.to_base64url();
     assert_eq!(b64.len(), 22);
     assert_eq!(env.store.state_key(t, &l), format!("rl:{{{b64}}}:4:60:0:2"));
-    assert_eq!(env.store.lock_key(t, &l), format!("rl:{{{b64}}}:4:60:0:2:p"));
+    assert_eq!(
+        env.store.lock_key(t, &l),
+        format!("rl:{{{b64}}}:4:60:0:2:p")
+    );
     assert!(env.hit1(t, &l, 5).await.allowed);
     assert!(!env.hit1(t, &l, 1).await.allowed);
     let mut keys: Vec<String> = env.server.query(&["KEYS", "*"]);
     keys.sort();
-    assert_eq!(keys, [env.store.state_key(t, &l), env.store.lock_key(t, &l)]);
+    assert_eq!(
+        keys,
+        [env.store.state_key(t, &l), env.store.lock_key(t, &l)]
+    );
 }
 
 #[tokio::test]
@@ -55,7 +61,10 @@ async fn a_prefix_with_braces_is_rejected() {
             ..RedisConfig::default()
         };
         let r = RedisStore::new(cfg, Arc::new(ManualClock::new(0)));
-        assert!(matches!(r, Err(RedisConfigError::PrefixBraces(_))), "{prefix}");
+        assert!(
+            matches!(r, Err(RedisConfigError::PrefixBraces(_))),
+            "{prefix}"
+        );
     }
 }
 
@@ -115,10 +124,16 @@ async fn check_ttls(env: &Env, slack: i64) {
     for (l, r) in limits.iter().zip(&results) {
         let pttl: i64 = env.server.query(&["PTTL", &env.store.state_key(t, l)]);
         let bound = r.reset_ms as i64 + slack;
-        assert!(pttl > 0 && pttl <= bound && pttl > bound - 1000, "{l:?}: {pttl} vs {bound}");
+        assert!(
+            pttl > 0 && pttl <= bound && pttl > bound - 1000,
+            "{l:?}: {pttl} vs {bound}"
+        );
         let lock: i64 = env.server.query(&["PTTL", &env.store.lock_key(t, l)]);
         let bound = l.penalty_ms as i64 + slack;
-        assert!(lock > 0 && lock <= bound && lock > bound - 1000, "lock {l:?}: {lock}");
+        assert!(
+            lock > 0 && lock <= bound && lock > bound - 1000,
+            "lock {l:?}: {lock}"
+        );
     }
     let refunded = env
         .run(&[sluice::limiter::Check {
@@ -131,7 +146,10 @@ async fn check_ttls(env: &Env, slack: i64) {
     for (l, r) in limits.iter().zip(&refunded) {
         let pttl: i64 = env.server.query(&["PTTL", &env.store.state_key(t, l)]);
         let bound = r.reset_ms as i64 + slack;
-        assert!(pttl > 0 && pttl <= bound, "after refund {l:?}: {pttl} vs {bound}");
+        assert!(
+            pttl > 0 && pttl <= bound,
+            "after refund {l:?}: {pttl} vs {bound}"
+        );
     }
     let keys: Vec<String> = env.server.query(&["KEYS", "*"]);
     assert_eq!(keys.len(), 2 * limits.len());
@@ -176,7 +194,11 @@ async fn large_timestamps_are_stored_as_plain_integers() {
     clock.set(now);
     let mut limits = every_algorithm(3);
     for l in &mut limits {
-        l.buckets = if l.algorithm == Algorithm::SlidingWindow { 2 } else { 0 };
+        l.buckets = if l.algorithm == Algorithm::SlidingWindow {
+            2
+        } else {
+            0
+        };
     }
     let t = tag("big");
     let mut out = Vec::new();
@@ -186,20 +208,31 @@ async fn large_timestamps_are_stored_as_plain_integers() {
         cost: 2,
         refund: false,
     }];
-    sluice::store::Store::run(&store, &checks, &mut out).await.expect("run");
+    sluice::store::Store::run(&store, &checks, &mut out)
+        .await
+        .expect("run");
     assert!(out.iter().all(|r| r.allowed), "{out:?}");
-    sluice::store::Store::run(&store, &checks, &mut out).await.expect("run");
+    sluice::store::Store::run(&store, &checks, &mut out)
+        .await
+        .expect("run");
     let mut conn = server.conn();
     let mut stored = Vec::new();
     for l in &limits {
         let key = store.state_key(t, l);
-        let kind: String = deadpool_redis::redis::cmd("TYPE").arg(&key).query(&mut conn).expect("TYPE");
+        let kind: String = deadpool_redis::redis::cmd("TYPE")
+            .arg(&key)
+            .query(&mut conn)
+            .expect("TYPE");
         let values: Vec<String> = match kind.as_str() {
             "hash" => {
                 let mut v: Vec<String> = server.query(&["HVALS", &key]);
                 let fields: Vec<String> = server.query(&["HKEYS", &key]);
                 // Sub-window indexes are fields too; the named ones are not numbers.
-                v.extend(fields.into_iter().filter(|f| f.starts_with(|c: char| c.is_ascii_digit())));
+                v.extend(
+                    fields
+                        .into_iter()
+                        .filter(|f| f.starts_with(|c: char| c.is_ascii_digit())),
+                );
                 v
             }
             "string" => vec![server.query(&["GET", &key])],
@@ -218,7 +251,10 @@ async fn large_timestamps_are_stored_as_plain_integers() {
         stored.extend(values);
         stored.push(server.query::<String>(&["GET", &store.lock_key(t, l)]));
     }
-    assert!(stored.iter().any(|v| v.contains(&now.to_string())), "{stored:?}");
+    assert!(
+        stored.iter().any(|v| v.contains(&now.to_string())),
+        "{stored:?}"
+    );
     for v in &stored {
         let plain = !v.is_empty() && v.split(':').all(|n| n.parse::<i64>().is_ok());
         assert!(plain, "not plain integers in stored state: {v}");

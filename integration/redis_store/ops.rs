@@ -3,7 +3,9 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use sluice::limiter::{Algorithm, Check, Clock, LimitSpec, ManualClock, StateTag, SystemClock, Unit};
+use sluice::limiter::{
+    Algorithm, Check, Clock, LimitSpec, ManualClock, StateTag, SystemClock, Unit,
+};
 use sluice::store::redis::{RedisConfig, RedisStore, TimeSource};
 use sluice::store::{Store, StoreError};
 
@@ -42,9 +44,14 @@ async fn script_flush_is_recovered_without_double_counting() {
     let _: () = env.server.query(&["SCRIPT", "FLUSH"]);
     let _: () = env.server.query(&["CONFIG", "RESETSTAT"]);
     let second = env.run(&checks(&tags, &limits)).await;
-    assert!(second.iter().all(|r| r.allowed && r.used_before == 1), "{second:?}");
+    assert!(
+        second.iter().all(|r| r.allowed && r.used_before == 1),
+        "{second:?}"
+    );
     for t in tags {
-        let c: String = env.server.query(&["HGET", &env.store.state_key(t, &limits[0]), "c"]);
+        let c: String = env
+            .server
+            .query(&["HGET", &env.store.state_key(t, &limits[0]), "c"]);
         assert_eq!(c, "2", "each check ran exactly once");
     }
     assert_eq!(env.server.command_calls("script|load"), 1);
@@ -65,11 +72,27 @@ async fn one_round_trip_per_request_n_evalsha_and_no_ping() {
     for _ in 0..10 {
         env.run(&checks(&tags, &limits)).await;
     }
-    assert_eq!(env.server.command_calls("evalsha"), 50, "one EVALSHA per check");
-    assert_eq!(env.server.command_calls("ping"), 0, "no pool checkout per request");
+    assert_eq!(
+        env.server.command_calls("evalsha"),
+        50,
+        "one EVALSHA per check"
+    );
+    assert_eq!(
+        env.server.command_calls("ping"),
+        0,
+        "no pool checkout per request"
+    );
     // Nothing else from the client: no checkout PING/UNWATCH, no reload, no transaction.
     // (commandstats also counts the commands scripts run, so this is a deny list.)
-    for cmd in ["unwatch", "script|load", "eval", "multi", "exec", "hello", "select"] {
+    for cmd in [
+        "unwatch",
+        "script|load",
+        "eval",
+        "multi",
+        "exec",
+        "hello",
+        "select",
+    ] {
         assert_eq!(env.server.command_calls(cmd), 0, "{cmd}");
     }
     // One pipeline: all checks of a run on one connection, so the server saw them on at
@@ -106,10 +129,19 @@ async fn killed_redis_fails_fast_and_recovers_after_restart() {
 
     server.restart();
     assert_eq!(server.port(), port);
-    assert!(store.wait_ready(Duration::from_secs(10)).await, "reconnected");
+    assert!(
+        store.wait_ready(Duration::from_secs(10)).await,
+        "reconnected"
+    );
     let mut out = Vec::new();
-    store.run(&checks(&tags, &limits), &mut out).await.expect("works again");
-    assert!(out.iter().all(|r| r.allowed && r.used_before == 0), "fresh server: {out:?}");
+    store
+        .run(&checks(&tags, &limits), &mut out)
+        .await
+        .expect("works again");
+    assert!(
+        out.iter().all(|r| r.allowed && r.used_before == 0),
+        "fresh server: {out:?}"
+    );
 }
 
 #[tokio::test]
@@ -131,7 +163,10 @@ async fn unreachable_at_startup_then_connects_when_redis_appears() {
     for _ in 0..3 {
         let (r, took) = timed(&store, &checks(&tags, &limits)).await;
         assert!(matches!(r, Err(StoreError::Unavailable(_))), "{r:?}");
-        assert!(took < Duration::from_millis(20), "breaker open: took {took:?}");
+        assert!(
+            took < Duration::from_millis(20),
+            "breaker open: took {took:?}"
+        );
     }
     assert!(!store.wait_ready(Duration::from_millis(300)).await);
 
@@ -161,7 +196,10 @@ async fn paused_redis_times_out_then_breaker_opens_then_recovers() {
     server.pause();
     for _ in 0..2 {
         let (r, took) = timed(&store, &checks(&tags, &limits)).await;
-        assert!(matches!(r, Err(StoreError::Timeout(d)) if d == timeout), "{r:?}");
+        assert!(
+            matches!(r, Err(StoreError::Timeout(d)) if d == timeout),
+            "{r:?}"
+        );
         assert!(took < FAST, "took {took:?}");
     }
     // Two timeouts in a row: the connection is considered dead, requests fail at once.
@@ -171,7 +209,10 @@ async fn paused_redis_times_out_then_breaker_opens_then_recovers() {
     assert!(!store.is_ready());
 
     server.resume();
-    assert!(store.wait_ready(Duration::from_secs(10)).await, "reconnected");
+    assert!(
+        store.wait_ready(Duration::from_secs(10)).await,
+        "reconnected"
+    );
     assert!(timed(&store, &checks(&tags, &limits)).await.0.is_ok());
 }
 
@@ -189,14 +230,25 @@ async fn redis_time_mode_counts_and_retries() {
     let t = tag("time");
     for used in 0..3 {
         let r = env.hit1(t, &fw, 1).await;
-        assert!(r.allowed && r.used_before == used && r.reset_ms <= 3_600_000, "{r:?}");
+        assert!(
+            r.allowed && r.used_before == used && r.reset_ms <= 3_600_000,
+            "{r:?}"
+        );
     }
     let r = env.hit1(t, &fw, 1).await;
-    assert!(!r.allowed && r.retry_ms.is_some_and(|ms| ms > 0 && ms <= 3_600_000), "{r:?}");
-    let w: String = env.server.query(&["HGET", &env.store.state_key(t, &fw), "w"]);
+    assert!(
+        !r.allowed && r.retry_ms.is_some_and(|ms| ms > 0 && ms <= 3_600_000),
+        "{r:?}"
+    );
+    let w: String = env
+        .server
+        .query(&["HGET", &env.store.state_key(t, &fw), "w"]);
     let w: u64 = w.parse().expect("window start");
     let real = SystemClock.now_ms();
-    assert!(w <= real && real - w <= 3_600_000, "window start from TIME: {w} vs {real}");
+    assert!(
+        w <= real && real - w <= 3_600_000,
+        "window start from TIME: {w} vs {real}"
+    );
 
     let tb = LimitSpec {
         burst: 2,
@@ -204,9 +256,15 @@ async fn redis_time_mode_counts_and_retries() {
     };
     assert!(env.hit1(t, &tb, 2).await.allowed);
     let r = env.hit1(t, &tb, 1).await;
-    assert!(!r.allowed && r.retry_ms.is_some_and(|ms| (1..=100).contains(&ms)), "{r:?}");
+    assert!(
+        !r.allowed && r.retry_ms.is_some_and(|ms| (1..=100).contains(&ms)),
+        "{r:?}"
+    );
     tokio::time::sleep(Duration::from_millis(r.retry_ms.unwrap_or(100) + 5)).await;
-    assert!(env.hit1(t, &tb, 1).await.allowed, "refilled after the retry time");
+    assert!(
+        env.hit1(t, &tb, 1).await.allowed,
+        "refilled after the retry time"
+    );
 }
 
 #[tokio::test]
@@ -221,7 +279,10 @@ async fn cluster_checks_on_different_slots_in_one_run() {
     };
     let clock = Arc::new(ManualClock::starting_now());
     let store = RedisStore::new(cfg, clock).expect("config");
-    assert!(store.wait_ready(Duration::from_secs(20)).await, "cluster connected");
+    assert!(
+        store.wait_ready(Duration::from_secs(20)).await,
+        "cluster connected"
+    );
     let limits = [
         spec(Algorithm::SlidingLog, 2, Unit::Minute),
         LimitSpec {
@@ -237,20 +298,35 @@ async fn cluster_checks_on_different_slots_in_one_run() {
             let mut out = Vec::new();
             store.run(&checks, &mut out).await.expect("cluster run");
             assert_eq!(out.len(), 48);
-            assert!(out.iter().all(|r| r.allowed && r.used_before == expect_used), "{out:?}");
+            assert!(
+                out.iter()
+                    .all(|r| r.allowed && r.used_before == expect_used),
+                "{out:?}"
+            );
         }
     };
     run(0).await;
     // The checks really spread over the nodes, and each check's keys share one slot.
-    let holding = cluster.nodes.iter().filter(|n| n.query::<i64>(&["DBSIZE"]) > 0).count();
+    let holding = cluster
+        .nodes
+        .iter()
+        .filter(|n| n.query::<i64>(&["DBSIZE"]) > 0)
+        .count();
     assert!(holding >= 2, "keys on {holding} node(s)");
     for t in &tags {
         let keys: Vec<String> = limits.iter().map(|l| store.state_key(*t, l)).collect();
         let slot: i64 = cluster.nodes[0].query(&["CLUSTER", "KEYSLOT", &keys[0]]);
         let node = cluster.node_for(&keys[0]);
         for k in &keys {
-            assert_eq!(cluster.nodes[0].query::<i64>(&["CLUSTER", "KEYSLOT", k]), slot);
-            assert_eq!(node.query::<i64>(&["EXISTS", k]), 1, "{k} on its slot's node");
+            assert_eq!(
+                cluster.nodes[0].query::<i64>(&["CLUSTER", "KEYSLOT", k]),
+                slot
+            );
+            assert_eq!(
+                node.query::<i64>(&["EXISTS", k]),
+                1,
+                "{k} on its slot's node"
+            );
         }
     }
     // Script lost everywhere: each call reloads it on its node.

@@ -27,7 +27,10 @@ async fn peek_writes_nothing_even_when_denied() {
         // Empty: allowed with everything remaining, and still no key.
         let before = env.dbsize();
         let r = env.hit1(t, &l, 0).await;
-        assert!(r.allowed && r.remaining == 2 && r.used_before == 0, "{alg}: {r:?}");
+        assert!(
+            r.allowed && r.remaining == 2 && r.used_before == 0,
+            "{alg}: {r:?}"
+        );
         assert_eq!(env.dbsize(), before, "{alg}: a peek on empty state wrote");
         // Over the limit, then peek: denied, and still nothing written (no charge, no save,
         // no penalty lock). Over = full, then the capacity lowered to 1 (a token bucket clamps
@@ -50,7 +53,10 @@ async fn peek_writes_nothing_even_when_denied() {
         };
         let snap = snapshot(&env);
         let r = env.hit1(t, &over, 0).await;
-        assert!(!r.allowed && !r.penalized && r.used_before >= 2, "{alg}: {r:?}");
+        assert!(
+            !r.allowed && !r.penalized && r.used_before >= 2,
+            "{alg}: {r:?}"
+        );
         assert_eq!(snapshot(&env), snap, "{alg}: a denied peek wrote");
         let lock: i64 = env.server.query(&["EXISTS", &env.store.lock_key(t, &l)]);
         assert_eq!(lock, 0, "{alg}: a peek set a penalty lock");
@@ -67,8 +73,16 @@ async fn refunds_give_back_never_below_empty() {
         let l = spec(alg, 3, Unit::Second);
         let t = tag(alg.name());
         assert!(env.hit1(t, &l, 2).await.allowed, "{alg}");
-        assert_eq!(env.refund1(t, &l, 1).await, allow(2, reset_after_one[i], 2), "{alg}");
-        assert_eq!(env.refund1(t, &l, 5).await, allow(3, reset_when_empty[i], 1), "{alg}");
+        assert_eq!(
+            env.refund1(t, &l, 1).await,
+            allow(2, reset_after_one[i], 2),
+            "{alg}"
+        );
+        assert_eq!(
+            env.refund1(t, &l, 5).await,
+            allow(3, reset_when_empty[i], 1),
+            "{alg}"
+        );
         let exists: i64 = env.server.query(&["EXISTS", &env.store.state_key(t, &l)]);
         assert_eq!(exists, 0, "{alg}: empty state must be deleted");
         assert_eq!(env.hit1(t, &l, 3).await.used_before, 0, "{alg}");
@@ -119,9 +133,19 @@ async fn penalty_locks_after_a_denial_and_leaves_counters_alone() {
         ..deny(500, Some(3600), 0)
     };
     assert_eq!(env.hit1(t, &l, 1).await, penalized);
-    assert_eq!(env.hit1(t, &l, 0).await, penalized, "a peek is penalized too");
-    let w: String = env.server.query(&["HGET", &env.store.state_key(t, &l), "w"]);
-    assert_eq!(w, env.t0.to_string(), "a penalized hit must not write state");
+    assert_eq!(
+        env.hit1(t, &l, 0).await,
+        penalized,
+        "a peek is penalized too"
+    );
+    let w: String = env
+        .server
+        .query(&["HGET", &env.store.state_key(t, &l), "w"]);
+    assert_eq!(
+        w,
+        env.t0.to_string(),
+        "a penalized hit must not write state"
+    );
     // A refund is always allowed, ignores the lock and leaves it in place.
     assert_eq!(env.refund1(t, &l, 1).await, allow(2, 500, 0));
     let lock: String = env.server.query(&["GET", &env.store.lock_key(t, &l)]);
@@ -157,11 +181,18 @@ async fn several_limits_are_all_or_nothing_unless_overdraft() {
         let r = env.hit(t, &limits, 1).await;
         allowed.push(r[0].allowed && r[1].allowed);
     }
-    assert_eq!(allowed, [true, true, true, true, true, false, false, false, false, false]);
+    assert_eq!(
+        allowed,
+        [
+            true, true, true, true, true, false, false, false, false, false
+        ]
+    );
     // The minute limit allowed the last five too, but was not charged: 5, not 10.
     let r = env.hit(t, &limits, 1).await;
     assert_eq!(r[1], allow(2, 60_000, 5));
-    let c: String = env.server.query(&["HGET", &env.store.state_key(t, &per_minute), "c"]);
+    let c: String = env
+        .server
+        .query(&["HGET", &env.store.state_key(t, &per_minute), "c"]);
     assert_eq!(c, "5");
 
     // With overdraft (the fixed_window default) the minute limit is charged regardless.
@@ -174,7 +205,9 @@ async fn several_limits_are_all_or_nothing_unless_overdraft() {
     for _ in 0..10 {
         env.hit(t2, &limits, 1).await;
     }
-    let c: String = env.server.query(&["HGET", &env.store.state_key(t2, &od_minute), "c"]);
+    let c: String = env
+        .server
+        .query(&["HGET", &env.store.state_key(t2, &od_minute), "c"]);
     assert_eq!(c, "10");
 }
 
@@ -191,10 +224,17 @@ async fn checks_of_one_run_are_independent() {
         refund: false,
     };
     let out = env
-        .run(&[check(a, &one[..], 1), check(b, &two[..], 1), check(a, &one[..], 1)])
+        .run(&[
+            check(a, &one[..], 1),
+            check(b, &two[..], 1),
+            check(a, &one[..], 1),
+        ])
         .await;
     assert_eq!(out.len(), 3);
-    assert!(out[0].allowed && out[1].allowed && !out[2].allowed, "{out:?}");
+    assert!(
+        out[0].allowed && out[1].allowed && !out[2].allowed,
+        "{out:?}"
+    );
     assert_eq!(out[2].used_before, 1, "checks run in order");
     // A check without limits contributes nothing.
     let out = env.run(&[check(b, &[], 1), check(b, &two[..], 1)]).await;
@@ -269,7 +309,10 @@ async fn invalid_parameters_are_a_backend_error_not_a_write() {
     };
     let mut out = Vec::new();
     let err = sluice::store::Store::run(&env.store, &[check], &mut out).await;
-    assert!(matches!(err, Err(sluice::store::StoreError::Backend(_))), "{err:?}");
+    assert!(
+        matches!(err, Err(sluice::store::StoreError::Backend(_))),
+        "{err:?}"
+    );
     assert_eq!(env.dbsize(), 0);
     // A window algorithm with rate 0 denies everything (their `requests_per_unit: 0`).
     let closed = LimitSpec {
@@ -277,5 +320,5 @@ async fn invalid_parameters_are_a_backend_error_not_a_write() {
         burst: 0,
         ..spec(Algorithm::FixedWindow, 1, Unit::Second)
     };
-    assert_eq!(env.hit1(tag("closed"), &closed, 1).await.allowed, false);
+    assert!(!env.hit1(tag("closed"), &closed, 1).await.allowed);
 }

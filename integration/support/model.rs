@@ -65,11 +65,25 @@ impl P {
 /// reduces to, plus what its report needs.
 #[derive(Clone, Debug)]
 enum Work {
-    Fixed { ws: i128, c: i128 },
-    Sliding { cur: i128, counts: BTreeMap<i128, i128> },
-    Log { ts: Vec<i128> },
-    Token { t: i128, ts: i128 },
-    Level { l: i128, ts: i128 },
+    Fixed {
+        ws: i128,
+        c: i128,
+    },
+    Sliding {
+        cur: i128,
+        counts: BTreeMap<i128, i128>,
+    },
+    Log {
+        ts: Vec<i128>,
+    },
+    Token {
+        t: i128,
+        ts: i128,
+    },
+    Level {
+        l: i128,
+        ts: i128,
+    },
 }
 
 fn load(p: &P, st: Option<&St>, now: i128) -> Work {
@@ -292,7 +306,11 @@ impl ModelStore {
         let mut locks = self.locks.lock();
         let n = i128::from(check.cost);
         let ps: Vec<P> = check.limits.iter().map(P::of).collect();
-        let keys: Vec<Key> = check.limits.iter().map(|s| (check.tag, s.identity())).collect();
+        let keys: Vec<Key> = check
+            .limits
+            .iter()
+            .map(|s| (check.tag, s.identity()))
+            .collect();
         let mut ws: Vec<Work> = ps
             .iter()
             .zip(&keys)
@@ -374,7 +392,11 @@ impl ModelStore {
 }
 
 impl Store for ModelStore {
-    async fn run(&self, checks: &[Check<'_>], out: &mut Vec<LimitResult>) -> Result<(), StoreError> {
+    async fn run(
+        &self,
+        checks: &[Check<'_>],
+        out: &mut Vec<LimitResult>,
+    ) -> Result<(), StoreError> {
         let now = i128::from(self.clock.now_ms());
         for c in checks {
             self.check(now, c, out);

@@ -216,7 +216,10 @@ impl RedisCluster {
                 ])
             })
             .collect();
-        let addrs: Vec<String> = nodes.iter().map(|s| format!("127.0.0.1:{}", s.port())).collect();
+        let addrs: Vec<String> = nodes
+            .iter()
+            .map(|s| format!("127.0.0.1:{}", s.port()))
+            .collect();
         let status = Command::new("redis-cli")
             .arg("--cluster")
             .arg("create")
@@ -236,7 +239,10 @@ impl RedisCluster {
             if all_ok {
                 break;
             }
-            assert!(Instant::now() < deadline, "cluster never reached cluster_state:ok");
+            assert!(
+                Instant::now() < deadline,
+                "cluster never reached cluster_state:ok"
+            );
             std::thread::sleep(Duration::from_millis(50));
         }
         RedisCluster { nodes }
@@ -264,7 +270,9 @@ fn owner_port(slots: &redis::Value, slot: i64) -> Option<i64> {
         return None;
     };
     ranges.iter().find_map(|r| {
-        let redis::Value::Array(r) = r else { return None };
+        let redis::Value::Array(r) = r else {
+            return None;
+        };
         match (r.first()?, r.get(1)?, r.get(2)?) {
             (redis::Value::Int(lo), redis::Value::Int(hi), redis::Value::Array(node))
                 if (*lo..=*hi).contains(&slot) =>

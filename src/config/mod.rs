@@ -74,13 +74,19 @@ impl RateLimitConfig {
     }
 
     /// Parse, validate and compile. Returns every error found (at least one per bad file).
-    pub fn build(files: &[ConfigFile], opts: &LoadOptions) -> Result<RateLimitConfig, Vec<ConfigError>> {
+    pub fn build(
+        files: &[ConfigFile],
+        opts: &LoadOptions,
+    ) -> Result<RateLimitConfig, Vec<ConfigError>> {
         let _ = (files, opts);
         todo!("RateLimitConfig::build")
     }
 
     /// [`discover`] then [`RateLimitConfig::build`].
-    pub fn load(paths: &[PathBuf], opts: &LoadOptions) -> Result<RateLimitConfig, Vec<ConfigError>> {
+    pub fn load(
+        paths: &[PathBuf],
+        opts: &LoadOptions,
+    ) -> Result<RateLimitConfig, Vec<ConfigError>> {
         let files = discover(paths)?;
         RateLimitConfig::build(&files, opts)
     }

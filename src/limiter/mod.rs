@@ -255,7 +255,10 @@ impl StateIdentity {
 pub struct StateTag(pub u128);
 
 impl StateTag {
-    pub fn compute<'a>(domain: &str, entries: impl IntoIterator<Item = (&'a str, &'a str)>) -> StateTag {
+    pub fn compute<'a>(
+        domain: &str,
+        entries: impl IntoIterator<Item = (&'a str, &'a str)>,
+    ) -> StateTag {
         let mut h = xxhash_rust::xxh3::Xxh3::new();
         let mut part = |s: &str| {
             h.update(&(s.len() as u64).to_le_bytes());

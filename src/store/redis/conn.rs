@@ -33,7 +33,7 @@ pub(crate) enum Conn {
 pub(crate) enum Connector {
     /// Single node: deadpool creates the connection (URL, TLS, auth, timeouts), we take it.
     Single(deadpool_redis::Pool),
-    Cluster(ClusterClient),
+    Cluster(Box<ClusterClient>),
 }
 
 impl Connector {
@@ -133,7 +133,10 @@ impl Ring {
     /// A request timed out. One slow answer is not a dead connection, several in a row are
     /// (a paused or partitioned server never resets the socket).
     pub fn timed_out(&self, lease: &Lease) {
-        let n = self.slots[lease.slot].timeouts.fetch_add(1, Ordering::Relaxed) + 1;
+        let n = self.slots[lease.slot]
+            .timeouts
+            .fetch_add(1, Ordering::Relaxed)
+            + 1;
         if n >= self.max_timeouts {
             self.broken(lease);
         }
@@ -152,7 +155,10 @@ impl Ring {
     }
 
     fn empty_slots(&self) -> usize {
-        self.slots.iter().filter(|s| s.conn.lock().is_none()).count()
+        self.slots
+            .iter()
+            .filter(|s| s.conn.lock().is_none())
+            .count()
     }
 
     /// Put a fresh connection in the first empty slot. Returns false when none was empty.

@@ -24,7 +24,9 @@ use std::time::Duration;
 use deadpool_redis::redis::aio::MultiplexedConnection;
 use deadpool_redis::redis::cluster::ClusterClientBuilder;
 use deadpool_redis::redis::cluster_async::ClusterConnection;
-use deadpool_redis::redis::{self, AsyncConnectionConfig, RedisError, Script, ServerErrorKind, Value};
+use deadpool_redis::redis::{
+    self, AsyncConnectionConfig, RedisError, Script, ServerErrorKind, Value,
+};
 use tokio_util::sync::{CancellationToken, DropGuard};
 
 use crate::limiter::{Check, Clock, LimitResult, LimitSpec, StateTag};
@@ -149,7 +151,7 @@ impl RedisStore {
                 .retries(3)
                 .build()
                 .map_err(|e| RedisConfigError::Url(e.to_string()))?;
-            Connector::Cluster(client)
+            Connector::Cluster(Box::new(client))
         } else {
             // No response timeout on the connection itself: every request is bounded by
             // `request_timeout` around it, and the preload by `connect_timeout`.
@@ -289,7 +291,11 @@ impl RedisStore {
 }
 
 impl Store for RedisStore {
-    async fn run(&self, checks: &[Check<'_>], out: &mut Vec<LimitResult>) -> Result<(), StoreError> {
+    async fn run(
+        &self,
+        checks: &[Check<'_>],
+        out: &mut Vec<LimitResult>,
+    ) -> Result<(), StoreError> {
         let ctx = CallContext {
             now_ms: match self.time_source {
                 TimeSource::Local => Some(self.clock.now_ms()),

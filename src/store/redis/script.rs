@@ -87,7 +87,10 @@ impl Invocation {
     /// `EVALSHA <sha> <numkeys> KEYS... ARGV...` for pipelines.
     pub fn evalsha(&self, sha: &str) -> redis::Cmd {
         let mut cmd = redis::cmd("EVALSHA");
-        cmd.arg(sha).arg(self.keys.len()).arg(&self.keys).arg(&self.args);
+        cmd.arg(sha)
+            .arg(self.keys.len())
+            .arg(&self.keys)
+            .arg(&self.args);
         cmd
     }
 }
