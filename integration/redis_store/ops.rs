@@ -217,6 +217,86 @@ async fn paused_redis_times_out_then_breaker_opens_then_recovers() {
 }
 
 #[tokio::test]
+async fn a_replica_answers_unavailable_and_is_reconnected() {
+    let primary = RedisServer::start();
+    let port = primary.port().to_string();
+    let replica = RedisServer::start_with(&["--replicaof", "127.0.0.1", &port]);
+    let cfg = local_config(&replica);
+    let store = RedisStore::new(cfg, Arc::new(SystemClock)).expect("config");
+    assert!(store.wait_ready(Duration::from_secs(10)).await);
+    let limits = [spec(Algorithm::TokenBucket, 5, Unit::Second)];
+    let tags = [tag("ro")];
+    // Writes fail with READONLY: a failover behind a name; the connection is dropped so
+    // the reconnect resolves the name again.
+    let (r, _) = timed(&store, &checks(&tags, &limits)).await;
+    assert!(
+        matches!(r, Err(StoreError::Unavailable(ref m)) if m.contains("read only")),
+        "{r:?}"
+    );
+    assert!(store.connected() < 2);
+    // A peek writes nothing, so a replica can answer it.
+    let peek = [Check {
+        tag: tags[0],
+        limits: &limits,
+        cost: 0,
+        refund: false,
+    }];
+    assert!(store.wait_ready(Duration::from_secs(10)).await);
+    let mut out = Vec::new();
+    store.run(&peek, &mut out).await.expect("peek on a replica");
+    assert!(out[0].allowed);
+}
+
+#[tokio::test]
+async fn unix_socket_and_password_urls() {
+    let sock_dir = tempfile::tempdir().expect("tempdir");
+    let sock = sock_dir.path().join("redis.sock");
+    let sock = sock.to_str().expect("utf-8 path");
+    let server = RedisServer::start_with(&[
+        "--unixsocket",
+        sock,
+        "--unixsocketperm",
+        "700",
+        "--requirepass",
+        "s3cret",
+    ]);
+    let limits = [spec(Algorithm::FixedWindow, 1, Unit::Second)];
+    let tags = [tag("url")];
+    for (url, works) in [
+        (format!("unix://{sock}?pass=s3cret"), true),
+        (
+            format!("redis://:s3cret@127.0.0.1:{}/0", server.port()),
+            true,
+        ),
+        (
+            format!("redis://:wrong@127.0.0.1:{}/0", server.port()),
+            false,
+        ),
+    ] {
+        let cfg = RedisConfig {
+            url: url.clone(),
+            ..local_config(&server)
+        };
+        let store = RedisStore::new(cfg, Arc::new(SystemClock)).expect("config");
+        assert_eq!(
+            store.wait_ready(Duration::from_secs(2)).await,
+            works,
+            "{url}"
+        );
+        assert_eq!(
+            timed(&store, &checks(&tags, &limits)).await.0.is_ok(),
+            works,
+            "{url}"
+        );
+    }
+    let bad = RedisConfig {
+        url: "nonsense://x".to_owned(),
+        ..RedisConfig::default()
+    };
+    assert!(RedisStore::new(bad, Arc::new(SystemClock)).is_err());
+}
+
+#[tokio::test]
 async fn redis_time_mode_counts_and_retries() {
     let server = RedisServer::start();
     let cfg = RedisConfig {

@@ -47,7 +47,8 @@ fn wait_accepting(child: &mut Child, port: u16) -> bool {
             let ping = redis::Client::open(format!("redis://127.0.0.1:{port}/"))
                 .and_then(|c| c.get_connection_with_timeout(Duration::from_millis(200)))
                 .and_then(|mut c| redis::cmd("PING").query::<String>(&mut c));
-            if ping.is_ok() {
+            // NOAUTH also proves it is serving (a server started with --requirepass).
+            if ping.is_ok() || ping.is_err_and(|e| e.code() == Some("NOAUTH")) {
                 return true;
             }
         }

@@ -7,13 +7,14 @@
 //! - Cluster: the keys of one check share a hash tag (one slot), different checks usually do
 //!   not, so each check is its own `EVALSHA`, all sent concurrently on the cluster connection
 //!   (one round trip of latency; `Script::invoke_async` handles `NOSCRIPT` per call).
-//! - Connections live in a small ring (see [`conn`]); a request never connects, never checks
+//! - Connections live in a small ring (see `conn.rs`); a request never connects, never checks
 //!   a connection out of a pool, and never waits longer than `request_timeout`.
 //! - Time: `TIME` inside the script, or the injected [`Clock`] in local mode.
 //!
 //! Keys: `<prefix>{<tag>}:<code>:<unit s>:<buckets>:<slot>` and the same plus `:p` for the
 //! penalty lock; the tag is the descriptor's [`StateTag`] in base64url.
 
+mod config;
 mod conn;
 mod script;
 
@@ -25,97 +26,17 @@ use deadpool_redis::redis::aio::MultiplexedConnection;
 use deadpool_redis::redis::cluster::ClusterClientBuilder;
 use deadpool_redis::redis::cluster_async::ClusterConnection;
 use deadpool_redis::redis::{
-    self, AsyncConnectionConfig, RedisError, Script, ServerErrorKind, Value,
+    self, AsyncConnectionConfig, ErrorKind, RedisError, Script, ServerErrorKind, Value,
 };
 use tokio_util::sync::{CancellationToken, DropGuard};
 
 use crate::limiter::{Check, Clock, LimitResult, LimitSpec, StateTag};
 use crate::store::{Store, StoreError};
 
+pub use config::{RedisConfig, RedisConfigError, TimeSource};
 use conn::{Backoff, Conn, Connector, Ring};
 pub use script::SCRIPT;
 use script::{CallContext, Invocation, parse_reply};
-
-/// Where the script's `now` comes from.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub enum TimeSource {
-    /// `TIME` inside the script: one clock for every sluice instance.
-    #[default]
-    Redis,
-    /// The injected [`Clock`], passed as an argument: for Redis deployments that forbid
-    /// `TIME` in scripts, and for exact tests. Instances' clocks need NTP.
-    Local,
-}
-
-/// Settings of [`RedisStore`].
-#[derive(Clone, Debug)]
-pub struct RedisConfig {
-    /// `redis://[user:pass@]host:port/db`, `rediss://…` (TLS) or `unix:///path`. Used when
-    /// `cluster_nodes` is empty.
-    pub url: String,
-    /// Seed nodes of a Redis Cluster (same URL forms). Non-empty = cluster mode.
-    pub cluster_nodes: Vec<String>,
-    /// Connections kept open and used round-robin (cluster mode: cluster connections, each
-    /// multiplexing over every node).
-    pub pool_size: usize,
-    /// Bound of one connection attempt (including the script preload).
-    pub connect_timeout: Duration,
-    /// Bound of one `run()`; keep it well under Envoy's 20 ms filter timeout.
-    pub request_timeout: Duration,
-    /// Prepended to every key. Must not contain `{` or `}` (it would change the hash slot).
-    pub key_prefix: String,
-    pub time_source: TimeSource,
-    /// Extra TTL on every key. `None`: 0 with Redis `TIME`, 2000 ms in local mode (absorbs
-    /// clock skew between instances).
-    pub ttl_slack_ms: Option<u64>,
-    /// First and longest pause between reconnect attempts (doubling in between).
-    pub reconnect_backoff_min: Duration,
-    pub reconnect_backoff_max: Duration,
-    /// Consecutive request timeouts after which a connection is considered dead.
-    pub breaker_timeouts: u32,
-}
-
-impl Default for RedisConfig {
-    fn default() -> Self {
-        RedisConfig {
-            url: "redis://127.0.0.1:6379".to_owned(),
-            cluster_nodes: Vec::new(),
-            pool_size: 4,
-            connect_timeout: Duration::from_millis(500),
-            request_timeout: Duration::from_millis(10),
-            key_prefix: "sluice:".to_owned(),
-            time_source: TimeSource::Redis,
-            ttl_slack_ms: None,
-            reconnect_backoff_min: Duration::from_millis(50),
-            reconnect_backoff_max: Duration::from_secs(2),
-            breaker_timeouts: 3,
-        }
-    }
-}
-
-impl RedisConfig {
-    /// The slack actually applied: the explicit value, else the time source's default.
-    pub fn effective_slack_ms(&self) -> u64 {
-        self.ttl_slack_ms.unwrap_or(match self.time_source {
-            TimeSource::Redis => 0,
-            TimeSource::Local => 2000,
-        })
-    }
-}
-
-/// Why a [`RedisStore`] could not be built. Connection problems are not errors here: the
-/// store starts disconnected and connects in the background.
-#[derive(Debug, thiserror::Error)]
-pub enum RedisConfigError {
-    #[error("redis key prefix {0:?} must not contain '{{' or '}}' (it would change the hash slot)")]
-    PrefixBraces(String),
-    #[error("invalid redis url: {0}")]
-    Url(String),
-    #[error("redis pool: {0}")]
-    Pool(String),
-    #[error("the redis store must be created inside a tokio runtime")]
-    NoRuntime,
-}
 
 /// State in Redis (single node or cluster). See the module documentation.
 pub struct RedisStore {
@@ -332,6 +253,26 @@ impl Store for RedisStore {
                 Ok(Ok(values)) => values,
             };
         self.ring.succeeded(&lease);
+        // Per-command errors that say "wrong server" or "not now" rather than "bad call".
+        for v in &values {
+            if let Value::ServerError(e) = v {
+                match e.kind() {
+                    // Connected to a demoted primary (failover behind a DNS name or proxy):
+                    // reconnect so the name is resolved again.
+                    Some(ServerErrorKind::ReadOnly) => {
+                        self.ring.broken(&lease);
+                        return Err(StoreError::Unavailable(e.to_string()));
+                    }
+                    Some(
+                        ServerErrorKind::BusyLoading
+                        | ServerErrorKind::MasterDown
+                        | ServerErrorKind::ClusterDown
+                        | ServerErrorKind::TryAgain,
+                    ) => return Err(StoreError::Unavailable(e.to_string())),
+                    _ => {}
+                }
+            }
+        }
         if values.len() != calls.len() {
             return Err(StoreError::Backend(format!(
                 "expected {} replies, got {}",
@@ -365,12 +306,13 @@ fn is_noscript(v: &Value) -> bool {
     matches!(v, Value::ServerError(e) if e.kind() == Some(ServerErrorKind::NoScript))
 }
 
-/// Errors after which the connection cannot be trusted any more.
+/// Errors after which the connection cannot be trusted any more (or points at a replica).
 fn is_connection_error(e: &RedisError) -> bool {
     e.is_io_error()
         || e.is_connection_dropped()
         || e.is_connection_refusal()
         || e.is_unrecoverable_error()
+        || e.kind() == ErrorKind::Server(ServerErrorKind::ReadOnly)
 }
 
 /// A per-instance random-enough seed without a RNG dependency: time, pid and an address.
