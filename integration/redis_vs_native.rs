@@ -83,7 +83,10 @@ fn limit_strategy() -> impl Strategy<Value = LimitSpec> {
 fn op_strategy(descriptors: usize) -> impl Strategy<Value = Op> {
     let check = (
         0..descriptors,
-        prop::sample::select(vec![0u64, 1, 1, 1, 2, 3, 7]),
+        prop_oneof![
+            15 => prop::sample::select(vec![0u64, 1, 1, 1, 2, 3, 7]),
+            1 => Just(u64::MAX),
+        ],
         prop::bool::weighted(0.1),
     );
     prop_oneof![
@@ -240,7 +243,56 @@ fn fixed_traces() -> Vec<Trace> {
         refund(0, 1),
         hit(0, 0),
     ];
+    // Overdraft with the largest cost on the slowest bucket: usage saturates at Lmax, and
+    // gcra's TAT (now + Lmax / R) must still be exact.
+    let slowest: Vec<Vec<LimitSpec>> = [
+        Algorithm::TokenBucket,
+        Algorithm::LeakyBucket,
+        Algorithm::Gcra,
+    ]
+    .into_iter()
+    .map(|algorithm| {
+        vec![LimitSpec {
+            requests_per_unit: 1,
+            burst: 1,
+            overdraft: true,
+            ..all[0].clone()
+        }]
+        .into_iter()
+        .map(|l| LimitSpec {
+            algorithm,
+            buckets: 0,
+            penalty_ms: 0,
+            ..l
+        })
+        .collect()
+    })
+    .collect();
+    let mut saturate = Vec::new();
+    for d in 0..slowest.len() {
+        saturate.extend([
+            Op::Step(1),
+            hit(d, u64::MAX),
+            hit(d, 0),
+            hit(d, u64::MAX),
+            Op::Step(999),
+            Op::Retune {
+                desc: d,
+                limit: 0,
+                rate: 3,
+                burst: 1,
+            },
+            hit(d, 1),
+            refund(d, u64::MAX),
+            hit(d, 1),
+        ]);
+    }
     vec![
+        Trace {
+            start: 1,
+            descriptors: slowest,
+            ops: saturate,
+        },
         Trace {
             start: 0,
             descriptors: one_each,

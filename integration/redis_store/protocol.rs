@@ -322,3 +322,44 @@ async fn invalid_parameters_are_a_backend_error_not_a_write() {
     };
     assert!(!env.hit1(tag("closed"), &closed, 1).await.allowed);
 }
+
+#[tokio::test]
+async fn any_u64_cost_saturates_instead_of_wrapping() {
+    let env = Env::new().await;
+    let fw = spec(Algorithm::FixedWindow, 5, Unit::Hour); // overdraft: charged anyway
+    let mut sw = spec(Algorithm::SlidingWindow, 5, Unit::Hour);
+    sw.overdraft = true;
+    let t = tag("huge");
+    for l in [&fw, &sw] {
+        for _ in 0..3 {
+            let r = env.hit1(t, l, u64::MAX).await;
+            assert!(!r.allowed && r.used_before <= 1 << 53, "{l:?}: {r:?}");
+        }
+        let r = env.hit1(t, l, 1).await;
+        assert_eq!((r.allowed, r.used_before), (false, 1 << 53), "{l:?}");
+        assert_eq!(env.refund1(t, l, u64::MAX).await.remaining, 5, "{l:?}");
+    }
+    let fw_count: Option<String> = env
+        .server
+        .query(&["HGET", &env.store.state_key(t, &fw), "c"]);
+    assert_eq!(fw_count, None, "refunded to empty: deleted");
+    // A sliding log that could grow without bound is refused before anything is written.
+    let mut log = spec(Algorithm::SlidingLog, 5, Unit::Second);
+    log.overdraft = true;
+    let huge_log = spec(Algorithm::SlidingLog, 1_000_000, Unit::Second);
+    for l in [log, huge_log] {
+        let check = Check {
+            tag: t,
+            limits: std::slice::from_ref(&l),
+            cost: 1,
+            refund: false,
+        };
+        let mut out = Vec::new();
+        let r = sluice::store::Store::run(&env.store, &[check], &mut out).await;
+        assert!(
+            matches!(r, Err(sluice::store::StoreError::Backend(_))),
+            "{r:?}"
+        );
+    }
+    assert_eq!(env.dbsize(), 0);
+}

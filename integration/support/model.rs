@@ -40,6 +40,8 @@ struct P {
     c: i128,
     b: i128,
     cs: i128,
+    /// `Lmax`: the most scaled usage a bucket holds.
+    lmax: i128,
 }
 
 impl P {
@@ -53,6 +55,7 @@ impl P {
             c,
             b: i128::from(s.buckets),
             cs: c * w,
+            lmax: EXACT.min((1 << 52) * i128::from(s.requests_per_unit)),
         }
     }
 
@@ -114,14 +117,14 @@ fn load(p: &P, st: Option<&St>, now: i128) -> Work {
         }
         Algorithm::TokenBucket => match st {
             Some(St::Token { t, ts }) => Work::Token {
-                t: (*t + (now - *ts).max(0) * p.r).min(p.cs),
+                t: (*t + (now - *ts).max(0) * p.r).min(p.cs).max(p.cs - p.lmax),
                 ts: (*ts).max(now),
             },
             _ => Work::Token { t: p.cs, ts: now },
         },
         Algorithm::LeakyBucket => match st {
             Some(St::Leaky { l, ts }) => Work::Level {
-                l: (*l - (now - *ts).max(0) * p.r).max(0),
+                l: (*l - (now - *ts).max(0) * p.r).max(0).min(p.lmax),
                 ts: (*ts).max(now),
             },
             _ => Work::Level { l: 0, ts: now },
@@ -135,7 +138,7 @@ fn load(p: &P, st: Option<&St>, now: i128) -> Work {
                         a += b / p.r;
                         b %= p.r;
                     }
-                    ((a - now) * p.r + b).max(0)
+                    ((a - now) * p.r + b).max(0).min(p.lmax)
                 }
                 _ => 0,
             };
@@ -172,14 +175,19 @@ fn fits(w: &Work, p: &P, n: i128) -> bool {
 
 fn charge(w: &mut Work, p: &P, n: i128, now: i128) {
     match w {
-        Work::Fixed { c, .. } => *c += n,
-        Work::Sliding { cur, counts } => *counts.entry(*cur).or_insert(0) += n,
+        Work::Fixed { c, .. } => *c = (*c + n).min(EXACT),
+        Work::Sliding { cur, counts } => {
+            let add = n.min(EXACT - counts.values().sum::<i128>());
+            if add > 0 {
+                *counts.entry(*cur).or_insert(0) += add;
+            }
+        }
         Work::Log { ts } => {
             ts.extend(std::iter::repeat_n(now, n as usize));
             ts.sort_unstable();
         }
-        Work::Token { t, .. } => *t = (*t - n * p.w).max(p.cs - EXACT),
-        Work::Level { l, .. } => *l = (*l + n * p.w).min(EXACT),
+        Work::Token { t, .. } => *t = (*t - n * p.w).max(p.cs - p.lmax),
+        Work::Level { l, .. } => *l = (*l + n * p.w).min(p.lmax),
     }
 }
 

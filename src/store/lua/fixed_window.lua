@@ -15,8 +15,9 @@ ALGO[1] = {
   fits = function(st, p, n)
     return st.c + n <= p.C
   end,
+  -- Saturates at 2^53 so no cost (a u64 from the client) can wrap the stored count.
   charge = function(st, p, n, now)
-    st.c = st.c + n
+    st.c = min(st.c + n, EXACT)
   end,
   refund = function(st, p, n, now)
     st.c = max(0, st.c - n)

@@ -22,7 +22,7 @@ ALGO[6] = {
           a = a + floor_div(b, p.R)
           b = b % p.R
         end
-        l = max(0, (a - now) * p.R + b)
+        l = min(p.L, max(0, (a - now) * p.R + b))
       end
     end
     return { key = key, l = l, used = ceil_div(l, p.W) }

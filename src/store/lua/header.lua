@@ -28,8 +28,10 @@ end
 
 local floor, ceil, max, min = math.floor, math.ceil, math.max, math.min
 local fmt = string.format
--- Largest exactly representable scaled usage (MAX_EXACT_SCALED): the overdraft cap.
+-- 2^53 (MAX_EXACT_SCALED): every stored usage saturates at or below it. The buckets use
+-- p.L = min(2^53, 2^52 * R) (docs/algorithms.md "Lmax"), so gcra's TAT stays exact too.
 local EXACT = 9007199254740992
+local HALF_EXACT = 4503599627370496
 
 -- The only way an integer becomes a string in this script.
 local function I(x)

@@ -8,9 +8,9 @@ local function lb_fits(st, p, n)
   return n <= p.C and st.l + n * p.W <= p.Cs
 end
 
--- The cap only bounds overdraft: Cs <= 2^53, so it never lowers a legitimate level.
+-- The cap only bounds overdraft: Cs <= Lmax, so it never lowers a legitimate level.
 local function lb_charge(st, p, n, now)
-  st.l = min(st.l + n * p.W, EXACT)
+  st.l = min(st.l + n * p.W, p.L)
 end
 
 local function lb_refund(st, p, n, now)
@@ -40,7 +40,7 @@ ALGO[5] = {
     if l == nil or ts == nil then
       l, ts = 0, now
     else
-      l = max(0, l - max(0, now - ts) * p.R)
+      l = min(p.L, max(0, l - max(0, now - ts) * p.R))
       ts = max(ts, now)
     end
     return { key = key, l = l, ts = ts, used = ceil_div(l, p.W) }

@@ -44,12 +44,18 @@ for i = 1, nk do
     pen = arg_int(base + 7),
   }
   p.Cs = p.C * p.W
+  p.L = min(EXACT, HALF_EXACT * p.R)
   p.key, p.lock = KEYS[2 * i - 1], KEYS[2 * i]
   p.algo = ALGO[p.code]
   if p.algo == nil then
     fail(fmt('unknown algorithm code %d', p.code))
   end
-  if p.W < 1 or (p.code == 2 and p.B < 1) or (p.code >= 4 and p.R < 1) or p.Cs > EXACT then
+  -- The config guarantees these; checked again because a violation would divide by zero,
+  -- lose exactness, or (a sliding log above SLIDING_LOG_MAX = 10000 entries, or with
+  -- overdraft) let one call add unbounded ZSET members and block the server.
+  if p.W < 1 or (p.code == 2 and p.B < 1) or p.Cs > EXACT
+    or (p.code >= 4 and (p.R < 1 or p.Cs > p.L))
+    or (p.code == 3 and (p.od or p.C > 10000)) then
     fail(fmt('invalid parameters for limit %d', i))
   end
   P[i] = p

@@ -100,11 +100,16 @@ ALGO[2] = {
   fits = function(st, p, n)
     return st.sum + n <= p.C
   end,
+  -- The total saturates at 2^53 so no cost can make counts or their sum inexact.
   charge = function(st, p, n, now)
     local cur = st.cur
-    st.cache[cur] = sw_get(st, cur) + n
+    local add = min(n, EXACT - st.sum)
+    if add <= 0 then
+      return -- saturated: nothing changes (and no empty sub-window is created)
+    end
+    st.cache[cur] = sw_get(st, cur) + add
     st.dirty[cur] = true
-    st.sum = st.sum + n
+    st.sum = st.sum + add
     st.hi = max(st.hi, cur)
     st.lo = min(st.lo, cur)
   end,
@@ -181,7 +186,9 @@ ALGO[2] = {
     if n > p.C then
       return -1
     end
-    local need = st.sum + n - p.C
+    -- What must leave the window; U - (C - n), not U + n - C: U may be 2^53 (saturated)
+    -- and U + n would round.
+    local need = st.sum - (p.C - n)
     if need <= 0 then
       return sw_start(p, st.cur + 1) - now
     end

@@ -10,7 +10,7 @@ ALGO[4] = {
       t, ts = p.Cs, now
     else
       -- A changed burst keeps the available tokens, clamped to the new capacity.
-      t = min(p.Cs, t + max(0, now - ts) * p.R)
+      t = max(p.Cs - p.L, min(p.Cs, t + max(0, now - ts) * p.R))
       ts = max(ts, now)
     end
     return { key = key, t = t, ts = ts, used = ceil_div(p.Cs - t, p.W) }
@@ -18,9 +18,9 @@ ALGO[4] = {
   fits = function(st, p, n)
     return n <= p.C and n * p.W <= st.t
   end,
-  -- Overdraft debt is floored so that usage Cs - t never exceeds 2^53.
+  -- Overdraft debt is floored so that usage Cs - t never exceeds Lmax.
   charge = function(st, p, n, now)
-    st.t = max(st.t - n * p.W, p.Cs - EXACT)
+    st.t = max(st.t - n * p.W, p.Cs - p.L)
   end,
   refund = function(st, p, n, now)
     st.t = min(p.Cs, st.t + n * p.W)
