@@ -16,17 +16,17 @@
 
 mod config;
 mod conn;
+mod pipeline;
 mod script;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use deadpool_redis::redis::aio::MultiplexedConnection;
 use deadpool_redis::redis::cluster::ClusterClientBuilder;
 use deadpool_redis::redis::cluster_async::ClusterConnection;
 use deadpool_redis::redis::{
-    self, AsyncConnectionConfig, ErrorKind, RedisError, Script, ServerErrorKind, Value,
+    AsyncConnectionConfig, ErrorKind, RedisError, Script, ServerErrorKind, Value,
 };
 use tokio_util::sync::{CancellationToken, DropGuard};
 
@@ -158,41 +158,11 @@ impl RedisStore {
 
     async fn exec(&self, conn: Conn, calls: &[Invocation]) -> Result<Vec<Value>, RedisError> {
         match conn {
-            Conn::Single(c) => self.exec_pipeline(c, calls).await,
+            Conn::Single(mut c) => {
+                pipeline::evalsha_all(&mut c, self.script.get_hash(), SCRIPT, calls).await
+            }
             Conn::Cluster(c) => self.exec_cluster(c, calls).await,
         }
-    }
-
-    /// One pipeline of `EVALSHA`s; `NOSCRIPT` ones resent behind a `SCRIPT LOAD`.
-    async fn exec_pipeline(
-        &self,
-        mut conn: MultiplexedConnection,
-        calls: &[Invocation],
-    ) -> Result<Vec<Value>, RedisError> {
-        let sha = self.script.get_hash();
-        let mut pipe = redis::pipe();
-        pipe.ignore_errors();
-        for call in calls {
-            pipe.add_command(call.evalsha(sha));
-        }
-        let mut values: Vec<Value> = pipe.query_async(&mut conn).await?;
-        let missing: Vec<usize> = (0..values.len())
-            .filter(|&i| is_noscript(&values[i]))
-            .collect();
-        if !missing.is_empty() {
-            tracing::info!(commands = missing.len(), "redis lost the script; reloading");
-            let mut retry = redis::pipe();
-            retry.ignore_errors();
-            retry.cmd("SCRIPT").arg("LOAD").arg(SCRIPT).ignore();
-            for &i in &missing {
-                retry.add_command(calls[i].evalsha(sha));
-            }
-            let again: Vec<Value> = retry.query_async(&mut conn).await?;
-            for (i, v) in missing.into_iter().zip(again) {
-                values[i] = v;
-            }
-        }
-        Ok(values)
     }
 
     /// One `EVALSHA` per check, concurrently (checks usually live on different slots).
@@ -300,10 +270,6 @@ impl std::fmt::Debug for RedisStore {
             .field("prefix", &self.prefix)
             .finish_non_exhaustive()
     }
-}
-
-fn is_noscript(v: &Value) -> bool {
-    matches!(v, Value::ServerError(e) if e.kind() == Some(ServerErrorKind::NoScript))
 }
 
 /// Errors after which the connection cannot be trusted any more (or points at a replica).
