@@ -162,7 +162,7 @@ async fn unreachable_at_startup_then_connects_when_redis_appears() {
         let (r, took) = timed(&store, &checks(&tags, &limits)).await;
         assert!(matches!(r, Err(StoreError::Unavailable(_))), "{r:?}");
         assert!(
-            took < Duration::from_millis(20),
+            took < Duration::from_millis(100),
             "breaker open: took {took:?}"
         );
     }
@@ -203,7 +203,7 @@ async fn paused_redis_times_out_then_breaker_opens_then_recovers() {
     // Two timeouts in a row: the connection is considered dead, requests fail at once.
     let (r, took) = timed(&store, &checks(&tags, &limits)).await;
     assert!(matches!(r, Err(StoreError::Unavailable(_))), "{r:?}");
-    assert!(took < Duration::from_millis(20), "took {took:?}");
+    assert!(took < Duration::from_millis(100), "took {took:?}");
     assert!(!store.is_ready());
 
     server.resume();
