@@ -51,7 +51,7 @@ struct Trace {
 fn limit_strategy() -> impl Strategy<Value = LimitSpec> {
     (
         prop::sample::select(Algorithm::ALL.to_vec()),
-        1u32..=6,
+        prop_oneof![12 => 1u32..=6, 1 => Just(0u32)],
         1u32..=6,
         prop::sample::select(vec![Unit::Second, Unit::Second, Unit::Minute]),
         2u32..=5,

@@ -295,15 +295,52 @@ async fn algorithm_unit_or_slot_change_starts_fresh() {
 }
 
 #[tokio::test]
+async fn rate_zero_buckets_hold_nothing_and_admit_only_peeks() {
+    let env = Env::new().await;
+    let t = tag("zero");
+    for alg in [
+        Algorithm::TokenBucket,
+        Algorithm::LeakyBucket,
+        Algorithm::Gcra,
+    ] {
+        let l = LimitSpec {
+            requests_per_unit: 0,
+            burst: 5,
+            overdraft: true,
+            penalty_ms: 1000,
+            ..spec(alg, 1, Unit::Second)
+        };
+        assert_eq!(env.hit1(t, &l, 0).await, allow(0, 0, 0), "{alg}");
+        assert_eq!(env.hit1(t, &l, 1).await, deny(0, None, 0), "{alg}");
+        assert_eq!(env.refund1(t, &l, 3).await, allow(0, 0, 0), "{alg}");
+        let state: i64 = env.server.query(&["EXISTS", &env.store.state_key(t, &l)]);
+        assert_eq!(
+            state, 0,
+            "{alg}: nothing charged or saved, even with overdraft"
+        );
+        // The denial still locks.
+        let r = env.hit1(t, &l, 1).await;
+        assert!(r.penalized && r.retry_ms == Some(1000), "{alg}: {r:?}");
+    }
+    // The window algorithms need no special case: C = 0 denies every hit.
+    let closed = LimitSpec {
+        requests_per_unit: 0,
+        burst: 0,
+        ..spec(Algorithm::FixedWindow, 1, Unit::Second)
+    };
+    assert!(!env.hit1(tag("closed"), &closed, 1).await.allowed);
+}
+
+#[tokio::test]
 async fn invalid_parameters_are_a_backend_error_not_a_write() {
     let env = Env::new().await;
-    let zero_rate = LimitSpec {
-        requests_per_unit: 0,
-        ..spec(Algorithm::TokenBucket, 1, Unit::Second)
+    let no_buckets = LimitSpec {
+        buckets: 0,
+        ..spec(Algorithm::SlidingWindow, 1, Unit::Second)
     };
     let check = Check {
         tag: tag("bad"),
-        limits: std::slice::from_ref(&zero_rate),
+        limits: std::slice::from_ref(&no_buckets),
         cost: 1,
         refund: false,
     };
@@ -314,13 +351,6 @@ async fn invalid_parameters_are_a_backend_error_not_a_write() {
         "{err:?}"
     );
     assert_eq!(env.dbsize(), 0);
-    // A window algorithm with rate 0 denies everything (their `requests_per_unit: 0`).
-    let closed = LimitSpec {
-        requests_per_unit: 0,
-        burst: 0,
-        ..spec(Algorithm::FixedWindow, 1, Unit::Second)
-    };
-    assert!(!env.hit1(tag("closed"), &closed, 1).await.allowed);
 }
 
 #[tokio::test]

@@ -82,11 +82,15 @@ enum Work {
     Token {
         t: i128,
         ts: i128,
+        lag: i128,
     },
     Level {
         l: i128,
         ts: i128,
+        lag: i128,
     },
+    /// A bucket algorithm with `R = 0`: no state, capacity 0.
+    Inert,
 }
 
 fn load(p: &P, st: Option<&St>, now: i128) -> Work {
@@ -115,19 +119,30 @@ fn load(p: &P, st: Option<&St>, now: i128) -> Work {
             ts.retain(|t| *t > now - p.w);
             Work::Log { ts }
         }
+        _ if p.r == 0 => Work::Inert,
         Algorithm::TokenBucket => match st {
             Some(St::Token { t, ts }) => Work::Token {
                 t: (*t + (now - *ts).max(0) * p.r).min(p.cs).max(p.cs - p.lmax),
                 ts: (*ts).max(now),
+                lag: (*ts - now).max(0),
             },
-            _ => Work::Token { t: p.cs, ts: now },
+            _ => Work::Token {
+                t: p.cs,
+                ts: now,
+                lag: 0,
+            },
         },
         Algorithm::LeakyBucket => match st {
             Some(St::Leaky { l, ts }) => Work::Level {
                 l: (*l - (now - *ts).max(0) * p.r).max(0).min(p.lmax),
                 ts: (*ts).max(now),
+                lag: (*ts - now).max(0),
             },
-            _ => Work::Level { l: 0, ts: now },
+            _ => Work::Level {
+                l: 0,
+                ts: now,
+                lag: 0,
+            },
         },
         Algorithm::Gcra => {
             let l = match st {
@@ -142,7 +157,7 @@ fn load(p: &P, st: Option<&St>, now: i128) -> Work {
                 }
                 _ => 0,
             };
-            Work::Level { l, ts: now }
+            Work::Level { l, ts: now, lag: 0 }
         }
     }
 }
@@ -155,6 +170,7 @@ fn usage(w: &Work, p: &P) -> i128 {
         Work::Log { ts } => ts.len() as i128,
         Work::Token { t, .. } => p.cs - *t,
         Work::Level { l, .. } => *l,
+        Work::Inert => 0,
     }
 }
 
@@ -169,6 +185,7 @@ fn fits(w: &Work, p: &P, n: i128) -> bool {
     match w {
         Work::Token { t, .. } => n <= p.c && n * p.w <= *t,
         Work::Level { l, .. } => n <= p.c && *l + n * p.w <= p.cs,
+        Work::Inert => n == 0,
         _ => usage(w, p) + n <= p.c,
     }
 }
@@ -188,6 +205,7 @@ fn charge(w: &mut Work, p: &P, n: i128, now: i128) {
         }
         Work::Token { t, .. } => *t = (*t - n * p.w).max(p.cs - p.lmax),
         Work::Level { l, .. } => *l = (*l + n * p.w).min(p.lmax),
+        Work::Inert => {}
     }
 }
 
@@ -217,6 +235,7 @@ fn refund(w: &mut Work, p: &P, n: i128) {
         }
         Work::Token { t, .. } => *t = (*t + n * p.w).min(p.cs),
         Work::Level { l, .. } => *l = (*l - n * p.w).max(0),
+        Work::Inert => {}
     }
 }
 
@@ -227,8 +246,9 @@ fn save(w: &Work, p: &P, now: i128) -> Option<St> {
             counts: counts.clone(),
         }),
         Work::Log { ts } => (!ts.is_empty()).then(|| St::Log { ts: ts.clone() }),
-        Work::Token { t, ts } => (*t < p.cs).then_some(St::Token { t: *t, ts: *ts }),
-        Work::Level { l, ts } => (*l > 0).then(|| match p.alg {
+        Work::Token { t, ts, .. } => (*t < p.cs).then_some(St::Token { t: *t, ts: *ts }),
+        Work::Inert => None,
+        Work::Level { l, ts, .. } => (*l > 0).then(|| match p.alg {
             Algorithm::Gcra => St::Gcra {
                 a: now + l / p.r,
                 b: l % p.r,
@@ -243,6 +263,7 @@ fn remaining(w: &Work, p: &P) -> i128 {
     match w {
         Work::Token { t, .. } => floor_div((*t).max(0), p.w),
         Work::Level { l, .. } => floor_div((p.cs - *l).max(0), p.w),
+        Work::Inert => 0,
         _ => (p.c - usage(w, p)).max(0),
     }
 }
@@ -255,8 +276,9 @@ fn reset(w: &Work, p: &P, now: i128) -> i128 {
             Some(hi) => p.start(*hi + p.b + 1) - now,
         },
         Work::Log { ts } => ts.last().map_or(0, |newest| newest + p.w - now),
-        Work::Token { t, .. } => ceil_div(p.cs - *t, p.r),
-        Work::Level { l, .. } => ceil_div(*l, p.r),
+        Work::Token { t, lag, .. } => lag + ceil_div(p.cs - *t, p.r),
+        Work::Level { l, lag, .. } => lag + ceil_div(*l, p.r),
+        Work::Inert => 0,
     }
 }
 
@@ -264,11 +286,11 @@ fn retry(w: &Work, p: &P, n: i128, now: i128) -> Option<i128> {
     if let Work::Fixed { ws, .. } = w {
         return Some(*ws + p.w - now);
     }
-    if n > p.c {
+    if n > p.c || matches!(w, Work::Inert) {
         return None;
     }
     Some(match w {
-        Work::Fixed { .. } => unreachable!(),
+        Work::Fixed { .. } | Work::Inert => return None,
         Work::Sliding { cur, counts } => {
             let u: i128 = counts.values().sum();
             let mut dropped = 0;
@@ -286,8 +308,8 @@ fn retry(w: &Work, p: &P, n: i128, now: i128) -> Option<i128> {
             let k = ts.len() as i128 + n - p.c;
             ts[(k - 1) as usize] + p.w - now
         }
-        Work::Token { t, .. } => ceil_div(n * p.w - *t, p.r),
-        Work::Level { l, .. } => ceil_div(*l + n * p.w - p.cs, p.r),
+        Work::Token { t, lag, .. } => lag + ceil_div(n * p.w - *t, p.r),
+        Work::Level { l, lag, .. } => lag + ceil_div(*l + n * p.w - p.cs, p.r),
     })
 }
 

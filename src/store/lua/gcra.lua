@@ -25,7 +25,8 @@ ALGO[6] = {
         l = min(p.L, max(0, (a - now) * p.R + b))
       end
     end
-    return { key = key, l = l, used = ceil_div(l, p.W) }
+    -- lag 0: the TAT is absolute, a clock gone backwards just sees a higher level.
+    return { key = key, l = l, lag = 0, used = ceil_div(l, p.W) }
   end,
   fits = lb_fits,
   charge = lb_charge,

@@ -1,6 +1,7 @@
 -- leaky_bucket (code 5): level in scaled units (one request = W units, leaks R units/ms).
 -- State: hash {l = level, ts = last update ms}; an empty bucket is no key at all.
--- TTL = time to empty + slack.
+-- TTL = time to empty + slack. lag = ts - now > 0 only after the clock went backwards:
+-- nothing leaks before ts, so it is added to reset and retry (gcra: always 0).
 -- KEYS/ARGV/return: see header.lua; semantics: docs/algorithms.md "leaky_bucket".
 
 -- Shared with gcra, which makes the same decisions on the same scaled level.
@@ -22,7 +23,7 @@ local function lb_remaining(st, p)
 end
 
 local function lb_reset(st, p, now)
-  return ceil_div(st.l, p.R)
+  return st.lag + ceil_div(st.l, p.R)
 end
 
 -- (l + n*W - Cs) / R, written as level minus free space so no intermediate exceeds 2^53.
@@ -30,20 +31,22 @@ local function lb_retry(st, p, n, now)
   if n > p.C then
     return -1
   end
-  return ceil_div(st.l - (p.Cs - n * p.W), p.R)
+  return st.lag + ceil_div(st.l - (p.Cs - n * p.W), p.R)
 end
 
 ALGO[5] = {
   load = function(key, p, now)
     local v = redis.call('HMGET', key, 'l', 'ts')
     local l, ts = tonumber(v[1]), tonumber(v[2])
+    local lag = 0
     if l == nil or ts == nil then
       l, ts = 0, now
     else
       l = min(p.L, max(0, l - max(0, now - ts) * p.R))
+      lag = max(0, ts - now)
       ts = max(ts, now)
     end
-    return { key = key, l = l, ts = ts, used = ceil_div(l, p.W) }
+    return { key = key, l = l, ts = ts, lag = lag, used = ceil_div(l, p.W) }
   end,
   fits = lb_fits,
   charge = lb_charge,

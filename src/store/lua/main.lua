@@ -2,6 +2,29 @@
 -- KEYS/ARGV/return: see header.lua. Bad arguments are error replies raised before the first
 -- write, so a malformed call never leaves a partial change behind.
 
+-- A bucket algorithm with R = 0 never refills: it holds no state and has capacity 0 (only
+-- peeks are admitted, nothing is charged or saved). Penalty locks still apply.
+local INERT = {
+  load = function(key, p, now)
+    return { used = 0 }
+  end,
+  fits = function(st, p, n)
+    return n == 0
+  end,
+  charge = function() end,
+  refund = function() end,
+  save = function() end,
+  remaining = function()
+    return 0
+  end,
+  reset = function()
+    return 0
+  end,
+  retry = function()
+    return -1
+  end,
+}
+
 local function fail(msg)
   error({ err = 'ERR sluice: ' .. msg })
 end
@@ -50,11 +73,14 @@ for i = 1, nk do
   if p.algo == nil then
     fail(fmt('unknown algorithm code %d', p.code))
   end
+  if p.code >= 4 and p.R == 0 then
+    p.algo = INERT
+  end
   -- The config guarantees these; checked again because a violation would divide by zero,
   -- lose exactness, or (a sliding log above SLIDING_LOG_MAX = 10000 entries, or with
   -- overdraft) let one call add unbounded ZSET members and block the server.
   if p.W < 1 or (p.code == 2 and p.B < 1) or p.Cs > EXACT
-    or (p.code >= 4 and (p.R < 1 or p.Cs > p.L))
+    or (p.code >= 4 and p.R > 0 and p.Cs > p.L)
     or (p.code == 3 and (p.od or p.C > 10000)) then
     fail(fmt('invalid parameters for limit %d', i))
   end

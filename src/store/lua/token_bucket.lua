@@ -1,19 +1,23 @@
 -- token_bucket (code 4): tokens in scaled units (one request = W units, refill R units/ms).
 -- State: hash {t = tokens, ts = last update ms}; a full bucket is no key at all.
 -- TTL = time to full + slack (the key vanishes when it would read as full anyway).
+-- lag = ts - now > 0 only after the clock went backwards: nothing refills before ts, so it
+-- is added to reset and retry.
 -- KEYS/ARGV/return: see header.lua; semantics: docs/algorithms.md "token_bucket".
 ALGO[4] = {
   load = function(key, p, now)
     local v = redis.call('HMGET', key, 't', 'ts')
     local t, ts = tonumber(v[1]), tonumber(v[2])
+    local lag = 0
     if t == nil or ts == nil then
       t, ts = p.Cs, now
     else
       -- A changed burst keeps the available tokens, clamped to the new capacity.
       t = max(p.Cs - p.L, min(p.Cs, t + max(0, now - ts) * p.R))
+      lag = max(0, ts - now)
       ts = max(ts, now)
     end
-    return { key = key, t = t, ts = ts, used = ceil_div(p.Cs - t, p.W) }
+    return { key = key, t = t, ts = ts, lag = lag, used = ceil_div(p.Cs - t, p.W) }
   end,
   fits = function(st, p, n)
     return n <= p.C and n * p.W <= st.t
@@ -37,13 +41,13 @@ ALGO[4] = {
     return floor_div(max(0, st.t), p.W)
   end,
   reset = function(st, p, now)
-    return ceil_div(p.Cs - st.t, p.R)
+    return st.lag + ceil_div(p.Cs - st.t, p.R)
   end,
   -- (n*W - t) / R, written as usage minus free space so no intermediate exceeds 2^53.
   retry = function(st, p, n, now)
     if n > p.C then
       return -1
     end
-    return ceil_div((p.Cs - st.t) - (p.Cs - n * p.W), p.R)
+    return st.lag + ceil_div((p.Cs - st.t) - (p.Cs - n * p.W), p.R)
   end,
 }
