@@ -130,6 +130,7 @@ async fn run_trace<A: Store, B: Store>(
     clock: &ManualClock,
     trace: &Trace,
     case: u64,
+    backwards: bool,
 ) -> Result<(), TestCaseError> {
     // Day-aligned, near real time (Redis TTLs are real time), plus the case's offset.
     let now = sluice::limiter::SystemClock.now_ms();
@@ -145,6 +146,7 @@ async fn run_trace<A: Store, B: Store>(
         .collect();
     for (step, op) in trace.ops.iter().enumerate() {
         match op {
+            Op::Step(ms) if *ms < 0 && !backwards => {}
             Op::Step(ms) => clock.set(clock.now_ms().saturating_add_signed(*ms)),
             Op::Retune {
                 desc,
@@ -314,7 +316,11 @@ fn cases() -> u32 {
 }
 
 /// Run the property with `other` built per case from the shared clock.
-fn differential<S: Store>(make: impl Fn(Arc<dyn Clock>) -> S) {
+/// `backwards`: whether the clock may step back. The memory store evicts a state once its
+/// expiry has passed, so after a backwards step it can have forgotten what Redis (whose TTLs
+/// run on real time) and the model still hold: the stores agree under a clock that goes
+/// backwards only while no expiry is crossed, which random traces do not respect.
+fn differential<S: Store>(make: impl Fn(Arc<dyn Clock>) -> S, backwards: bool) {
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -338,7 +344,7 @@ fn differential<S: Store>(make: impl Fn(Arc<dyn Clock>) -> S) {
     for trace in fixed_traces() {
         let other = make(clock.clone());
         let id = case.fetch_add(1, Ordering::Relaxed);
-        if let Err(e) = rt.block_on(run_trace(&redis, &other, &clock, &trace, id)) {
+        if let Err(e) = rt.block_on(run_trace(&redis, &other, &clock, &trace, id, backwards)) {
             panic!("redis and the native store disagree on a fixed trace: {e}");
         }
     }
@@ -350,7 +356,7 @@ fn differential<S: Store>(make: impl Fn(Arc<dyn Clock>) -> S) {
     let result = runner.run(&trace_strategy(), |trace| {
         let other = make(clock.clone());
         let id = case.fetch_add(1, Ordering::Relaxed);
-        rt.block_on(run_trace(&redis, &other, &clock, &trace, id))
+        rt.block_on(run_trace(&redis, &other, &clock, &trace, id, backwards))
     });
     if let Err(e) = result {
         panic!("redis and the native store disagree: {e}");
@@ -359,12 +365,12 @@ fn differential<S: Store>(make: impl Fn(Arc<dyn Clock>) -> S) {
 
 #[test]
 fn redis_matches_the_document_model() {
-    differential(ModelStore::new);
+    differential(ModelStore::new, true);
 }
 
 /// Enable with `--features memory-store-diff` once `MemoryStore` exists (branch `algo`).
 #[cfg(feature = "memory-store-diff")]
 #[test]
 fn redis_matches_memory_store() {
-    differential(sluice::store::memory::MemoryStore::new);
+    differential(sluice::store::memory::MemoryStore::new, false);
 }

@@ -25,12 +25,32 @@ fn floor_div(a: i128, b: i128) -> i128 {
 
 #[derive(Clone, Debug)]
 enum St {
-    Fixed { ws: i128, c: i128 },
-    Sliding { counts: BTreeMap<i128, i128> },
-    Log { ts: Vec<i128> },
-    Token { t: i128, ts: i128 },
-    Leaky { l: i128, ts: i128 },
-    Gcra { a: i128, b: i128, r: i128 },
+    Fixed {
+        ws: i128,
+        c: i128,
+    },
+    Sliding {
+        counts: BTreeMap<i128, i128>,
+    },
+    Log {
+        ts: Vec<i128>,
+    },
+    /// `x`: the expiry (`now + reset_ms` at the write); missing once `x ≤ now`.
+    Token {
+        t: i128,
+        ts: i128,
+        x: i128,
+    },
+    Leaky {
+        l: i128,
+        ts: i128,
+        x: i128,
+    },
+    Gcra {
+        a: i128,
+        b: i128,
+        r: i128,
+    },
 }
 
 struct P {
@@ -121,7 +141,7 @@ fn load(p: &P, st: Option<&St>, now: i128) -> Work {
         }
         _ if p.r == 0 => Work::Inert,
         Algorithm::TokenBucket => match st {
-            Some(St::Token { t, ts }) => Work::Token {
+            Some(St::Token { t, ts, x }) if *x > now => Work::Token {
                 t: (*t + (now - *ts).max(0) * p.r).min(p.cs).max(p.cs - p.lmax),
                 ts: (*ts).max(now),
                 lag: (*ts - now).max(0),
@@ -133,7 +153,7 @@ fn load(p: &P, st: Option<&St>, now: i128) -> Work {
             },
         },
         Algorithm::LeakyBucket => match st {
-            Some(St::Leaky { l, ts }) => Work::Level {
+            Some(St::Leaky { l, ts, x }) if *x > now => Work::Level {
                 l: (*l - (now - *ts).max(0) * p.r).max(0).min(p.lmax),
                 ts: (*ts).max(now),
                 lag: (*ts - now).max(0),
@@ -246,7 +266,11 @@ fn save(w: &Work, p: &P, now: i128) -> Option<St> {
             counts: counts.clone(),
         }),
         Work::Log { ts } => (!ts.is_empty()).then(|| St::Log { ts: ts.clone() }),
-        Work::Token { t, ts, .. } => (*t < p.cs).then_some(St::Token { t: *t, ts: *ts }),
+        Work::Token { t, ts, .. } => (*t < p.cs).then(|| St::Token {
+            t: *t,
+            ts: *ts,
+            x: now + reset(w, p, now),
+        }),
         Work::Inert => None,
         Work::Level { l, ts, .. } => (*l > 0).then(|| match p.alg {
             Algorithm::Gcra => St::Gcra {
@@ -254,7 +278,11 @@ fn save(w: &Work, p: &P, now: i128) -> Option<St> {
                 b: l % p.r,
                 r: p.r,
             },
-            _ => St::Leaky { l: *l, ts: *ts },
+            _ => St::Leaky {
+                l: *l,
+                ts: *ts,
+                x: now + reset(w, p, now),
+            },
         }),
     }
 }

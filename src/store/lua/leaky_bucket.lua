@@ -1,5 +1,6 @@
 -- leaky_bucket (code 5): level in scaled units (one request = W units, leaks R units/ms).
--- State: hash {l = level, ts = last update ms}; an empty bucket is no key at all.
+-- State: hash {l = level, ts = last update ms, x = expiry ms}; an empty bucket is no key.
+-- x = now + reset at the write: missing once x <= now (see token_bucket.lua for why).
 -- TTL = time to empty + slack. lag = ts - now > 0 only after the clock went backwards:
 -- nothing leaks before ts, so it is added to reset and retry (gcra: always 0).
 -- KEYS/ARGV/return: see header.lua; semantics: docs/algorithms.md "leaky_bucket".
@@ -36,10 +37,10 @@ end
 
 ALGO[5] = {
   load = function(key, p, now)
-    local v = redis.call('HMGET', key, 'l', 'ts')
-    local l, ts = tonumber(v[1]), tonumber(v[2])
+    local v = redis.call('HMGET', key, 'l', 'ts', 'x')
+    local l, ts, x = tonumber(v[1]), tonumber(v[2]), tonumber(v[3])
     local lag = 0
-    if l == nil or ts == nil then
+    if l == nil or ts == nil or (x ~= nil and x <= now) then
       l, ts = 0, now
     else
       l = min(p.L, max(0, l - max(0, now - ts) * p.R))
@@ -56,8 +57,9 @@ ALGO[5] = {
       redis.call('DEL', st.key)
       return
     end
-    redis.call('HSET', st.key, 'l', I(st.l), 'ts', I(st.ts))
-    pexpire(st.key, lb_reset(st, p, now) + slack)
+    local reset = lb_reset(st, p, now)
+    redis.call('HSET', st.key, 'l', I(st.l), 'ts', I(st.ts), 'x', I(now + reset))
+    pexpire(st.key, reset + slack)
   end,
   remaining = lb_remaining,
   reset = lb_reset,

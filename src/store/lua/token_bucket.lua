@@ -1,15 +1,18 @@
 -- token_bucket (code 4): tokens in scaled units (one request = W units, refill R units/ms).
--- State: hash {t = tokens, ts = last update ms}; a full bucket is no key at all.
+-- State: hash {t = tokens, ts = last update ms, x = expiry ms}; a full bucket is no key.
+-- x = now + reset at the write: a state is missing once x <= now, as if its TTL had run out
+-- with slack 0 (what the memory store does). The TTL alone would keep it `slack` longer, and
+-- after a lowered rate or a raised burst the state at x is not yet equivalent to missing.
 -- TTL = time to full + slack (the key vanishes when it would read as full anyway).
 -- lag = ts - now > 0 only after the clock went backwards: nothing refills before ts, so it
 -- is added to reset and retry.
 -- KEYS/ARGV/return: see header.lua; semantics: docs/algorithms.md "token_bucket".
 ALGO[4] = {
   load = function(key, p, now)
-    local v = redis.call('HMGET', key, 't', 'ts')
-    local t, ts = tonumber(v[1]), tonumber(v[2])
+    local v = redis.call('HMGET', key, 't', 'ts', 'x')
+    local t, ts, x = tonumber(v[1]), tonumber(v[2]), tonumber(v[3])
     local lag = 0
-    if t == nil or ts == nil then
+    if t == nil or ts == nil or (x ~= nil and x <= now) then
       t, ts = p.Cs, now
     else
       -- A changed burst keeps the available tokens, clamped to the new capacity.
@@ -34,8 +37,9 @@ ALGO[4] = {
       redis.call('DEL', st.key)
       return
     end
-    redis.call('HSET', st.key, 't', I(st.t), 'ts', I(st.ts))
-    pexpire(st.key, ALGO[4].reset(st, p, now) + slack)
+    local reset = ALGO[4].reset(st, p, now)
+    redis.call('HSET', st.key, 't', I(st.t), 'ts', I(st.ts), 'x', I(now + reset))
+    pexpire(st.key, reset + slack)
   end,
   remaining = function(st, p)
     return floor_div(max(0, st.t), p.W)
