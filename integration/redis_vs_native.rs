@@ -23,7 +23,7 @@ use sluice::limiter::{Algorithm, Check, Clock, LimitSpec, ManualClock, StateTag,
 use sluice::store::Store;
 use sluice::store::redis::{RedisConfig, RedisStore, TimeSource};
 
-use crate::support::model::ModelStore;
+use crate::support::model_store::ModelStore;
 use crate::support::redis::RedisServer;
 
 #[derive(Clone, Debug)]

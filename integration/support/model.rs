@@ -2,29 +2,27 @@
 //! as the oracle of the differential test: the Lua must agree with the document, not just
 //! with itself. Deliberately naive (whole-state copies, linear scans): clarity over speed.
 //! Not the memory store (that one lives in `src/store/memory.rs`); a second, independent
-//! reading of the same document.
+//! reading of the same document. This file: the algorithms; `model_store.rs`: the check
+//! protocol over them, as a `Store`.
 
 #![allow(dead_code)]
 
-use std::collections::{BTreeMap, HashMap};
-use std::sync::Arc;
+use std::collections::BTreeMap;
 
-use parking_lot::Mutex;
-use sluice::limiter::{Algorithm, Check, Clock, LimitResult, LimitSpec, StateIdentity, StateTag};
-use sluice::store::{Store, StoreError};
+use sluice::limiter::{Algorithm, LimitSpec};
 
 const EXACT: i128 = 1 << 53;
 
-fn ceil_div(a: i128, b: i128) -> i128 {
+pub(crate) fn ceil_div(a: i128, b: i128) -> i128 {
     -((-a).div_euclid(b))
 }
 
-fn floor_div(a: i128, b: i128) -> i128 {
+pub(crate) fn floor_div(a: i128, b: i128) -> i128 {
     a.div_euclid(b)
 }
 
 #[derive(Clone, Debug)]
-enum St {
+pub(crate) enum St {
     Fixed {
         ws: i128,
         c: i128,
@@ -53,7 +51,7 @@ enum St {
     },
 }
 
-struct P {
+pub(crate) struct P {
     alg: Algorithm,
     r: i128,
     w: i128,
@@ -65,7 +63,7 @@ struct P {
 }
 
 impl P {
-    fn of(s: &LimitSpec) -> P {
+    pub(crate) fn of(s: &LimitSpec) -> P {
         let w = i128::from(s.unit.millis());
         let c = i128::from(s.capacity());
         P {
@@ -87,7 +85,7 @@ impl P {
 /// Working state of one limit during a check: the usage representation every algorithm
 /// reduces to, plus what its report needs.
 #[derive(Clone, Debug)]
-enum Work {
+pub(crate) enum Work {
     Fixed {
         ws: i128,
         c: i128,
@@ -113,7 +111,7 @@ enum Work {
     Inert,
 }
 
-fn load(p: &P, st: Option<&St>, now: i128) -> Work {
+pub(crate) fn load(p: &P, st: Option<&St>, now: i128) -> Work {
     match p.alg {
         Algorithm::FixedWindow => {
             let ws_now = now - now.rem_euclid(p.w);
@@ -183,7 +181,7 @@ fn load(p: &P, st: Option<&St>, now: i128) -> Work {
 }
 
 /// `U` in scaled units for buckets, in requests otherwise.
-fn usage(w: &Work, p: &P) -> i128 {
+pub(crate) fn usage(w: &Work, p: &P) -> i128 {
     match w {
         Work::Fixed { c, .. } => *c,
         Work::Sliding { counts, .. } => counts.values().sum(),
@@ -194,14 +192,14 @@ fn usage(w: &Work, p: &P) -> i128 {
     }
 }
 
-fn used_before(w: &Work, p: &P) -> i128 {
+pub(crate) fn used_before(w: &Work, p: &P) -> i128 {
     match w {
         Work::Token { .. } | Work::Level { .. } => ceil_div(usage(w, p), p.w),
         _ => usage(w, p),
     }
 }
 
-fn fits(w: &Work, p: &P, n: i128) -> bool {
+pub(crate) fn fits(w: &Work, p: &P, n: i128) -> bool {
     match w {
         Work::Token { t, .. } => n <= p.c && n * p.w <= *t,
         Work::Level { l, .. } => n <= p.c && *l + n * p.w <= p.cs,
@@ -210,7 +208,7 @@ fn fits(w: &Work, p: &P, n: i128) -> bool {
     }
 }
 
-fn charge(w: &mut Work, p: &P, n: i128, now: i128) {
+pub(crate) fn charge(w: &mut Work, p: &P, n: i128, now: i128) {
     match w {
         Work::Fixed { c, .. } => *c = (*c + n).min(EXACT),
         Work::Sliding { cur, counts } => {
@@ -229,7 +227,7 @@ fn charge(w: &mut Work, p: &P, n: i128, now: i128) {
     }
 }
 
-fn refund(w: &mut Work, p: &P, n: i128) {
+pub(crate) fn refund(w: &mut Work, p: &P, n: i128) {
     match w {
         Work::Fixed { c, .. } => *c = (*c - n).max(0),
         Work::Sliding { counts, .. } => {
@@ -259,7 +257,7 @@ fn refund(w: &mut Work, p: &P, n: i128) {
     }
 }
 
-fn save(w: &Work, p: &P, now: i128) -> Option<St> {
+pub(crate) fn save(w: &Work, p: &P, now: i128) -> Option<St> {
     match w {
         Work::Fixed { ws, c } => (*c > 0).then_some(St::Fixed { ws: *ws, c: *c }),
         Work::Sliding { counts, .. } => (!counts.is_empty()).then(|| St::Sliding {
@@ -287,7 +285,7 @@ fn save(w: &Work, p: &P, now: i128) -> Option<St> {
     }
 }
 
-fn remaining(w: &Work, p: &P) -> i128 {
+pub(crate) fn remaining(w: &Work, p: &P) -> i128 {
     match w {
         Work::Token { t, .. } => floor_div((*t).max(0), p.w),
         Work::Level { l, .. } => floor_div((p.cs - *l).max(0), p.w),
@@ -296,7 +294,7 @@ fn remaining(w: &Work, p: &P) -> i128 {
     }
 }
 
-fn reset(w: &Work, p: &P, now: i128) -> i128 {
+pub(crate) fn reset(w: &Work, p: &P, now: i128) -> i128 {
     match w {
         Work::Fixed { ws, .. } => *ws + p.w - now,
         Work::Sliding { counts, .. } => match counts.keys().next_back() {
@@ -310,7 +308,7 @@ fn reset(w: &Work, p: &P, now: i128) -> i128 {
     }
 }
 
-fn retry(w: &Work, p: &P, n: i128, now: i128) -> Option<i128> {
+pub(crate) fn retry(w: &Work, p: &P, n: i128, now: i128) -> Option<i128> {
     if let Work::Fixed { ws, .. } = w {
         return Some(*ws + p.w - now);
     }
@@ -339,126 +337,4 @@ fn retry(w: &Work, p: &P, n: i128, now: i128) -> Option<i128> {
         Work::Token { t, lag, .. } => lag + ceil_div(n * p.w - *t, p.r),
         Work::Level { l, lag, .. } => lag + ceil_div(*l + n * p.w - p.cs, p.r),
     })
-}
-
-type Key = (StateTag, StateIdentity);
-
-/// The oracle store.
-pub struct ModelStore {
-    clock: Arc<dyn Clock>,
-    state: Mutex<HashMap<Key, St>>,
-    locks: Mutex<HashMap<Key, i128>>,
-}
-
-impl ModelStore {
-    pub fn new(clock: Arc<dyn Clock>) -> ModelStore {
-        ModelStore {
-            clock,
-            state: Mutex::new(HashMap::new()),
-            locks: Mutex::new(HashMap::new()),
-        }
-    }
-
-    fn check(&self, now: i128, check: &Check<'_>, out: &mut Vec<LimitResult>) {
-        let mut state = self.state.lock();
-        let mut locks = self.locks.lock();
-        let n = i128::from(check.cost);
-        let ps: Vec<P> = check.limits.iter().map(P::of).collect();
-        let keys: Vec<Key> = check
-            .limits
-            .iter()
-            .map(|s| (check.tag, s.identity()))
-            .collect();
-        let mut ws: Vec<Work> = ps
-            .iter()
-            .zip(&keys)
-            .map(|(p, k)| load(p, state.get(k), now))
-            .collect();
-        let used: Vec<i128> = ws.iter().zip(&ps).map(|(w, p)| used_before(w, p)).collect();
-        let k = ps.len();
-        let mut ok = vec![true; k];
-        let mut lock_left: Vec<Option<i128>> = vec![None; k];
-        let mut locked = vec![false; k];
-        let put = |state: &mut HashMap<Key, St>, key: Key, s: Option<St>| match s {
-            Some(s) => {
-                state.insert(key, s);
-            }
-            None => {
-                state.remove(&key);
-            }
-        };
-        if check.refund {
-            if n > 0 {
-                for i in 0..k {
-                    refund(&mut ws[i], &ps[i], n);
-                    put(&mut state, keys[i], save(&ws[i], &ps[i], now));
-                }
-            }
-        } else {
-            for i in 0..k {
-                if check.limits[i].penalty_ms > 0
-                    && let Some(until) = locks.get(&keys[i])
-                    && *until > now
-                {
-                    lock_left[i] = Some(until - now);
-                }
-            }
-            let any_pen = lock_left.iter().any(Option::is_some);
-            for i in 0..k {
-                ok[i] = lock_left[i].is_none() && fits(&ws[i], &ps[i], n);
-            }
-            let all_ok = ok.iter().all(|o| *o);
-            if n > 0 && !any_pen {
-                for i in 0..k {
-                    if all_ok || check.limits[i].overdraft {
-                        charge(&mut ws[i], &ps[i], n, now);
-                        put(&mut state, keys[i], save(&ws[i], &ps[i], now));
-                    }
-                }
-                if !all_ok {
-                    for i in 0..k {
-                        let pen = i128::from(check.limits[i].penalty_ms);
-                        if pen > 0 && !ok[i] {
-                            locks.insert(keys[i], now + pen);
-                            locked[i] = true;
-                        }
-                    }
-                }
-            }
-        }
-        for i in 0..k {
-            let (p, w) = (&ps[i], &ws[i]);
-            let (remaining, retry_ms, penalized) = if ok[i] {
-                (remaining(w, p), None, false)
-            } else if let Some(left) = lock_left[i] {
-                (0, Some(left), true)
-            } else {
-                let pen = i128::from(check.limits[i].penalty_ms);
-                let r = retry(w, p, n, now).map(|r| if locked[i] { r.max(pen) } else { r });
-                (0, r, false)
-            };
-            out.push(LimitResult {
-                allowed: ok[i],
-                remaining: remaining as u64,
-                reset_ms: reset(w, p, now) as u64,
-                retry_ms: retry_ms.map(|r| r as u64),
-                used_before: used[i] as u64,
-                penalized,
-            });
-        }
-    }
-}
-
-impl Store for ModelStore {
-    async fn run(
-        &self,
-        checks: &[Check<'_>],
-        out: &mut Vec<LimitResult>,
-    ) -> Result<(), StoreError> {
-        let now = i128::from(self.clock.now_ms());
-        for c in checks {
-            self.check(now, c, out);
-        }
-        Ok(())
-    }
 }
