@@ -219,6 +219,9 @@ impl Store for RedisStore {
                     self.ring.broken(&lease);
                     return Err(StoreError::Unavailable(e.to_string()));
                 }
+                Ok(Err(e)) if matches!(e.kind(), ErrorKind::Server(k) if is_transient(k)) => {
+                    return Err(StoreError::Unavailable(e.to_string()));
+                }
                 Ok(Err(e)) => return Err(StoreError::Backend(e.to_string())),
                 Ok(Ok(values)) => values,
             };
@@ -233,12 +236,9 @@ impl Store for RedisStore {
                         self.ring.broken(&lease);
                         return Err(StoreError::Unavailable(e.to_string()));
                     }
-                    Some(
-                        ServerErrorKind::BusyLoading
-                        | ServerErrorKind::MasterDown
-                        | ServerErrorKind::ClusterDown
-                        | ServerErrorKind::TryAgain,
-                    ) => return Err(StoreError::Unavailable(e.to_string())),
+                    Some(k) if is_transient(k) => {
+                        return Err(StoreError::Unavailable(e.to_string()));
+                    }
                     _ => {}
                 }
             }
@@ -279,6 +279,17 @@ fn is_connection_error(e: &RedisError) -> bool {
         || e.is_connection_refusal()
         || e.is_unrecoverable_error()
         || e.kind() == ErrorKind::Server(ServerErrorKind::ReadOnly)
+}
+
+/// Server answers that mean "not now" (loading, failover, resharding), not "bad call".
+fn is_transient(kind: ServerErrorKind) -> bool {
+    matches!(
+        kind,
+        ServerErrorKind::BusyLoading
+            | ServerErrorKind::MasterDown
+            | ServerErrorKind::ClusterDown
+            | ServerErrorKind::TryAgain
+    )
 }
 
 /// A per-instance random-enough seed without a RNG dependency: time, pid and an address.
