@@ -1,5 +1,5 @@
 //! Black-box integration tests: the real `sluice` binary, real redis-server processes and
-//! envoy-types' generated gRPC client. One test binary, so it links once.
+//! envoy-types' generated gRPC client. One test binary, so it links once; one module per area.
 
 mod support;
 
@@ -7,5 +7,7 @@ mod cli;
 mod conformance;
 mod deploy;
 mod ops;
+mod redis_store;
+mod redis_vs_native;
 mod reload;
 mod service;

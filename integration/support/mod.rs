@@ -1,5 +1,9 @@
-//! Test support: the real `sluice` binary (and, in `redis`, a real redis-server).
+//! Test support: the real `sluice` binary, real redis-server processes, and a transcription
+//! of docs/algorithms.md used as a model.
 
 #![allow(dead_code)]
 
+pub mod model;
+pub mod model_store;
+pub mod redis;
 pub mod sluice;

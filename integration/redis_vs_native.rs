@@ -1,0 +1,376 @@
+//! Differential test: random traces (hits, peeks, refunds, several limits per descriptor,
+//! penalties, overdraft, rate/burst changes, clock steps including backwards) run through
+//! `RedisStore` in local time mode and through a native store sharing the same
+//! `ManualClock`; every `LimitResult` must be identical.
+//!
+//! Native sides:
+//! - always: `support::model::ModelStore`, `docs/algorithms.md` transcribed in exact integer
+//!   arithmetic (an oracle for the Lua, independent of the script);
+//! - **`MemoryStore` (enable once `src/store/memory.rs` exists, i.e. after merging branch
+//!   `algo`)**: `cargo test --test integration --features memory-store-diff redis_vs_native`.
+//!   It only assumes `MemoryStore::new(clock: Arc<dyn Clock>)` and the `Store` trait.
+//!
+//! Cases: `SLUICE_DIFF_CASES` (default 96). Each case uses fresh descriptor tags on one
+//! shared redis-server, so cases (and proptest's shrinking runs) never see each other's state.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use proptest::prelude::*;
+use proptest::test_runner::{Config, TestCaseError, TestRunner};
+use sluice::limiter::{Algorithm, Check, Clock, LimitSpec, ManualClock, StateTag, Unit};
+use sluice::store::Store;
+use sluice::store::redis::{RedisConfig, RedisStore, TimeSource};
+
+use crate::support::model_store::ModelStore;
+use crate::support::redis::RedisServer;
+
+#[derive(Clone, Debug)]
+enum Op {
+    /// Move the clock (ms; negative = backwards).
+    Step(i64),
+    /// One request: a check per listed descriptor (several = one `run()`).
+    Run(Vec<(usize, u64, bool)>),
+    /// Hot change of one limit's rate and burst (same state identity).
+    Retune {
+        desc: usize,
+        limit: usize,
+        rate: u32,
+        burst: u32,
+    },
+}
+
+#[derive(Clone, Debug)]
+struct Trace {
+    start: u64,
+    descriptors: Vec<Vec<LimitSpec>>,
+    ops: Vec<Op>,
+}
+
+fn limit_strategy() -> impl Strategy<Value = LimitSpec> {
+    (
+        prop::sample::select(Algorithm::ALL.to_vec()),
+        prop_oneof![12 => 1u32..=6, 1 => Just(0u32)],
+        1u32..=6,
+        prop::sample::select(vec![Unit::Second, Unit::Second, Unit::Minute]),
+        2u32..=5,
+        any::<bool>(),
+        prop::sample::select(vec![0u64, 0, 0, 300, 1500]),
+    )
+        .prop_map(
+            |(algorithm, rate, burst, unit, buckets, overdraft, penalty_ms)| {
+                LimitSpec {
+                    requests_per_unit: rate,
+                    unit,
+                    algorithm,
+                    burst: if algorithm.has_burst() { burst } else { rate },
+                    buckets: if algorithm == Algorithm::SlidingWindow {
+                        buckets
+                    } else {
+                        0
+                    },
+                    // Config rejects overdraft on a sliding log.
+                    overdraft: overdraft && algorithm != Algorithm::SlidingLog,
+                    penalty_ms,
+                    name: None,
+                    slot: 0,
+                }
+            },
+        )
+}
+
+fn op_strategy(descriptors: usize) -> impl Strategy<Value = Op> {
+    let check = (
+        0..descriptors,
+        prop_oneof![
+            15 => prop::sample::select(vec![0u64, 1, 1, 1, 2, 3, 7]),
+            1 => Just(u64::MAX),
+        ],
+        prop::bool::weighted(0.1),
+    );
+    prop_oneof![
+        3 => prop::sample::select(vec![0i64, 1, 37, 99, 100, 250, 333, 999, 1000, 2500, 61_000, -1, -120, -3000])
+            .prop_map(Op::Step),
+        6 => prop::collection::vec(check, 1..=3).prop_map(Op::Run),
+        1 => (0..descriptors, 0usize..3, 1u32..=6, 1u32..=6)
+            .prop_map(|(desc, limit, rate, burst)| Op::Retune { desc, limit, rate, burst }),
+    ]
+}
+
+fn trace_strategy() -> impl Strategy<Value = Trace> {
+    prop::collection::vec(prop::collection::vec(limit_strategy(), 1..=3), 1..=3)
+        .prop_flat_map(|descriptors| {
+            let n = descriptors.len();
+            (
+                0u64..5000,
+                Just(descriptors),
+                prop::collection::vec(op_strategy(n), 1..60),
+            )
+        })
+        .prop_map(|(start, mut descriptors, ops)| {
+            // Limits of one descriptor need distinct state identities (their slot).
+            for d in &mut descriptors {
+                for (i, l) in d.iter_mut().enumerate() {
+                    l.slot = i as u8;
+                }
+            }
+            Trace {
+                start,
+                descriptors,
+                ops,
+            }
+        })
+}
+
+/// Run `trace` through both stores; the first difference fails the case.
+async fn run_trace<A: Store, B: Store>(
+    a: &A,
+    b: &B,
+    clock: &ManualClock,
+    trace: &Trace,
+    case: u64,
+    backwards: bool,
+) -> Result<(), TestCaseError> {
+    // Day-aligned, near real time (Redis TTLs are real time), plus the case's offset.
+    let now = sluice::limiter::SystemClock.now_ms();
+    clock.set(now - now % 86_400_000 + trace.start);
+    let mut descriptors = trace.descriptors.clone();
+    let tags: Vec<StateTag> = (0..descriptors.len())
+        .map(|i| {
+            StateTag::compute(
+                "diff",
+                [("case", case.to_string().as_str()), ("d", &i.to_string())],
+            )
+        })
+        .collect();
+    for (step, op) in trace.ops.iter().enumerate() {
+        match op {
+            Op::Step(ms) if *ms < 0 && !backwards => {}
+            Op::Step(ms) => clock.set(clock.now_ms().saturating_add_signed(*ms)),
+            Op::Retune {
+                desc,
+                limit,
+                rate,
+                burst,
+            } => {
+                if let Some(l) = descriptors[*desc].get_mut(*limit) {
+                    l.requests_per_unit = *rate;
+                    l.burst = if l.algorithm.has_burst() {
+                        *burst
+                    } else {
+                        *rate
+                    };
+                }
+            }
+            Op::Run(list) => {
+                let checks: Vec<Check<'_>> = list
+                    .iter()
+                    .map(|&(d, cost, refund)| Check {
+                        tag: tags[d],
+                        limits: &descriptors[d],
+                        cost,
+                        refund,
+                    })
+                    .collect();
+                let (mut ra, mut rb) = (Vec::new(), Vec::new());
+                a.run(&checks, &mut ra)
+                    .await
+                    .map_err(|e| TestCaseError::fail(format!("store A failed: {e}")))?;
+                b.run(&checks, &mut rb)
+                    .await
+                    .map_err(|e| TestCaseError::fail(format!("store B failed: {e}")))?;
+                prop_assert_eq!(ra, rb, "step {} {:?} at {}", step, op, clock.now_ms());
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Hand-made traces for what random ones rarely reach: big clock jumps backwards then
+/// forwards again (future state, a sliding window whose sub-windows span far more than B),
+/// refunds across them, and every algorithm on one descriptor.
+fn fixed_traces() -> Vec<Trace> {
+    let all: Vec<LimitSpec> = Algorithm::ALL
+        .into_iter()
+        .enumerate()
+        .map(|(i, algorithm)| LimitSpec {
+            requests_per_unit: 4,
+            unit: Unit::Second,
+            algorithm,
+            burst: 3,
+            buckets: if algorithm == Algorithm::SlidingWindow {
+                2
+            } else {
+                0
+            },
+            overdraft: false,
+            penalty_ms: if i % 2 == 0 { 700 } else { 0 },
+            name: None,
+            slot: i as u8,
+        })
+        .collect();
+    let one_each: Vec<Vec<LimitSpec>> = all.iter().map(|l| vec![l.clone()]).collect();
+    let hit = |d: usize, cost: u64| Op::Run(vec![(d, cost, false)]);
+    let refund = |d: usize, cost: u64| Op::Run(vec![(d, cost, true)]);
+    let mut jumps = Vec::new();
+    for d in 0..one_each.len() {
+        jumps.extend([
+            Op::Step(10_000),
+            hit(d, 1),
+            Op::Step(-2_000),
+            hit(d, 1),
+            Op::Step(-7_000),
+            hit(d, 1),
+            hit(d, 2),
+            Op::Step(9_400),
+            hit(d, 1),
+            hit(d, 3),
+            refund(d, 2),
+            hit(d, 0),
+            Op::Step(-100),
+            refund(d, 9),
+            hit(d, 4),
+            Op::Step(1_000_000),
+            hit(d, 1),
+        ]);
+    }
+    let together = vec![
+        hit(0, 1),
+        hit(0, 3),
+        Op::Step(-5_000),
+        hit(0, 1),
+        Op::Step(5_500),
+        hit(0, 2),
+        refund(0, 1),
+        hit(0, 0),
+    ];
+    // Overdraft with the largest cost on the slowest bucket: usage saturates at Lmax, and
+    // gcra's TAT (now + Lmax / R) must still be exact.
+    let slowest: Vec<Vec<LimitSpec>> = [
+        Algorithm::TokenBucket,
+        Algorithm::LeakyBucket,
+        Algorithm::Gcra,
+    ]
+    .into_iter()
+    .map(|algorithm| {
+        vec![LimitSpec {
+            requests_per_unit: 1,
+            burst: 1,
+            overdraft: true,
+            ..all[0].clone()
+        }]
+        .into_iter()
+        .map(|l| LimitSpec {
+            algorithm,
+            buckets: 0,
+            penalty_ms: 0,
+            ..l
+        })
+        .collect()
+    })
+    .collect();
+    let mut saturate = Vec::new();
+    for d in 0..slowest.len() {
+        saturate.extend([
+            Op::Step(1),
+            hit(d, u64::MAX),
+            hit(d, 0),
+            hit(d, u64::MAX),
+            Op::Step(999),
+            Op::Retune {
+                desc: d,
+                limit: 0,
+                rate: 3,
+                burst: 1,
+            },
+            hit(d, 1),
+            refund(d, u64::MAX),
+            hit(d, 1),
+        ]);
+    }
+    vec![
+        Trace {
+            start: 1,
+            descriptors: slowest,
+            ops: saturate,
+        },
+        Trace {
+            start: 0,
+            descriptors: one_each,
+            ops: jumps,
+        },
+        Trace {
+            start: 123,
+            descriptors: vec![all],
+            ops: together,
+        },
+    ]
+}
+
+fn cases() -> u32 {
+    std::env::var("SLUICE_DIFF_CASES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(96)
+}
+
+/// Run the property with `other` built per case from the shared clock.
+/// `backwards`: whether the clock may step back. The memory store evicts a state once its
+/// expiry has passed, so after a backwards step it can have forgotten what Redis (whose TTLs
+/// run on real time) and the model still hold: the stores agree under a clock that goes
+/// backwards only while no expiry is crossed, which random traces do not respect.
+fn differential<S: Store>(make: impl Fn(Arc<dyn Clock>) -> S, backwards: bool) {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    let server = RedisServer::start();
+    let clock = Arc::new(ManualClock::new(0));
+    let redis = rt.block_on(async {
+        let cfg = RedisConfig {
+            url: server.url(),
+            time_source: TimeSource::Local,
+            ttl_slack_ms: Some(3_600_000),
+            request_timeout: Duration::from_secs(5),
+            pool_size: 1,
+            ..RedisConfig::default()
+        };
+        let store = RedisStore::new(cfg, clock.clone()).expect("config");
+        assert!(store.wait_ready(Duration::from_secs(10)).await);
+        store
+    });
+    let case = AtomicU64::new(0);
+    for trace in fixed_traces() {
+        let other = make(clock.clone());
+        let id = case.fetch_add(1, Ordering::Relaxed);
+        if let Err(e) = rt.block_on(run_trace(&redis, &other, &clock, &trace, id, backwards)) {
+            panic!("redis and the native store disagree on a fixed trace: {e}");
+        }
+    }
+    let mut runner = TestRunner::new(Config {
+        cases: cases(),
+        failure_persistence: None,
+        ..Config::default()
+    });
+    let result = runner.run(&trace_strategy(), |trace| {
+        let other = make(clock.clone());
+        let id = case.fetch_add(1, Ordering::Relaxed);
+        rt.block_on(run_trace(&redis, &other, &clock, &trace, id, backwards))
+    });
+    if let Err(e) = result {
+        panic!("redis and the native store disagree: {e}");
+    }
+}
+
+#[test]
+fn redis_matches_the_document_model() {
+    differential(ModelStore::new, true);
+}
+
+/// Enable with `--features memory-store-diff` once `MemoryStore` exists (branch `algo`).
+#[cfg(feature = "memory-store-diff")]
+#[test]
+fn redis_matches_memory_store() {
+    differential(sluice::store::memory::MemoryStore::new, false);
+}

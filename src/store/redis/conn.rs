@@ -1,0 +1,248 @@
+//! Connections to Redis: a small ring of long-lived multiplexed connections (or cluster
+//! connections), a per-connection circuit breaker, and the single background task that
+//! (re)connects with exponential backoff.
+//!
+//! Why not `pool.get()` per request: deadpool recycles a connection on every checkout with a
+//! `PING` round trip, which would double the latency of every check. Connections are created
+//! through deadpool (single node) and then taken out of it for good; requests clone a
+//! checked-out connection (cheap: the multiplexer is shared). A connection that fails with an
+//! I/O error, or times out several times in a row, is dropped from the ring; requests then go
+//! to the remaining ones, or fail fast with `Unavailable` when none is left, while the
+//! reconnect task alone talks to the network. No request ever waits for a connect.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering};
+use std::time::Duration;
+
+use deadpool_redis::redis::aio::MultiplexedConnection;
+use deadpool_redis::redis::cluster::ClusterClient;
+use deadpool_redis::redis::cluster_async::ClusterConnection;
+use deadpool_redis::redis::{RedisError, Script};
+use parking_lot::Mutex;
+use tokio::sync::{Notify, watch};
+use tokio_util::sync::CancellationToken;
+
+/// A live connection; cloning shares the underlying multiplexer.
+#[derive(Clone)]
+pub(crate) enum Conn {
+    Single(MultiplexedConnection),
+    Cluster(ClusterConnection),
+}
+
+/// How new connections are made.
+pub(crate) enum Connector {
+    /// Single node: deadpool creates the connection (URL, TLS, auth, timeouts), we take it.
+    Single(deadpool_redis::Pool),
+    Cluster(Box<ClusterClient>),
+}
+
+impl Connector {
+    async fn connect(&self) -> Result<Conn, String> {
+        match self {
+            Connector::Single(pool) => {
+                let obj = pool.get().await.map_err(|e| e.to_string())?;
+                Ok(Conn::Single(deadpool_redis::Connection::take(obj)))
+            }
+            Connector::Cluster(client) => client
+                .get_async_connection()
+                .await
+                .map(Conn::Cluster)
+                .map_err(|e| e.to_string()),
+        }
+    }
+}
+
+/// Preload the script so the first requests do not pay for `NOSCRIPT` (on a cluster
+/// connection `SCRIPT LOAD` is sent to every primary).
+async fn preload(conn: &mut Conn, script: &Script) -> Result<(), RedisError> {
+    match conn {
+        Conn::Single(c) => script.load_async(c).await.map(drop),
+        Conn::Cluster(c) => script.load_async(c).await.map(drop),
+    }
+}
+
+struct Slot {
+    /// The connection and the generation it was installed with; `None` while broken.
+    conn: Mutex<Option<(u64, Conn)>>,
+    /// Consecutive timeouts of requests on this connection.
+    timeouts: AtomicU32,
+}
+
+/// A connection borrowed for one request, with what is needed to report its fate.
+pub(crate) struct Lease {
+    slot: usize,
+    generation: u64,
+    pub conn: Conn,
+}
+
+/// The connections in use and the breaker state.
+pub(crate) struct Ring {
+    slots: Box<[Slot]>,
+    next: AtomicUsize,
+    generation: AtomicU64,
+    connected: watch::Sender<usize>,
+    wake: Notify,
+    max_timeouts: u32,
+}
+
+impl Ring {
+    pub fn new(size: usize, max_timeouts: u32) -> Ring {
+        let slots = (0..size.max(1))
+            .map(|_| Slot {
+                conn: Mutex::new(None),
+                timeouts: AtomicU32::new(0),
+            })
+            .collect();
+        Ring {
+            slots,
+            next: AtomicUsize::new(0),
+            generation: AtomicU64::new(0),
+            connected: watch::Sender::new(0),
+            wake: Notify::new(),
+            max_timeouts: max_timeouts.max(1),
+        }
+    }
+
+    /// Next live connection, round-robin; `None` when every connection is down.
+    pub fn pick(&self) -> Option<Lease> {
+        let len = self.slots.len();
+        let start = self.next.fetch_add(1, Ordering::Relaxed);
+        (0..len).find_map(|i| {
+            let slot = (start + i) % len;
+            let guard = self.slots[slot].conn.lock();
+            guard.as_ref().map(|(generation, conn)| Lease {
+                slot,
+                generation: *generation,
+                conn: conn.clone(),
+            })
+        })
+    }
+
+    pub fn connected(&self) -> usize {
+        *self.connected.borrow()
+    }
+
+    pub fn subscribe(&self) -> watch::Receiver<usize> {
+        self.connected.subscribe()
+    }
+
+    pub fn succeeded(&self, lease: &Lease) {
+        self.slots[lease.slot].timeouts.store(0, Ordering::Relaxed);
+    }
+
+    /// A request timed out. One slow answer is not a dead connection, several in a row are
+    /// (a paused or partitioned server never resets the socket).
+    pub fn timed_out(&self, lease: &Lease) {
+        let n = self.slots[lease.slot]
+            .timeouts
+            .fetch_add(1, Ordering::Relaxed)
+            + 1;
+        if n >= self.max_timeouts {
+            self.broken(lease);
+        }
+    }
+
+    /// Drop the lease's connection (unless it was already replaced) and wake the reconnector.
+    pub fn broken(&self, lease: &Lease) {
+        let mut guard = self.slots[lease.slot].conn.lock();
+        if matches!(&*guard, Some((g, _)) if *g == lease.generation) {
+            *guard = None;
+            drop(guard);
+            self.connected.send_modify(|c| *c = c.saturating_sub(1));
+            tracing::warn!(slot = lease.slot, "redis connection dropped; reconnecting");
+            self.wake.notify_one();
+        }
+    }
+
+    fn empty_slots(&self) -> usize {
+        self.slots
+            .iter()
+            .filter(|s| s.conn.lock().is_none())
+            .count()
+    }
+
+    /// Put a fresh connection in the first empty slot. Returns false when none was empty.
+    fn install(&self, conn: Conn) -> bool {
+        let generation = self.generation.fetch_add(1, Ordering::Relaxed) + 1;
+        for slot in self.slots.iter() {
+            let mut guard = slot.conn.lock();
+            if guard.is_none() {
+                *guard = Some((generation, conn));
+                drop(guard);
+                slot.timeouts.store(0, Ordering::Relaxed);
+                self.connected.send_modify(|c| *c += 1);
+                return true;
+            }
+        }
+        false
+    }
+}
+
+/// Reconnect policy of the background task.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Backoff {
+    pub min: Duration,
+    pub max: Duration,
+    pub connect_timeout: Duration,
+}
+
+/// The only place that connects: fills empty slots, backing off exponentially while Redis is
+/// unreachable, then sleeps until a connection breaks. Ends when `stop` is cancelled.
+pub(crate) async fn reconnect_loop(
+    ring: Arc<Ring>,
+    connector: Connector,
+    script: Script,
+    backoff: Backoff,
+    stop: CancellationToken,
+) {
+    let mut delay = backoff.min;
+    loop {
+        if ring.empty_slots() == 0 {
+            tokio::select! {
+                () = stop.cancelled() => return,
+                () = ring.wake.notified() => continue,
+            }
+        }
+        let attempt = async {
+            let mut conn = connector.connect().await?;
+            preload(&mut conn, &script)
+                .await
+                .map_err(|e| format!("SCRIPT LOAD failed: {e}"))?;
+            Ok::<Conn, String>(conn)
+        };
+        let result = tokio::select! {
+            () = stop.cancelled() => return,
+            r = tokio::time::timeout(backoff.connect_timeout, attempt) => r,
+        };
+        match result {
+            Ok(Ok(conn)) => {
+                if ring.install(conn) {
+                    tracing::info!(connected = ring.connected(), "redis connection established");
+                }
+                delay = backoff.min;
+            }
+            Ok(Err(e)) => {
+                tracing::warn!(error = %e, retry_in = ?delay, "redis connect failed");
+                if sleep_or_stop(delay, &stop).await {
+                    return;
+                }
+                delay = (delay * 2).min(backoff.max);
+            }
+            Err(_) => {
+                tracing::warn!(timeout = ?backoff.connect_timeout, retry_in = ?delay, "redis connect timed out");
+                if sleep_or_stop(delay, &stop).await {
+                    return;
+                }
+                delay = (delay * 2).min(backoff.max);
+            }
+        }
+    }
+}
+
+/// Sleep for `d`; true when stopped meanwhile.
+async fn sleep_or_stop(d: Duration, stop: &CancellationToken) -> bool {
+    tokio::select! {
+        () = stop.cancelled() => true,
+        () = tokio::time::sleep(d) => false,
+    }
+}
