@@ -20,9 +20,10 @@ use crate::reload::{self, Reloader};
 use crate::service::RateLimiter;
 use crate::service::grpc::GrpcService;
 use crate::service::health::Health;
-use crate::settings::Settings;
+use crate::settings::{RedisType, Settings};
+use crate::store::Backend;
 use crate::store::memory::MemoryStore;
-use crate::store::{Backend, StoreError};
+use crate::store::redis::{RedisConfig, RedisStore};
 
 /// How often health is re-evaluated (store connectivity can change at any time).
 const HEALTH_INTERVAL: Duration = Duration::from_millis(250);
@@ -31,8 +32,8 @@ const HEALTH_INTERVAL: Duration = Duration::from_millis(250);
 pub enum ServerError {
     #[error("{}", .0.iter().map(|e| e.to_string()).collect::<Vec<_>>().join("\n"))]
     Config(Vec<ConfigError>),
-    #[error("store: {0}")]
-    Store(#[from] StoreError),
+    #[error(transparent)]
+    Redis(#[from] crate::store::redis::RedisConfigError),
     #[error("{0}")]
     Io(#[from] std::io::Error),
     #[error("gRPC server: {0}")]
@@ -65,10 +66,28 @@ impl Listeners {
 }
 
 /// Build the configured store (Redis connects in the background; health waits for it).
-fn build_store(settings: &Settings) -> Result<Backend, StoreError> {
+fn build_store(settings: &Settings) -> Result<Backend, ServerError> {
     match &settings.redis {
         None => Ok(Backend::Memory(MemoryStore::new(Arc::new(SystemClock)))),
-        Some(r) => crate::store::redis::from_settings(r, Arc::new(SystemClock)).map(Backend::Redis),
+        Some(r) => {
+            let mut cfg = RedisConfig {
+                pool_size: r.pool_size,
+                connect_timeout: r.connect_timeout,
+                request_timeout: r.request_timeout,
+                time_source: r.time_source,
+                ..RedisConfig::default()
+            };
+            if let Some(p) = &r.key_prefix {
+                cfg.key_prefix = p.clone();
+            }
+            match r.redis_type {
+                RedisType::Single => cfg.url = r.urls.first().cloned().unwrap_or_default(),
+                RedisType::Cluster => cfg.cluster_nodes = r.urls.clone(),
+            }
+            RedisStore::new(cfg, Arc::new(SystemClock))
+                .map(Backend::Redis)
+                .map_err(ServerError::Redis)
+        }
     }
 }
 

@@ -62,13 +62,14 @@ pub enum RedisType {
     Cluster,
 }
 
-/// Where the Redis scripts read `now` from.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
-pub enum TimeSource {
-    /// `TIME` inside the script: one clock for every sluice instance.
-    Redis,
-    /// sluice's own clock, passed to the script (for Redis that forbids `TIME` in scripts).
-    Local,
+pub use crate::store::redis::TimeSource;
+
+fn parse_time_source(s: &str) -> Result<TimeSource, String> {
+    match s.trim().to_ascii_lowercase().as_str() {
+        "redis" => Ok(TimeSource::Redis),
+        "local" => Ok(TimeSource::Local),
+        _ => Err(format!("'{s}' is not redis or local")),
+    }
 }
 
 #[derive(Debug, Args)]
@@ -121,9 +122,9 @@ pub struct ServeArgs {
     #[arg(long, value_name = "DURATION", env = "SLUICE_REDIS_CONNECT_TIMEOUT")]
     pub redis_connect_timeout: Option<String>,
     /// Clock the Redis scripts use [default: redis]
-    #[arg(long, value_enum, env = "SLUICE_REDIS_TIME_SOURCE")]
+    #[arg(long, value_name = "redis|local", value_parser = parse_time_source, env = "SLUICE_REDIS_TIME_SOURCE")]
     pub redis_time_source: Option<TimeSource>,
-    /// Prefix of every Redis key (also CACHE_KEY_PREFIX)
+    /// Prefix of every Redis key [default: sluice:] (also CACHE_KEY_PREFIX)
     #[arg(long, value_name = "PREFIX", env = "SLUICE_CACHE_KEY_PREFIX")]
     pub cache_key_prefix: Option<String>,
 
@@ -241,7 +242,8 @@ pub struct RedisSettings {
     pub request_timeout: Duration,
     pub connect_timeout: Duration,
     pub time_source: TimeSource,
-    pub key_prefix: String,
+    /// `None`: the store's default (`sluice:`).
+    pub key_prefix: Option<String>,
 }
 
 #[derive(Clone, Debug, PartialEq)]

@@ -298,9 +298,11 @@ fn resolve_redis(
     let key_prefix = args
         .cache_key_prefix
         .clone()
-        .or_else(|| var(env, "CACHE_KEY_PREFIX"))
-        .unwrap_or_default();
-    if key_prefix.contains(['{', '}']) {
+        .or_else(|| var(env, "CACHE_KEY_PREFIX"));
+    if key_prefix
+        .as_deref()
+        .is_some_and(|p| p.contains(['{', '}']))
+    {
         return Err(err(
             "--cache-key-prefix",
             "must not contain '{' or '}' (it would change the Redis Cluster hash slot)",
