@@ -7,6 +7,7 @@ mod cli;
 mod conformance;
 mod deploy;
 mod ops;
+mod redis_binary;
 mod redis_store;
 mod redis_vs_native;
 mod reload;
