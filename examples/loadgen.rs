@@ -85,6 +85,11 @@ use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_service_client::R
 use hdrhistogram::Histogram;
 use tonic::transport::{Channel, Endpoint};
 
+// The client shares the machine with the server under test: every microsecond it spends
+// allocating is taken from the server (mimalloc is also what the server binary uses).
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 const RULE_HINT: &str = "\
 The defaults (--domain bench --key key) need this rule loaded in sluice
 (examples/loadgen-config/bench.yaml has it, plus a tiny `limited` rule for seeing OVER_LIMIT):

@@ -10,6 +10,11 @@ use sluice::settings::{CheckArgs, Cli, Command, LogFormat, Settings};
 use tokio_util::sync::CancellationToken;
 use tracing_subscriber::EnvFilter;
 
+// The request path allocates many small, short-lived buffers (HTTP/2 frames, protobuf
+// messages); glibc malloc spent ~15% of server CPU on them in profiles, mimalloc far less.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.command {
