@@ -194,7 +194,7 @@ impl RateLimiter {
         Ok(response::build(
             req,
             &plans,
-            &matched.iter().map(|m| m.m).collect::<Vec<_>>(),
+            &matched,
             &decision,
             &self.settings,
         ))

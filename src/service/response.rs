@@ -11,6 +11,7 @@ use envoy_types::pb::google::protobuf::{
     Duration as PbDuration, ListValue, Struct, Value as PbValue, value::Kind,
 };
 
+use super::Matched;
 use crate::config::Match;
 use crate::limiter::decide::{Code, Decision, LimitedStatus, Plan, Status};
 use crate::limiter::{LimitSpec, Unit};
@@ -19,7 +20,7 @@ use crate::settings::{DecisionSettings, HeaderStyle};
 pub(super) fn build(
     req: &RateLimitRequest,
     plans: &[Plan<'_>],
-    matched: &[Option<Match<'_>>],
+    matched: &[Matched<'_>],
     decision: &Decision,
     settings: &DecisionSettings,
 ) -> RateLimitResponse {
@@ -142,7 +143,7 @@ fn headers(
     plans: &[Plan<'_>],
     decision: &Decision,
     statuses: &[DescriptorStatus],
-    matched: &[Option<Match<'_>>],
+    matched: &[Matched<'_>],
     settings: &DecisionSettings,
 ) -> Vec<HeaderValue> {
     let h = &settings.headers;
@@ -167,6 +168,7 @@ fn headers(
             HeaderStyle::Ietf => {
                 let mut policies = Vec::new();
                 for (j, (plan, m)) in plans.iter().zip(matched).enumerate() {
+                    let m = &m.m;
                     let Plan::Limited(pl) = plan else { continue };
                     for (k, lim) in pl.limits.as_slice().iter().enumerate() {
                         policies.push(format!(
@@ -182,7 +184,7 @@ fn headers(
                     "RateLimit",
                     format!(
                         "{};r={};t={}",
-                        policy_name(limit, matched[i].as_ref(), i, s.reported),
+                        policy_name(limit, matched[i].m.as_ref(), i, s.reported),
                         st.limit_remaining,
                         seconds_ceil(s.duration_ms)
                     ),
@@ -240,7 +242,7 @@ fn string(s: impl Into<String>) -> PbValue {
 /// rule metadata of every passed descriptor, deep-merged (first value wins).
 fn dynamic_metadata(
     req: &RateLimitRequest,
-    matched: &[Option<Match<'_>>],
+    matched: &[Matched<'_>],
     statuses: &[DescriptorStatus],
 ) -> Struct {
     let mut fields = std::collections::BTreeMap::new();
@@ -306,7 +308,7 @@ fn dynamic_metadata(
     }
     let mut merged = serde_json::Map::new();
     for (m, st) in matched.iter().zip(statuses) {
-        let Some(m) = m else { continue };
+        let Some(m) = &m.m else { continue };
         let passed = st.code == PbCode::Ok as i32 && !m.rule.unlimited;
         if let (true, Some(meta)) = (passed, &m.rule.metadata) {
             merge_first_wins(&mut merged, meta);
