@@ -2,16 +2,20 @@
 //! that every store must pass bit for bit (docs/algorithms.md is the contract).
 //!
 //! Instantiate it for a store with one line, giving a module name and an async factory
-//! `async fn(Arc<ManualClock>) -> Option<S>` (`None` skips, e.g. no Redis available):
+//! `async fn(Arc<ManualClock>) -> Option<S>` (`None` skips the test):
 //!
 //! ```ignore
 //! conformance_suite!(memory, make_memory_store);
 //! ```
 //!
-//! which generates one `#[tokio::test]` per scenario. Each test gets its own clock, starting
-//! at `ManualClock::starting_now()` and only ever moved forward, and its own random tags,
-//! so a shared Redis can run the tests in parallel and keep keys from earlier runs. Windows
-//! are minutes (rarely seconds) so real-time TTLs outlive the few milliseconds a scenario
+//! which generates one `#[tokio::test]` per scenario. Instantiated for the memory store and
+//! for the Redis store (`RedisStore` in local time mode on the suite's clock, each test with
+//! its own `redis-server`; never skipped: a missing `redis-server` fails the tests).
+//!
+//! Each test gets its own clock, starting at `ManualClock::starting_now()` and only ever
+//! moved forward, and its own random tags, so a shared Redis could also run the tests in
+//! parallel and keep keys from earlier runs. Windows are minutes (rarely seconds, or a year
+//! where `C·W` must exceed 2^53) so real-time TTLs outlive the few milliseconds a scenario
 //! takes, and no scenario relies on state surviving past its TTL.
 
 mod scenarios;
@@ -22,8 +26,11 @@ use std::sync::Arc;
 use sluice::limiter::{
     Algorithm, Check, Clock, LimitResult, LimitSpec, ManualClock, StateTag, Unit,
 };
-use sluice::store::Store;
 use sluice::store::memory::MemoryStore;
+use sluice::store::redis::{RedisConfig, RedisStore, TimeSource};
+use sluice::store::{Store, StoreError};
+
+use crate::support::redis::RedisServer;
 
 pub use scenarios::*;
 
@@ -44,6 +51,8 @@ macro_rules! conformance_suite {
                 overdraft_charges_denied_hits,
                 penalty_denies_without_counting_and_expires_exactly,
                 limits_of_a_check_are_all_or_nothing,
+                bucket_usage_is_capped_at_lmax,
+                window_limits_have_no_scaled_bound,
                 several_checks_per_call,
                 cost_larger_than_capacity,
                 config_change_keeps_state,
@@ -74,6 +83,57 @@ pub async fn make_memory_store(clock: Arc<ManualClock>) -> Option<MemoryStore> {
 }
 
 conformance_suite!(memory, crate::conformance::make_memory_store);
+
+/// A `RedisStore` and the `redis-server` it talks to, alive as long as the store (fields drop
+/// in order: the store first).
+pub struct RedisUnderTest {
+    store: RedisStore,
+    _server: RedisServer,
+}
+
+impl Store for RedisUnderTest {
+    fn run(
+        &self,
+        checks: &[Check<'_>],
+        out: &mut Vec<LimitResult>,
+    ) -> impl Future<Output = Result<(), StoreError>> + Send {
+        self.store.run(checks, out)
+    }
+
+    fn is_ready(&self) -> bool {
+        self.store.is_ready()
+    }
+}
+
+/// A fresh `redis-server` and a `RedisStore` on it reading the suite's clock (local time
+/// mode). The TTL slack (1 h) is far longer than a scenario runs, so real-time TTLs never
+/// drop state the simulated clock still needs; state the simulated clock has outlived is
+/// equivalent to missing (docs/algorithms.md, "Expiry").
+pub async fn make_redis_store(clock: Arc<ManualClock>) -> Option<RedisUnderTest> {
+    let server = tokio::task::spawn_blocking(RedisServer::start)
+        .await
+        .expect("redis-server start panicked");
+    let cfg = RedisConfig {
+        url: server.url(),
+        time_source: TimeSource::Local,
+        ttl_slack_ms: Some(3_600_000),
+        // Generous: the machine is shared and the concurrency scenario queues 16 tasks.
+        request_timeout: std::time::Duration::from_secs(5),
+        pool_size: 4,
+        ..RedisConfig::default()
+    };
+    let store = RedisStore::new(cfg, clock).expect("redis config");
+    assert!(
+        store.wait_ready(std::time::Duration::from_secs(10)).await,
+        "redis store never connected"
+    );
+    Some(RedisUnderTest {
+        store,
+        _server: server,
+    })
+}
+
+conformance_suite!(redis, crate::conformance::make_redis_store);
 
 pub const MIN: u64 = 60_000;
 

@@ -247,6 +247,93 @@ pub async fn limits_of_a_check_are_all_or_nothing<S: Store>(env: &Env<S>) {
     }
 }
 
+/// `Lmax = min(2^53, 2^52·R)` (docs/algorithms.md): the buckets' scaled usage saturates at
+/// 2^52 with `R = 1` (so a saturated GCRA's TAT stays exact), at 2^53 from `R = 2`; a state
+/// saturated under `R = 2` is clamped to the smaller cap when loaded after `R` drops to 1.
+pub async fn bucket_usage_is_capped_at_lmax<S: Store>(env: &Env<S>) {
+    const LMAX_1: u64 = 1 << 52;
+    const LMAX_2: u64 = 1 << 53;
+    let used = LMAX_1.div_ceil(1_000);
+    for alg in BUCKETS {
+        let tag = env.tag(alg.name());
+        // 1 per second, burst 1: Cs = 1000 units, refilled at 1 unit/ms.
+        let mut l = overdraft(burst(limit(alg, 1, Second), 1), true);
+        assert_eq!(
+            env.hit(tag, &l, u64::MAX).await,
+            denied(LMAX_1, None, 0),
+            "{alg}"
+        );
+        // Denied, charged, still at the cap; retry = Us − (Cs − n·W) = 2^52.
+        assert_eq!(
+            env.hit(tag, &l, 1).await,
+            denied(LMAX_1, Some(LMAX_1), used),
+            "{alg}"
+        );
+        env.advance(1_000);
+        assert_eq!(
+            env.hit(tag, &l, 0).await,
+            denied(LMAX_1 - 1_000, Some(LMAX_1 - 2_000), used - 1),
+            "{alg}"
+        );
+        // R = 2: the token and leaky buckets drained 2000 since their write, GCRA's level is
+        // its TAT distance (2^52 − 1000 ms) at the new rate. Overdraft fills up to 2^53.
+        l.requests_per_unit = 2;
+        let before = match alg {
+            Gcra => (LMAX_2 - 2_000).div_ceil(1_000),
+            _ => (LMAX_1 - 2_000).div_ceil(1_000),
+        };
+        assert_eq!(
+            env.hit(tag, &l, u64::MAX).await,
+            denied(LMAX_2 / 2, None, before),
+            "{alg}"
+        );
+        // Back to R = 1: loaded as 2^52, not 2^53.
+        l.requests_per_unit = 1;
+        assert_eq!(
+            env.hit(tag, &l, 0).await,
+            denied(LMAX_1, Some(LMAX_1 - 1_000), used),
+            "{alg}"
+        );
+        assert_eq!(
+            env.refund(tag, std::slice::from_ref(&l), u64::MAX).await[0],
+            ok(1, 0, used)
+        );
+        assert_eq!(env.hit(tag, &l, 1).await, ok(0, 1_000, 0), "{alg}");
+    }
+}
+
+/// `Cs ≤ Lmax` is a precondition of the bucket algorithms only: a window limit whose
+/// `C·W` is far above 2^53 (4e9 per year) counts, saturates at 2^53 and refunds like any other.
+pub async fn window_limits_have_no_scaled_bound<S: Store>(env: &Env<S>) {
+    const YEAR: u64 = 31_536_000_000;
+    let c: u64 = 4_000_000_000;
+    let tag = env.tag("fixed-year");
+    let l = limit(FixedWindow, c as u32, Year);
+    let now = env.now();
+    let end = now - now % YEAR + YEAR - now;
+    assert_eq!(env.hit(tag, &l, 5).await, ok(c - 5, end, 0));
+    assert_eq!(env.hit(tag, &l, u64::MAX).await, denied(end, Some(end), 5));
+    assert_eq!(env.hit(tag, &l, 0).await, denied(end, Some(end), 1 << 53));
+    assert_eq!(
+        env.refund(tag, std::slice::from_ref(&l), u64::MAX).await[0],
+        ok(c, end, 1 << 53)
+    );
+    assert_eq!(env.hit(tag, &l, 1).await, ok(c - 1, end, 0));
+    // sliding_window: 10 sub-windows of 36.5 days; counted until sub-window cur + 11 starts.
+    let tag = env.tag("sliding-year");
+    let l = overdraft(limit(SlidingWindow, c as u32, Year), true);
+    let now = env.now();
+    let cur = u128::from(now) * 10 / u128::from(YEAR);
+    let reset = ((cur + 11) * u128::from(YEAR)).div_ceil(10) as u64 - now;
+    assert_eq!(env.hit(tag, &l, 5).await, ok(c - 5, reset, 0));
+    assert_eq!(env.hit(tag, &l, u64::MAX).await, denied(reset, None, 5));
+    assert_eq!(env.hit(tag, &l, 0).await.used_before, 1 << 53);
+    assert_eq!(
+        env.refund(tag, std::slice::from_ref(&l), u64::MAX).await[0],
+        ok(c, 0, 1 << 53)
+    );
+}
+
 pub async fn several_checks_per_call<S: Store>(env: &Env<S>) {
     let (ta, tb) = (env.tag("a"), env.tag("b"));
     let a = [limit(FixedWindow, 2, Minute)];

@@ -51,19 +51,24 @@ impl ModelStore {
         let mut ok = vec![true; k];
         let mut lock_left: Vec<Option<i128>> = vec![None; k];
         let mut locked = vec![false; k];
-        let put = |state: &mut HashMap<Key, St>, key: Key, s: Option<St>| match s {
-            Some(s) => {
-                state.insert(key, s);
-            }
-            None => {
-                state.remove(&key);
-            }
+        // Step 6. An inert bucket (`R = 0`) saves nothing: its stored state is left alone
+        // (it applies again once `R > 0`), not deleted.
+        let put = |state: &mut HashMap<Key, St>, key: Key, w: &Work, p: &P| match w {
+            Work::Inert => {}
+            _ => match save(w, p, now) {
+                Some(s) => {
+                    state.insert(key, s);
+                }
+                None => {
+                    state.remove(&key);
+                }
+            },
         };
         if check.refund {
             if n > 0 {
                 for i in 0..k {
                     refund(&mut ws[i], &ps[i], n);
-                    put(&mut state, keys[i], save(&ws[i], &ps[i], now));
+                    put(&mut state, keys[i], &ws[i], &ps[i]);
                 }
             }
         } else {
@@ -84,7 +89,7 @@ impl ModelStore {
                 for i in 0..k {
                     if all_ok || check.limits[i].overdraft {
                         charge(&mut ws[i], &ps[i], n, now);
-                        put(&mut state, keys[i], save(&ws[i], &ps[i], now));
+                        put(&mut state, keys[i], &ws[i], &ps[i]);
                     }
                 }
                 if !all_ok {

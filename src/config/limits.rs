@@ -5,9 +5,8 @@ use std::sync::Arc;
 
 use super::raw::RawLimit;
 use super::yaml::Seg;
-use crate::limiter::{
-    Algorithm, BUCKETS_RANGE, DEFAULT_BUCKETS, LimitSpec, MAX_EXACT_SCALED, SLIDING_LOG_MAX, Unit,
-};
+use crate::limiter::algorithm::lmax;
+use crate::limiter::{Algorithm, BUCKETS_RANGE, DEFAULT_BUCKETS, LimitSpec, SLIDING_LOG_MAX, Unit};
 
 /// Most entries a `rate_limits` list may hold (`LimitSpec::slot` is a `u8`, and every entry
 /// costs a state key per request).
@@ -170,20 +169,27 @@ fn extended(raw: &RawLimit, unit: Unit, slot: u8) -> Result<LimitSpec, Problem> 
                 &[Seg::Key("requests_per_unit")],
             ));
         }
+        // docs/algorithms.md's precondition `Cs ≤ Lmax`, `Lmax = min(2^53, 2^52·R)`: with
+        // R ≥ 2 it is `burst × unit ≤ 2^53`, with R = 1 `burst × unit ≤ 2^52` (the TAT of a
+        // saturated gcra, `now + Lmax/R`, must stay exact in Lua's doubles).
         let scaled = u128::from(burst) * u128::from(unit.millis());
-        if scaled > u128::from(MAX_EXACT_SCALED) {
+        if scaled > lmax(u64::from(rpu)) {
             let field = if raw.burst.is_some() {
                 "burst"
             } else {
                 "requests_per_unit"
             };
-            return Err(Problem::new(
+            let unit = unit.name().to_ascii_lowercase();
+            let msg = if rpu == 1 {
                 format!(
-                    "burst {burst} per {} is too large for algorithm {algorithm}: burst × unit must be at most 2^53 request-milliseconds (lower burst or use a shorter unit)",
-                    unit.name().to_ascii_lowercase()
-                ),
-                &[Seg::Key(field)],
-            ));
+                    "burst {burst} per {unit} is too large for algorithm {algorithm} with requests_per_unit 1: burst × unit must be at most 2^52 request-milliseconds at that rate, 2^53 from requests_per_unit 2 (lower burst, use a shorter unit or raise requests_per_unit)"
+                )
+            } else {
+                format!(
+                    "burst {burst} per {unit} is too large for algorithm {algorithm}: burst × unit must be at most 2^53 request-milliseconds (lower burst or use a shorter unit)"
+                )
+            };
+            return Err(Problem::new(msg, &[Seg::Key(field)]));
         }
     }
     Ok(LimitSpec {

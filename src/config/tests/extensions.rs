@@ -95,7 +95,7 @@ fn extension_errors() {
         ),
         (
             "scaled_too_large",
-            "burst 300000 per year is too large for algorithm token_bucket: burst × unit must be at most 2^53 request-milliseconds (lower burst or use a shorter unit)",
+            "burst 300000 per year is too large for algorithm token_bucket with requests_per_unit 1: burst × unit must be at most 2^52 request-milliseconds at that rate, 2^53 from requests_per_unit 2 (lower burst, use a shorter unit or raise requests_per_unit)",
         ),
         (
             "bucket_zero_rate",
@@ -153,9 +153,60 @@ fn extension_errors() {
 
 #[test]
 fn largest_exact_bucket_is_accepted() {
-    // 2^53 / 31_536_000_000 ms per year = 285_616.4…
-    let ok = "domain: ext\ndescriptors:\n  - {key: k, rate_limit: {unit: year, requests_per_unit: 1, algorithm: gcra, burst: 285616}}\n";
+    // Cs ≤ Lmax = min(2^53, 2^52·R). From R = 2: 2^53 / 31_536_000_000 ms per year = 285_616.4…
+    let ok = "domain: ext\ndescriptors:\n  - {key: k, rate_limit: {unit: year, requests_per_unit: 2, algorithm: gcra, burst: 285616}}\n";
+    assert!(super::build_files(&[super::inline("x.yaml", ok)], false).is_ok());
+    // R = 1: 2^52 / 31_536_000_000 = 142_808.2…
+    let ok = "domain: ext\ndescriptors:\n  - {key: k, rate_limit: {unit: year, requests_per_unit: 1, algorithm: token_bucket, burst: 142808}}\n";
     assert!(super::build_files(&[super::inline("x.yaml", ok)], false).is_ok());
     let zero = "domain: ext\ndescriptors:\n  - {key: k, rate_limit: {unit: second, requests_per_unit: 0, algorithm: sliding_window}}\n";
     assert!(super::build_files(&[super::inline("x.yaml", zero)], false).is_ok());
+    // The window algorithms have no scaled arithmetic: no such bound.
+    let window = "domain: ext\ndescriptors:\n  - {key: k, rate_limit: {unit: year, requests_per_unit: 4000000000, algorithm: fixed_window}}\n";
+    assert!(super::build_files(&[super::inline("x.yaml", window)], false).is_ok());
+}
+
+/// docs/algorithms.md's precondition `Cs ≤ Lmax` for the bucket algorithms, with
+/// `Lmax = min(2^53, 2^52·R)`: one request-millisecond above the bound is rejected, naming
+/// `burst` (or `requests_per_unit` when burst defaults to it), for each bucket algorithm.
+#[test]
+fn bucket_capacity_above_lmax_is_rejected() {
+    let build = |alg: &str, rpu: u64, burst: Option<u64>| {
+        let burst = burst.map(|b| format!(", burst: {b}")).unwrap_or_default();
+        let yaml = format!(
+            "domain: ext\ndescriptors:\n  - key: k\n    rate_limit: {{unit: year, requests_per_unit: {rpu}, algorithm: {alg}{burst}}}\n"
+        );
+        super::build_files(&[super::inline("x.yaml", &yaml)], false)
+            .err()
+            .map(|e| (e.len(), e[0].to_string(), e[0].line))
+    };
+    for alg in ["token_bucket", "leaky_bucket", "gcra"] {
+        // R = 1: 142_808 years·ms fit under 2^52, 142_809 do not (though under 2^53).
+        assert_eq!(build(alg, 1, Some(142_808)), None, "{alg}");
+        let (n, msg, line) = build(alg, 1, Some(142_809)).expect("rejected");
+        assert_eq!(n, 1);
+        assert_eq!(
+            msg,
+            format!(
+                "x.yaml: burst 142809 per year is too large for algorithm {alg} with requests_per_unit 1: burst × unit must be at most 2^52 request-milliseconds at that rate, 2^53 from requests_per_unit 2 (lower burst, use a shorter unit or raise requests_per_unit)"
+            )
+        );
+        assert_eq!(line, Some(4), "{alg}: points at the limit");
+        // The same burst at R = 2 is fine; from R = 2 the bound is 2^53.
+        assert_eq!(build(alg, 2, Some(142_809)), None, "{alg}");
+        assert_eq!(build(alg, 2, Some(285_616)), None, "{alg}");
+        let (_, msg, _) = build(alg, 2, Some(285_617)).expect("rejected");
+        assert_eq!(
+            msg,
+            format!(
+                "x.yaml: burst 285617 per year is too large for algorithm {alg}: burst × unit must be at most 2^53 request-milliseconds (lower burst or use a shorter unit)"
+            )
+        );
+        // burst defaults to requests_per_unit (R ≥ 2 here, so the bound is 2^53).
+        let (_, msg, _) = build(alg, 285_617, None).expect("rejected");
+        assert!(
+            msg.starts_with("x.yaml: burst 285617 per year is too large"),
+            "{msg}"
+        );
+    }
 }

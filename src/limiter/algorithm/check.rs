@@ -148,7 +148,14 @@ fn commit(
                 Op::Charge(n) => f.charge(n),
                 Op::Refund(n) => f.refund(n),
             }
-            (State::FixedWindow(f), f.end_ms(p.w), Loaded::Fixed(f))
+            // A count refunded to 0 is deleted (a charge always leaves `c ≥ 1`). The report
+            // still answers this window's end.
+            let state = if f.is_empty() {
+                State::Empty
+            } else {
+                State::FixedWindow(f)
+            };
+            (state, f.end_ms(p.w), Loaded::Fixed(f))
         }
         Loaded::SlidingWindow(v) => {
             // An expired or missing state was viewed as empty: start from empty.

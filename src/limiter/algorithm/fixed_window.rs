@@ -1,7 +1,8 @@
 //! `fixed_window` (docs/algorithms.md): a count per epoch-aligned window of `W` ms.
 //!
 //! State `(ws, c)`. Everything is `u64`/`u128` with saturation so no input can overflow;
-//! the count is capped at [`USAGE_MAX`] so the Lua doubles stay exact.
+//! the count is capped at [`USAGE_MAX`] so the Lua doubles stay exact. A count refunded to 0
+//! is not kept (the check deletes it, as Redis does).
 
 use super::USAGE_MAX;
 
@@ -36,6 +37,11 @@ impl FixedWindow {
     /// `c = max(0, c − n)`.
     pub fn refund(&mut self, n: u64) {
         self.c = self.c.saturating_sub(n);
+    }
+
+    /// `c = 0`: saved as a delete (docs/algorithms.md: after a refund to 0, the key goes).
+    pub fn is_empty(&self) -> bool {
+        self.c == 0
     }
 
     /// `max(0, C − c)`.

@@ -5,8 +5,8 @@
 //! the TAT (not a level) is what makes a changed `requests_per_unit` keep the time at which
 //! the key is free again.
 
-use super::scaled::Level;
-use super::{Params, USAGE_MAX};
+use super::Params;
+use super::scaled::{Level, sat_u64};
 
 /// `TAT = a + b/r` ms, with `0 ≤ b < r`; `r` is the `R` it was written with (meaningful only
 /// when `b > 0`, as in the Redis string form `"a"` / `"a:b:R"`).
@@ -20,8 +20,9 @@ pub struct Gcra {
 impl Gcra {
     /// Step 1: missing → level 0. A fraction written with another `R'` is rescaled to `R`
     /// as `ceil(b·R/R')` in double precision (the same operations as Lua), carrying whole
-    /// milliseconds into `a`. `level = clamp((a − now)·R + b, 0, 2^53)`: if the clock went
-    /// backwards the level grows (never mints quota); the cap keeps it exact in Lua.
+    /// milliseconds into `a`. `level = min(Lmax, max(0, (a − now)·R + b))`: if the clock went
+    /// backwards the level grows (never mints quota); the cap keeps it (and the TAT saved
+    /// from it) exact in Lua.
     pub fn load(stored: Option<&Gcra>, p: &Params, now: u64) -> Level {
         let Some(s) = stored else {
             return Level::default();
@@ -35,7 +36,7 @@ impl Gcra {
         }
         let level = (i128::from(a) - i128::from(now)) * i128::from(p.r) + i128::from(b);
         Level {
-            us: level.clamp(0, i128::from(USAGE_MAX)).unsigned_abs(),
+            us: level.max(0).unsigned_abs().min(p.lmax),
             lag: 0,
         }
     }
@@ -45,7 +46,8 @@ impl Gcra {
         if level.us == 0 || p.r == 0 {
             return None;
         }
-        let us = u64::try_from(level.us).unwrap_or(USAGE_MAX);
+        // `us ≤ Lmax ≤ 2^53`: always fits.
+        let us = sat_u64(level.us);
         Some(Gcra {
             a: now.saturating_add(us / p.r),
             b: us % p.r,

@@ -30,11 +30,21 @@ pub use sliding_log::SlidingLog;
 pub use sliding_window::{Geometry, SlidingWindow};
 pub use token_bucket::TokenBucket;
 
-use super::{Algorithm, BUCKETS_RANGE, LimitSpec, MAX_EXACT_SCALED};
+use super::{Algorithm, LimitSpec, MAX_EXACT_SCALED};
 
-/// Largest usage any state holds (`2^53`, in requests or scaled units): overdraft charges
-/// saturate here so every value stays exact in Lua's doubles.
+/// Largest count a window state holds (`2^53` requests): `fixed_window`'s count and
+/// `sliding_window`'s total saturate here so every value stays exact in Lua's doubles. The
+/// bucket algorithms saturate at [`lmax`] instead.
 pub const USAGE_MAX: u64 = MAX_EXACT_SCALED;
+
+/// `Lmax = min(2^53, 2^52·R)`: the largest scaled usage `token_bucket`, `leaky_bucket` and
+/// `gcra` hold (clamped when loaded and when charged), so that `reset_ms ≤ lag + 2^52` and
+/// `gcra`'s `TAT = now + level/R` stay exact in Lua's doubles. 0 for `R = 0` (inert buckets).
+pub const fn lmax(r: u64) -> u128 {
+    let half = (1u128 << 52) * r as u128;
+    let exact = MAX_EXACT_SCALED as u128;
+    if half < exact { half } else { exact }
+}
 
 /// The numbers of one [`LimitSpec`] as the doc names them.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -45,30 +55,34 @@ pub struct Params {
     pub w: u64,
     /// `C`: capacity.
     pub c: u64,
-    /// `B`: sub-windows of a `sliding_window` (clamped to [`BUCKETS_RANGE`]), else 0.
+    /// `B`: sub-windows of a `sliding_window` (as given: config keeps it in
+    /// [`BUCKETS_RANGE`](crate::limiter::BUCKETS_RANGE); at least 1, the doc's precondition), else 0.
     pub b: u64,
     /// `Cs = C·W`.
     pub cs: u128,
+    /// `Lmax = min(2^53, 2^52·R)` ([`lmax`]): the buckets' scaled usage cap.
+    pub lmax: u128,
 }
 
 impl Params {
     pub fn new(spec: &LimitSpec) -> Params {
         let w = spec.unit.millis();
         let c = spec.capacity();
+        // The Lua script uses `B` verbatim (and refuses `B = 0`, which config never produces):
+        // so does this, with `B = 0` read as 1 so that no input can divide by zero.
         let b = if spec.algorithm == Algorithm::SlidingWindow {
-            u64::from(
-                spec.buckets
-                    .clamp(*BUCKETS_RANGE.start(), *BUCKETS_RANGE.end()),
-            )
+            u64::from(spec.buckets.max(1))
         } else {
             0
         };
+        let r = u64::from(spec.requests_per_unit);
         Params {
-            r: u64::from(spec.requests_per_unit),
+            r,
             w,
             c,
             b,
             cs: u128::from(c) * u128::from(w),
+            lmax: lmax(r),
         }
     }
 

@@ -5,13 +5,16 @@
 //! charging and reporting on `Us` is written once here so the three cannot drift apart; they
 //! differ only in how they load and store it. Everything is `u128`, so `n·W` with `n` up to
 //! `u64::MAX` cannot overflow.
+//!
+//! `Us` is kept within `[0, Lmax]`, `Lmax = min(2^53, 2^52·R)` ([`Params::lmax`]): each
+//! algorithm's load clamps it, and [`Level::charge`] saturates there.
 
-use super::{Params, USAGE_MAX};
+use super::Params;
 
 /// Scaled usage after step 1.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Level {
-    /// `Us`, never above [`USAGE_MAX`].
+    /// `Us`, never above `Lmax` ([`Params::lmax`]).
     pub us: u128,
     /// `ts − now` after `ts = max(ts, now)`: how far the stored timestamp is ahead of a clock
     /// that went backwards. Nothing drains until the clock catches up, so it is added to
@@ -41,10 +44,11 @@ impl Level {
         n <= p.c && self.us + Self::cost(n, p) <= p.cs
     }
 
-    /// `Us = min(Us + n·W, 2^53)`: the token bucket's debt floor `Cs − 2^53`, the leaky
-    /// bucket's and GCRA's level cap.
+    /// `Us = min(Us + n·W, Lmax)`: the token bucket's debt floor
+    /// `tokens = max(tokens − n·W, Cs − Lmax)`, the leaky bucket's and GCRA's
+    /// `level = min(level + n·W, Lmax)`. Only overdraft reaches the cap (`Cs ≤ Lmax`).
     pub fn charge(&mut self, n: u64, p: &Params) {
-        self.us = (self.us + Self::cost(n, p)).min(u128::from(USAGE_MAX));
+        self.us = (self.us + Self::cost(n, p)).min(p.lmax);
     }
 
     /// `Us = max(0, Us − n·W)`: never below empty.
@@ -68,12 +72,15 @@ impl Level {
         sat_u64(ceil_div(self.us, u128::from(p.r))).saturating_add(self.lag)
     }
 
-    /// `lag + ceil((Us + n·W − Cs)/R)` when `n ≤ C`, else `None` (never fits).
+    /// `lag + ceil((Us − (Cs − n·W))/R)` when `n ≤ C` (the doc's form: `n·W ≤ Cs`, so
+    /// `Cs − n·W` is free space, never negative), else `None` (never fits). Only called for
+    /// a denied hit, where `Us > Cs − n·W`; the saturation is a guard, never reached.
     pub fn retry_ms(&self, n: u64, p: &Params) -> Option<u64> {
         if n > p.c {
             return None;
         }
-        let excess = (self.us + Self::cost(n, p)).saturating_sub(p.cs);
+        let free = p.cs - Self::cost(n, p);
+        let excess = self.us.saturating_sub(free);
         Some(sat_u64(ceil_div(excess, u128::from(p.r))).saturating_add(self.lag))
     }
 

@@ -76,10 +76,12 @@ for i = 1, nk do
   if p.code >= 4 and p.R == 0 then
     p.algo = INERT
   end
-  -- The config guarantees these; checked again because a violation would divide by zero,
-  -- lose exactness, or (a sliding log above SLIDING_LOG_MAX = 10000 entries, or with
-  -- overdraft) let one call add unbounded ZSET members and block the server.
-  if p.W < 1 or (p.code == 2 and p.B < 1) or p.Cs > EXACT
+  -- The config guarantees these (docs/algorithms.md "Preconditions"); checked again because
+  -- a violation would divide by zero, lose exactness, or (a sliding log above
+  -- SLIDING_LOG_MAX = 10000 entries, or with overdraft) let one call add unbounded ZSET
+  -- members and block the server. Cs bounds only the buckets' scaled arithmetic (Cs <= L,
+  -- and L <= 2^53): the window algorithms never use Cs, and any C*W is legal for them.
+  if p.W < 1 or (p.code == 2 and p.B < 1)
     or (p.code >= 4 and p.R > 0 and p.Cs > p.L)
     or (p.code == 3 and (p.od or p.C > 10000)) then
     fail(fmt('invalid parameters for limit %d', i))

@@ -141,3 +141,25 @@ fn limits_of_one_check_share_a_shard_and_keep_separate_state() {
     let st = store.state(StateTag(2), &limits[0]);
     assert!(st.is_some_and(|s| s.state_expires_ms == T0 + 60_000));
 }
+
+#[test]
+fn a_fixed_window_refunded_to_zero_is_removed() {
+    let (store, _) = store(64, 1024);
+    let fw = [limit(Algorithm::FixedWindow, 5, Unit::Minute)];
+    hit(&store, T0, 3, &fw, 2);
+    assert_eq!(store.len(), 1);
+    let check = Check {
+        tag: StateTag(3),
+        limits: &fw,
+        cost: 2,
+        refund: true,
+    };
+    let mut out = Vec::new();
+    store.run_at(&[check], T0 + 10, &mut out);
+    assert_eq!(out[0].remaining, 5);
+    assert!(
+        store.is_empty(),
+        "kept {:?}",
+        store.state(StateTag(3), &fw[0])
+    );
+}

@@ -235,3 +235,78 @@ fn a_write_behind_the_stored_time_keeps_it() {
         assert_eq!(lab.at(T0 + 1_000).peek_pure(), ok(1, 900, 9), "{alg}");
     }
 }
+
+/// `Lmax = min(2^53, 2^52·R)`: with `R = 1` overdraft saturates at 2^52 (so a saturated
+/// GCRA's TAT, `now + Lmax/R`, stays below 2^53), and retry is `Us − (Cs − n·W)` over `R`.
+#[test]
+fn overdraft_saturates_at_lmax_with_rate_one() {
+    let lmax: u64 = 1 << 52;
+    let used = lmax.div_ceil(1_000);
+    for alg in BUCKETS {
+        // 1 per second, burst 1: Cs = 1000, 1 unit/ms.
+        let mut lab = Lab::one(overdraft(burst(spec(alg, 1, Unit::Second), 1), true));
+        assert_eq!(lab.hit(u64::MAX), denied(lmax, None, 0), "{alg}");
+        assert_eq!(lab.hit(1), denied(lmax, Some(lmax), used), "{alg}");
+        lab.assert_retry_exact(1, lmax);
+        assert_eq!(
+            lab.peek_pure(),
+            denied(lmax, Some(lmax - 1_000), used),
+            "{alg}"
+        );
+        let stored = match alg {
+            Algorithm::TokenBucket => State::TokenBucket(TokenBucket {
+                tokens: 1_000 - i128::from(lmax),
+                ts: T0,
+            }),
+            Algorithm::LeakyBucket => State::LeakyBucket(LeakyBucket {
+                level: lmax,
+                ts: T0,
+            }),
+            _ => State::Gcra(Gcra {
+                a: T0 + lmax,
+                b: 0,
+                r: 1,
+            }),
+        };
+        assert_eq!(lab.states[0].state, stored, "{alg}");
+        assert_eq!(lab.states[0].state_expires_ms, T0 + lmax, "{alg}");
+        lab.advance(1_000);
+        assert_eq!(
+            lab.peek_pure(),
+            denied(lmax - 1_000, Some(lmax - 2_000), used - 1),
+            "{alg}"
+        );
+    }
+}
+
+/// A state saturated at `Lmax(R = 2) = 2^53` loads, after `R` drops to 1, clamped to the new
+/// `Lmax = 2^52`: the token bucket's debt floor and the leaky bucket's level are clamped on
+/// load (the leaky bucket after the leak), GCRA's TAT is `now + 2^52` already.
+#[test]
+fn a_lowered_rate_lowers_the_cap_on_load() {
+    let lmax: u64 = 1 << 52;
+    for alg in BUCKETS {
+        let mut lab = Lab::one(overdraft(burst(spec(alg, 2, Unit::Second), 1), true));
+        assert_eq!(lab.hit(u64::MAX), denied(lmax, None, 0), "{alg}");
+        assert_eq!(
+            lab.peek_pure().used_before,
+            (1u64 << 53) / 1_000 + 1,
+            "{alg}"
+        );
+        lab.limits[0].requests_per_unit = 1;
+        let used = lmax.div_ceil(1_000);
+        assert_eq!(
+            lab.peek_pure(),
+            denied(lmax, Some(lmax - 1_000), used),
+            "{alg}"
+        );
+        // 10 ms later (nothing was written): the stored debt and level moved by 10 from
+        // 2^53, still clamped to 2^52 on load; GCRA's TAT is 10 ms closer.
+        lab.advance(10);
+        let expected = match alg {
+            Algorithm::Gcra => denied(lmax - 10, Some(lmax - 1_010), used),
+            _ => denied(lmax, Some(lmax - 1_000), used),
+        };
+        assert_eq!(lab.peek_pure(), expected, "{alg}");
+    }
+}

@@ -109,6 +109,30 @@ fn refunds_never_go_below_zero() {
 }
 
 #[test]
+fn a_count_refunded_to_zero_is_deleted() {
+    let mut lab = second(5);
+    lab.at(T0 + 300).hit(2);
+    assert_eq!(lab.refund(1), ok(4, 700, 2));
+    assert_eq!(
+        lab.states[0].state,
+        State::FixedWindow(FixedWindow { ws: T0, c: 1 })
+    );
+    // The report still answers the window end; the state is gone (Redis: DEL).
+    assert_eq!(lab.refund(1), ok(5, 700, 1));
+    assert_eq!(lab.states[0], LimitState::default());
+    // With a penalty lock alive, only the lock is kept.
+    let mut lab = Lab::one(penalty(
+        overdraft(spec(Algorithm::FixedWindow, 1, Unit::Second), false),
+        5_000,
+    ));
+    lab.hit(1);
+    lab.hit(1);
+    assert_eq!(lab.refund(1), ok(1, 1000, 1));
+    assert_eq!(lab.states[0].state, State::Empty);
+    assert_eq!(lab.states[0].lock_until_ms, T0 + 5_000);
+}
+
+#[test]
 fn peek_never_writes() {
     let mut lab = second(1);
     assert_eq!(lab.peek_pure(), ok(1, 1000, 0));
