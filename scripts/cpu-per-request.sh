@@ -16,5 +16,5 @@ cpu = (t1 - t0) / hz
 # only when warmup is 0.
 l = r["latency_ms"] or {}
 print(f'{r["requests_per_second"]:.0f} req/s  server cpu {cpu:.2f}s = {cpu/r["requests"]*1e6:.1f} us/req  '
-      f'client {r["client_cpu_s"]/r["requests"]*1e6:.1f} us/req  p50 {l.get("p50")} p99 {l.get("p99")}')
+      f'client {r["client_cpu_s"]/r["requests"]*1e6:.1f} us/req  p50 {l.get("p50")} p99 {l.get("p99")}  errors {r["errors"]}')
 PY

@@ -37,7 +37,8 @@ pub struct RedisConfig {
     /// First and longest pause between reconnect attempts (doubling in between).
     pub reconnect_backoff_min: Duration,
     pub reconnect_backoff_max: Duration,
-    /// Consecutive request timeouts after which a connection is considered dead.
+    /// Consecutive request timeouts after which a connection is considered dead, provided
+    /// nothing was answered on it for `breaker_timeouts × request_timeout` either.
     pub breaker_timeouts: u32,
 }
 

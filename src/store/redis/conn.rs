@@ -12,7 +12,7 @@
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use deadpool_redis::redis::aio::MultiplexedConnection;
 use deadpool_redis::redis::cluster::ClusterClient;
@@ -66,6 +66,8 @@ struct Slot {
     conn: Mutex<Option<(u64, Conn)>>,
     /// Consecutive timeouts of requests on this connection.
     timeouts: AtomicU32,
+    /// When a reply last arrived on it (ms since the ring was made).
+    last_ok_ms: AtomicU64,
 }
 
 /// A connection borrowed for one request, with what is needed to report its fate.
@@ -83,24 +85,35 @@ pub(crate) struct Ring {
     connected: watch::Sender<usize>,
     wake: Notify,
     max_timeouts: u32,
+    /// Silence (no reply at all) after which timeouts mean a dead connection.
+    dead_after_ms: u64,
+    epoch: Instant,
 }
 
 impl Ring {
-    pub fn new(size: usize, max_timeouts: u32) -> Ring {
+    pub fn new(size: usize, max_timeouts: u32, request_timeout: Duration) -> Ring {
         let slots = (0..size.max(1))
             .map(|_| Slot {
                 conn: Mutex::new(None),
                 timeouts: AtomicU32::new(0),
+                last_ok_ms: AtomicU64::new(0),
             })
             .collect();
+        let max_timeouts = max_timeouts.max(1);
         Ring {
             slots,
             next: AtomicUsize::new(0),
             generation: AtomicU64::new(0),
             connected: watch::Sender::new(0),
             wake: Notify::new(),
-            max_timeouts: max_timeouts.max(1),
+            max_timeouts,
+            dead_after_ms: (request_timeout * max_timeouts).as_millis() as u64,
+            epoch: Instant::now(),
         }
+    }
+
+    fn now_ms(&self) -> u64 {
+        self.epoch.elapsed().as_millis() as u64
     }
 
     /// Next live connection, round-robin; `None` when every connection is down.
@@ -127,17 +140,21 @@ impl Ring {
     }
 
     pub fn succeeded(&self, lease: &Lease) {
-        self.slots[lease.slot].timeouts.store(0, Ordering::Relaxed);
+        let slot = &self.slots[lease.slot];
+        slot.timeouts.store(0, Ordering::Relaxed);
+        slot.last_ok_ms.store(self.now_ms(), Ordering::Relaxed);
     }
 
-    /// A request timed out. One slow answer is not a dead connection, several in a row are
-    /// (a paused or partitioned server never resets the socket).
+    /// A request timed out. One slow answer is not a dead connection; several in a row with
+    /// no reply at all for `max_timeouts × request_timeout` are (a paused or partitioned
+    /// server never resets the socket). Under overload many requests time out at once while
+    /// others still get answers: that connection is kept, since replacing it would only add
+    /// a reconnect (and a script load) to the load.
     pub fn timed_out(&self, lease: &Lease) {
-        let n = self.slots[lease.slot]
-            .timeouts
-            .fetch_add(1, Ordering::Relaxed)
-            + 1;
-        if n >= self.max_timeouts {
+        let slot = &self.slots[lease.slot];
+        let n = slot.timeouts.fetch_add(1, Ordering::Relaxed) + 1;
+        let silent = self.now_ms().saturating_sub(slot.last_ok_ms.load(Ordering::Relaxed));
+        if n >= self.max_timeouts && silent >= self.dead_after_ms {
             self.broken(lease);
         }
     }
@@ -170,6 +187,7 @@ impl Ring {
                 *guard = Some((generation, conn));
                 drop(guard);
                 slot.timeouts.store(0, Ordering::Relaxed);
+                slot.last_ok_ms.store(self.now_ms(), Ordering::Relaxed);
                 self.connected.send_modify(|c| *c += 1);
                 return true;
             }

@@ -90,7 +90,11 @@ impl RedisStore {
                 .map_err(|e| RedisConfigError::Pool(e.to_string()))?;
             Connector::Single(pool)
         };
-        let ring = Arc::new(Ring::new(pool_size, cfg.breaker_timeouts));
+        let ring = Arc::new(Ring::new(
+            pool_size,
+            cfg.breaker_timeouts,
+            cfg.request_timeout,
+        ));
         let script = Script::new(SCRIPT);
         let stop = CancellationToken::new();
         let backoff = Backoff {
