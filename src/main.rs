@@ -63,7 +63,11 @@ fn check(args: &CheckArgs) -> ExitCode {
 fn serve(args: &sluice::settings::ServeArgs) -> anyhow::Result<()> {
     let settings = Settings::from_env(args)?;
     init_logging(&settings);
-    let runtime = tokio::runtime::Builder::new_multi_thread()
+    let mut builder = tokio::runtime::Builder::new_multi_thread();
+    if let Some(n) = settings.worker_threads {
+        builder.worker_threads(n);
+    }
+    let runtime = builder
         .enable_all()
         .build()
         .context("starting the async runtime")?;

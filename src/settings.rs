@@ -182,6 +182,9 @@ pub struct ServeArgs {
     /// On SIGTERM: longest wait for in-flight requests before exiting [default: 10s]
     #[arg(long, value_name = "DURATION", env = "SLUICE_SHUTDOWN_GRACE")]
     pub shutdown_grace: Option<String>,
+    /// Threads serving requests [default: the CPUs available to the process]
+    #[arg(long, value_name = "N", env = "SLUICE_WORKER_THREADS")]
+    pub worker_threads: Option<usize>,
     /// On SIGTERM: keep serving this long with health NOT_SERVING before closing the
     /// listeners, so load balancers stop sending first [default: 0s]
     #[arg(long, value_name = "DURATION", env = "SLUICE_SHUTDOWN_DELAY")]
@@ -311,6 +314,8 @@ pub struct Settings {
     pub log_format: LogFormat,
     pub shutdown_grace: Duration,
     pub shutdown_delay: Duration,
+    /// `None`: one per available CPU.
+    pub worker_threads: Option<usize>,
     /// Health requires at least one loaded domain (HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED).
     pub healthy_requires_config: bool,
     /// Notes on accepted-but-ignored compatibility variables, logged at startup.
@@ -334,6 +339,7 @@ impl Default for Settings {
             log_format: LogFormat::Text,
             shutdown_grace: Duration::from_secs(10),
             shutdown_delay: Duration::ZERO,
+            worker_threads: None,
             healthy_requires_config: false,
             notes: Vec::new(),
         }

@@ -164,6 +164,10 @@ pub(super) fn resolve(args: &ServeArgs, env: Env<'_>) -> Result<Settings, Settin
     if let Some(d) = &args.shutdown_delay {
         s.shutdown_delay = parse_duration("--shutdown-delay", d)?;
     }
+    if args.worker_threads == Some(0) {
+        return Err(err("--worker-threads", "must be at least 1"));
+    }
+    s.worker_threads = args.worker_threads;
     s.healthy_requires_config =
         bool_var(env, "HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED")?.unwrap_or(false);
 
