@@ -153,10 +153,12 @@ impl Env {
         let v: Option<String> = self
             .server
             .query(&["GET", &self.store.state_key(tag, limit)]);
-        v.map(|v| match v.split_once(':').map(|(w, c)| (w.parse(), c.parse())) {
-            Some((Ok(ws), Ok(c))) => (ws, c),
-            _ => panic!("not a fixed_window state: {v:?}"),
-        })
+        v.map(
+            |v| match v.split_once(':').map(|(w, c)| (w.parse(), c.parse())) {
+                Some((Ok(ws), Ok(c))) => (ws, c),
+                _ => panic!("not a fixed_window state: {v:?}"),
+            },
+        )
     }
 }
 

@@ -48,8 +48,9 @@ end
 local now = ARGV[1]
 if now == '' then
   -- Redis 3.2-4.x need effects replication before TIME may precede writes; on 5+ it is the
-  -- default and on 7 the call is a no-op. Guarded because some builds no longer define it.
-  if redis.replicate_commands then
+  -- default and on 7 (which defines REDIS_VERSION_NUM) the call is a no-op, so it is skipped.
+  -- Guarded because some builds no longer define it.
+  if redis.replicate_commands and not redis.REDIS_VERSION_NUM then
     pcall(redis.replicate_commands)
   end
   local t = call('TIME')
