@@ -146,6 +146,20 @@ impl Env {
     pub fn dbsize(&self) -> i64 {
         self.server.query(&["DBSIZE"])
     }
+
+    /// A fixed_window state as stored, the string `'ws:c'`: `(window start, count)`, `None`
+    /// when there is no key.
+    pub fn fixed_window_state(&self, tag: StateTag, limit: &LimitSpec) -> Option<(u64, u64)> {
+        let v: Option<String> = self
+            .server
+            .query(&["GET", &self.store.state_key(tag, limit)]);
+        v.map(
+            |v| match v.split_once(':').map(|(w, c)| (w.parse(), c.parse())) {
+                Some((Ok(ws), Ok(c))) => (ws, c),
+                _ => panic!("not a fixed_window state: {v:?}"),
+            },
+        )
+    }
 }
 
 /// An allowed result.

@@ -36,10 +36,7 @@ async fn fixed_window_without_overdraft_does_not_count_denials() {
     assert_eq!(env.hit1(t, &l, 2).await, allow(0, 30_000, 0));
     assert_eq!(env.hit1(t, &l, 1).await, deny(30_000, Some(30_000), 2));
     assert_eq!(env.hit1(t, &l, 1).await, deny(30_000, Some(30_000), 2));
-    let c: String = env
-        .server
-        .query(&["HGET", &env.store.state_key(t, &l), "c"]);
-    assert_eq!(c, "2");
+    assert_eq!(env.fixed_window_state(t, &l), Some((env.t0, 2)));
 }
 
 #[tokio::test]

@@ -35,10 +35,7 @@ async fn redis_time_mode_counts_and_retries() {
         !r.allowed && r.retry_ms.is_some_and(|ms| ms > 0 && ms <= 3_600_000),
         "{r:?}"
     );
-    let w: String = env
-        .server
-        .query(&["HGET", &env.store.state_key(t, &fw), "w"]);
-    let w: u64 = w.parse().expect("window start");
+    let (w, _) = env.fixed_window_state(t, &fw).expect("window state");
     let real = SystemClock.now_ms();
     assert!(
         w <= real && real - w <= 3_600_000,

@@ -47,10 +47,8 @@ async fn script_flush_is_recovered_without_double_counting() {
         "{second:?}"
     );
     for t in tags {
-        let c: String = env
-            .server
-            .query(&["HGET", &env.store.state_key(t, &limits[0]), "c"]);
-        assert_eq!(c, "2", "each check ran exactly once");
+        let (_, c) = env.fixed_window_state(t, &limits[0]).expect("state");
+        assert_eq!(c, 2, "each check ran exactly once");
     }
     assert_eq!(env.server.command_calls("script|load"), 1);
     let third = env.run(&checks(&tags, &limits)).await;

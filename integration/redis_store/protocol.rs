@@ -138,12 +138,9 @@ async fn penalty_locks_after_a_denial_and_leaves_counters_alone() {
         penalized,
         "a peek is penalized too"
     );
-    let w: String = env
-        .server
-        .query(&["HGET", &env.store.state_key(t, &l), "w"]);
     assert_eq!(
-        w,
-        env.t0.to_string(),
+        env.fixed_window_state(t, &l),
+        Some((env.t0, 2)),
         "a penalized hit must not write state"
     );
     // A refund is always allowed, ignores the lock and leaves it in place.
@@ -190,10 +187,8 @@ async fn several_limits_are_all_or_nothing_unless_overdraft() {
     // The minute limit allowed the last five too, but was not charged: 5, not 10.
     let r = env.hit(t, &limits, 1).await;
     assert_eq!(r[1], allow(2, 60_000, 5));
-    let c: String = env
-        .server
-        .query(&["HGET", &env.store.state_key(t, &per_minute), "c"]);
-    assert_eq!(c, "5");
+    let (_, c) = env.fixed_window_state(t, &per_minute).expect("state");
+    assert_eq!(c, 5);
 
     // With overdraft (the fixed_window default) the minute limit is charged regardless.
     let od_minute = LimitSpec {
@@ -205,10 +200,8 @@ async fn several_limits_are_all_or_nothing_unless_overdraft() {
     for _ in 0..10 {
         env.hit(t2, &limits, 1).await;
     }
-    let c: String = env
-        .server
-        .query(&["HGET", &env.store.state_key(t2, &od_minute), "c"]);
-    assert_eq!(c, "10");
+    let (_, c) = env.fixed_window_state(t2, &od_minute).expect("state");
+    assert_eq!(c, 10);
 }
 
 #[tokio::test]
@@ -369,10 +362,11 @@ async fn any_u64_cost_saturates_instead_of_wrapping() {
         assert_eq!((r.allowed, r.used_before), (false, 1 << 53), "{l:?}");
         assert_eq!(env.refund1(t, l, u64::MAX).await.remaining, 5, "{l:?}");
     }
-    let fw_count: Option<String> = env
-        .server
-        .query(&["HGET", &env.store.state_key(t, &fw), "c"]);
-    assert_eq!(fw_count, None, "refunded to empty: deleted");
+    assert_eq!(
+        env.fixed_window_state(t, &fw),
+        None,
+        "refunded to empty: deleted"
+    );
     // A sliding log that could grow without bound is refused before anything is written.
     let mut log = spec(Algorithm::SlidingLog, 5, Unit::Second);
     log.overdraft = true;

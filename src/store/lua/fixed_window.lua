@@ -1,43 +1,47 @@
 -- fixed_window (code 1): count per epoch-aligned window of W ms.
--- State: hash {w = window start ms, c = count}; TTL = window end - now + slack.
+-- State: string 'ws:c' ('%d:%d': window start ms, count), TTL = window end - now + slack.
+-- Loaded into l.ws and l.u = c; reset_ms = retry_ms = l.ws + W - now (main.lua).
 -- KEYS/ARGV/return: see header.lua; semantics: docs/algorithms.md "fixed_window".
-ALGO[1] = {
-  load = function(key, p, now)
-    local ws_now = now - now % p.W
-    local v = redis.call('HMGET', key, 'w', 'c')
-    local ws, c = tonumber(v[1]), tonumber(v[2])
-    -- A later window start only exists when the clock went backwards: keep it (conservative).
-    if ws == nil or c == nil or ws < ws_now then
-      ws, c = ws_now, 0
+local fw_load, fw_write
+if USES[1] then
+  fw_load = function(l, now)
+    local ws_now = now - now % l.W
+    local ws, c
+    local v = redis.pcall('GET', l.key)
+    if type(v) == 'table' then
+      v = legacy_state(l.key, v, 'w', 'c')
     end
-    return { key = key, ws = ws, c = c, used = c }
-  end,
-  fits = function(st, p, n)
-    return st.c + n <= p.C
-  end,
-  -- Saturates at 2^53 so no cost (a u64 from the client) can wrap the stored count.
-  charge = function(st, p, n, now)
-    st.c = min(st.c + n, EXACT)
-  end,
-  refund = function(st, p, n, now)
-    st.c = max(0, st.c - n)
-  end,
-  save = function(st, p, now, slack)
-    if st.c <= 0 then
-      redis.call('DEL', st.key)
+    if v then
+      ws, c = string.match(v, '^(%d+):(%d+)$')
+    end
+    if ws == nil then
+      ws, c = ws_now, 0
+    else
+      ws, c = ws + 0, c + 0
+      -- A later window start only exists when the clock went backwards: keep it
+      -- (conservative).
+      if ws < ws_now then
+        ws, c = ws_now, 0
+      end
+    end
+    l.ws, l.u = ws, c
+  end
+
+  -- Charge n (saturating at 2^53, so no u64 cost can wrap the count) or refund it; save.
+  fw_write = function(l, now, n, slack, charge)
+    local c
+    if charge then
+      c = math.min(l.u + n, 9007199254740992)
+    else
+      c = math.max(0, l.u - n)
+    end
+    l.u = c
+    if c <= 0 then
+      redis.call('DEL', l.key)
       return
     end
-    redis.call('HSET', st.key, 'w', I(st.ws), 'c', I(st.c))
-    pexpire(st.key, st.ws + p.W - now + slack)
-  end,
-  remaining = function(st, p)
-    return max(0, p.C - st.c)
-  end,
-  reset = function(st, p, now)
-    return st.ws + p.W - now
-  end,
-  -- The window end even when n > C: envoyproxy/ratelimit's answer.
-  retry = function(st, p, n, now)
-    return st.ws + p.W - now
-  end,
-}
+    local fmt = string.format
+    redis.call('SET', l.key, fmt('%d:%d', l.ws, c), 'PX',
+      fmt('%d', math.max(1, l.ws + l.W - now + slack)))
+  end
+end

@@ -1,52 +1,49 @@
 -- gcra (code 6): the theoretical arrival time TAT = a + b/R ms (0 <= b < R), one string:
 -- 'a' when b = 0, else 'a:b:R' (the R it was written with, so a changed rate rescales b).
--- The scaled level is (TAT - now) * R, and every decision is leaky_bucket's on that level.
--- TTL = TAT - now (rounded up) + slack; an empty state is no key at all.
+-- Loaded as the scaled level l.u = (TAT - now) * R: every decision is leaky_bucket's on that
+-- level (main.lua), with lag 0: the TAT is absolute, a clock gone backwards just sees a
+-- higher level. TTL = TAT - now (rounded up) + slack; an empty state is no key at all.
 -- KEYS/ARGV/return: see header.lua; semantics: docs/algorithms.md "gcra".
-ALGO[6] = {
-  load = function(key, p, now)
-    local l = 0
-    local v = redis.call('GET', key)
-    if v then
-      local sa, sb, sr = string.match(v, '^(%-?%d+):(%d+):(%d+)$')
-      local a, b, r
-      if sa then
-        a, b, r = tonumber(sa), tonumber(sb), tonumber(sr)
-      else
-        a, b, r = tonumber(v), 0, p.R
-      end
-      if a ~= nil and b ~= nil and r ~= nil and r > 0 then
-        if r ~= p.R and b > 0 then
-          -- The same double operations as the native code: ceil((b * R) / R').
-          b = ceil(b * p.R / r)
-          a = a + floor_div(b, p.R)
-          b = b % p.R
-        end
-        l = min(p.L, max(0, (a - now) * p.R + b))
-      end
-    end
-    -- lag 0: the TAT is absolute, a clock gone backwards just sees a higher level.
-    return { key = key, l = l, lag = 0, used = ceil_div(l, p.W) }
-  end,
-  fits = lb_fits,
-  charge = lb_charge,
-  refund = lb_refund,
-  save = function(st, p, now, slack)
-    if st.l <= 0 then
-      redis.call('DEL', st.key)
+local gcra_load, gcra_save
+if USES[6] then
+  gcra_load = function(l, now)
+    local v = redis.call('GET', l.key)
+    if not v then
       return
     end
-    local a = now + floor_div(st.l, p.R)
-    local b = st.l % p.R
+    local R = l.R
+    local a, b, r = string.match(v, '^(%-?%d+):(%d+):(%d+)$')
+    if a then
+      a, b, r = a + 0, b + 0, r + 0
+    else
+      a, b, r = tonumber(v), 0, R
+    end
+    if a ~= nil and r > 0 then
+      if r ~= R and b > 0 then
+        -- The same double operations as the native code: ceil((b * R) / R').
+        b = math.ceil(b * R / r)
+        a = a + math.floor(b / R)
+        b = b % R
+      end
+      l.u = math.min(l.L, math.max(0, (a - now) * R + b))
+    end
+  end
+
+  -- Save a charged or refunded level; `reset` is ceil(level / R) (main.lua).
+  gcra_save = function(l, now, slack, reset)
+    local lv, R = l.u, l.R
+    if lv <= 0 then
+      redis.call('DEL', l.key)
+      return
+    end
+    local fmt = string.format
+    local b = lv % R
     local v
     if b == 0 then
-      v = I(a)
+      v = fmt('%d', now + math.floor(lv / R))
     else
-      v = fmt('%d:%d:%d', a, b, p.R)
+      v = fmt('%d:%d:%d', now + math.floor(lv / R), b, R)
     end
-    redis.call('SET', st.key, v, 'PX', I(max(1, lb_reset(st, p, now) + slack)))
-  end,
-  remaining = lb_remaining,
-  reset = lb_reset,
-  retry = lb_retry,
-}
+    redis.call('SET', l.key, v, 'PX', fmt('%d', math.max(1, reset + slack)))
+  end
+end

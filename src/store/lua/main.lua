@@ -1,177 +1,172 @@
--- The check protocol (docs/algorithms.md "One check"), run over the algorithms above.
--- KEYS/ARGV/return: see header.lua. Bad arguments are error replies raised before the first
--- write, so a malformed call never leaves a partial change behind.
-
--- A bucket algorithm with R = 0 never refills: it holds no state and has capacity 0 (only
--- peeks are admitted, nothing is charged or saved). Penalty locks still apply.
-local INERT = {
-  load = function(key, p, now)
-    return { used = 0 }
-  end,
-  fits = function(st, p, n)
-    return n == 0
-  end,
-  charge = function() end,
-  refund = function() end,
-  save = function() end,
-  remaining = function()
-    return 0
-  end,
-  reset = function()
-    return 0
-  end,
-  retry = function()
-    return -1
-  end,
-}
-
-local function fail(msg)
-  error({ err = 'ERR sluice: ' .. msg })
-end
-
-local function arg_int(i)
-  local x = tonumber(ARGV[i])
-  if x == nil or x ~= floor(x) or x < 0 then
-    fail(fmt('ARGV[%d] is not a non-negative integer', i))
-  end
-  return x
-end
-
-local nk = #KEYS / 2
-if nk ~= floor(nk) or #ARGV ~= 5 + 7 * nk then
-  fail('expected 2 KEYS and 7 ARGV per limit')
-end
-
-local now
-if ARGV[1] == '' then
-  local t = redis.call('TIME')
-  now = tonumber(t[1]) * 1000 + floor(tonumber(t[2]) / 1000)
-else
-  now = arg_int(1)
-end
-local n = arg_int(2)
-local refund = ARGV[3] == '1'
-local slack = arg_int(4)
-
--- Parameters of every limit, validated before anything is read or written.
-local P = {}
-for i = 1, nk do
-  local base = 5 + 7 * (i - 1)
-  local p = {
-    code = arg_int(base + 1),
-    R = arg_int(base + 2),
-    W = arg_int(base + 3),
-    C = arg_int(base + 4),
-    B = arg_int(base + 5),
-    od = arg_int(base + 6) == 1,
-    pen = arg_int(base + 7),
-  }
-  p.Cs = p.C * p.W
-  p.L = min(EXACT, HALF_EXACT * p.R)
-  p.key, p.lock = KEYS[2 * i - 1], KEYS[2 * i]
-  p.algo = ALGO[p.code]
-  if p.algo == nil then
-    fail(fmt('unknown algorithm code %d', p.code))
-  end
-  if p.code >= 4 and p.R == 0 then
-    p.algo = INERT
-  end
-  -- The config guarantees these (docs/algorithms.md "Preconditions"); checked again because
-  -- a violation would divide by zero, lose exactness, or (a sliding log above
-  -- SLIDING_LOG_MAX = 10000 entries, or with overdraft) let one call add unbounded ZSET
-  -- members and block the server. Cs bounds only the buckets' scaled arithmetic (Cs <= L,
-  -- and L <= 2^53): the window algorithms never use Cs, and any C*W is legal for them.
-  if p.W < 1 or (p.code == 2 and p.B < 1)
-    or (p.code >= 4 and p.R > 0 and p.Cs > p.L)
-    or (p.code == 3 and (p.od or p.C > 10000)) then
-    fail(fmt('invalid parameters for limit %d', i))
-  end
-  P[i] = p
-end
+-- The check protocol (docs/algorithms.md "One check"), run over the limits parsed by
+-- header.lua with the algorithms above. KEYS/ARGV/return: see header.lua.
+--
+-- Usage u is what every decision reads: the window algorithms (codes 1-3) count requests,
+--   fits: u + n <= C    remaining: max(0, C - u)    used_before: u
+-- and the buckets (4-6) hold a scaled level in [0, L] (one request = W units, R units/ms),
+--   fits: n <= C and n*W <= Cs - u    remaining: floor(max(0, Cs - u) / W)
+--   charge: u = min(u + n*W, L)    refund: u = max(0, u - n*W)    used_before: ceil(u / W)
+--   reset: lag + ceil(u / R)    retry (n <= C): lag + ceil((u - (Cs - n*W)) / R)
+-- (Cs - u is token_bucket's tokens; no intermediate leaves [-2^53, 2^53] unless a min/max
+-- clamps it). An inert bucket (R = 0) is never loaded, charged or saved.
 
 -- 1. Load every limit's state, brought to now (reads only).
-local S = {}
 for i = 1, nk do
-  S[i] = P[i].algo.load(P[i].key, P[i], now)
+  local l = LIMITS[i]
+  local code = l.code
+  if code == 1 then
+    fw_load(l, now)
+  elseif code == 2 then
+    sw_load(l, now)
+  elseif code == 3 then
+    sl_load(l, now)
+  elseif l.R == 0 then
+    -- inert
+  elseif code == 4 then
+    tb_load(l, now)
+  elseif code == 5 then
+    lb_load(l, now)
+  else
+    gcra_load(l, now)
+  end
+  if code >= 4 then
+    l.used = ceil(l.u / l.W)
+  else
+    l.used = l.u
+  end
 end
 
-local ok, lock_left, locked = {}, {}, {}
-
+-- Whether limits are written (charged or refunded, then saved): a refund of n > 0 writes
+-- every limit; a hit only writes when n > 0 and nothing is penalized.
+local write = n > 0
+local all_ok = true
 if refund then
   -- Refund: give n back everywhere, never below empty; always allowed; penalties untouched.
   for i = 1, nk do
-    local p = P[i]
-    if n > 0 then
-      p.algo.refund(S[i], p, n, now)
-      p.algo.save(S[i], p, now, slack)
-    end
-    ok[i] = true
+    LIMITS[i].ok = true
   end
 else
   -- 2. Penalty: an active lock (lock_until > now) denies without touching counters.
-  local any_pen = false
   for i = 1, nk do
-    local p = P[i]
-    if p.pen > 0 then
-      local until_ms = tonumber(redis.call('GET', p.lock))
-      if until_ms ~= nil and until_ms > now then
-        lock_left[i] = until_ms - now
-        any_pen = true
+    local l = LIMITS[i]
+    if l.pen > 0 then
+      local until_ms = call('GET', KEYS[2 * i])
+      until_ms = until_ms and tonumber(until_ms)
+      if until_ms and until_ms > now then
+        l.left = until_ms - now
+        write = false
       end
     end
   end
   -- 3. Decide.
-  local all_ok = true
   for i = 1, nk do
-    ok[i] = lock_left[i] == nil and P[i].algo.fits(S[i], P[i], n)
-    all_ok = all_ok and ok[i]
+    local l = LIMITS[i]
+    local ok
+    if l.left then
+      ok = false
+    elseif l.code < 4 then
+      ok = l.u + n <= l.C
+    elseif l.R == 0 then
+      ok = n == 0
+    else
+      ok = n <= l.C and n * l.W <= l.Cs - l.u
+    end
+    l.ok = ok
+    all_ok = all_ok and ok
   end
-  -- A peek (n = 0) and a penalized check write nothing.
-  if n > 0 and not any_pen then
-    -- 4. Charge: all-or-nothing, except that overdraft limits are always charged; 6. save.
-    for i = 1, nk do
-      local p = P[i]
-      if all_ok or p.od then
-        p.algo.charge(S[i], p, n, now)
-        p.algo.save(S[i], p, now, slack)
+end
+
+if write then
+  -- 4. Charge (all-or-nothing, except that overdraft limits are always charged) or refund;
+  -- 6. save.
+  for i = 1, nk do
+    local l = LIMITS[i]
+    local code = l.code
+    if refund or all_ok or l.od then
+      if code == 1 then
+        fw_write(l, now, n, slack, not refund)
+      elseif code == 2 then
+        sw_write(l, now, n, slack, not refund)
+      elseif code == 3 then
+        sl_write(l, now, n, slack, nonce, not refund)
+      elseif l.R > 0 then
+        if refund then
+          l.u = max(0, l.u - n * l.W)
+        else
+          l.u = min(l.u + n * l.W, l.L)
+        end
+        local reset = l.lag + ceil(l.u / l.R)
+        if code == 4 then
+          tb_save(l, now, slack, reset)
+        elseif code == 5 then
+          lb_save(l, now, slack, reset)
+        else
+          gcra_save(l, now, slack, reset)
+        end
       end
     end
-    -- 5. Lock every denying limit that has a penalty.
-    if not all_ok then
-      for i = 1, nk do
-        local p = P[i]
-        if p.pen > 0 and not ok[i] then
-          redis.call('SET', p.lock, I(now + p.pen), 'PX', I(max(1, p.pen + slack)))
-          locked[i] = true
-        end
+  end
+  -- 5. Lock every denying limit that has a penalty.
+  if not all_ok then
+    for i = 1, nk do
+      local l = LIMITS[i]
+      if l.pen > 0 and not l.ok then
+        call('SET', KEYS[2 * i], fmt('%d', now + l.pen), 'PX', fmt('%d', max(1, l.pen + slack)))
+        l.locked = true
       end
     end
   end
 end
 
 -- 7. Report, from the state after the charge.
-local out = { now }
+if nk == 0 then
+  return { now }
+end
+local out = { now, 0, 0, 0, 0, 0, 0 } -- presized for one limit
 for i = 1, nk do
-  local p, st = P[i], S[i]
-  local a = p.algo
-  local remaining, retry, penalized = 0, -1, 0
-  if ok[i] then
-    remaining = a.remaining(st, p)
-  elseif lock_left[i] ~= nil then
-    retry = lock_left[i]
+  local l = LIMITS[i]
+  local code = l.code
+  local remaining, reset, retry, penalized = 0, 0, -1, 0
+  if code == 1 then
+    reset = l.ws + l.W - now
+  elseif code == 2 then
+    reset = sw_reset(l, now)
+  elseif code == 3 then
+    reset = sl_reset(l, now)
+  elseif l.R > 0 then
+    reset = l.lag + ceil(l.u / l.R)
+  end
+  if l.ok then
+    if code < 4 then
+      remaining = max(0, l.C - l.u)
+    elseif l.R > 0 then
+      remaining = floor(max(0, l.Cs - l.u) / l.W)
+    end
+  elseif l.left then
+    retry = l.left
     penalized = 1
   else
-    retry = a.retry(st, p, n, now)
+    if code == 1 then
+      -- The window end even when n > C: envoyproxy/ratelimit's answer.
+      retry = reset
+    elseif code == 2 then
+      retry = sw_retry(l, now, n)
+    elseif code == 3 then
+      retry = sl_retry(l, now, n)
+    elseif l.R > 0 and n <= l.C then
+      retry = l.lag + ceil((l.u - (l.Cs - n * l.W)) / l.R)
+    end
     -- A fresh lock extends the retry; "never" (-1) stays never.
-    if locked[i] and retry >= 0 then
-      retry = max(retry, p.pen)
+    if l.locked and retry >= 0 then
+      retry = max(retry, l.pen)
     end
   end
-  out[#out + 1] = ok[i] and 1 or 0
-  out[#out + 1] = remaining
-  out[#out + 1] = a.reset(st, p, now)
-  out[#out + 1] = retry
-  out[#out + 1] = st.used
-  out[#out + 1] = penalized
+  local b = 6 * (i - 1)
+  out[b + 2] = l.ok and 1 or 0
+  out[b + 3] = remaining
+  out[b + 4] = reset
+  out[b + 5] = retry
+  out[b + 6] = l.used
+  out[b + 7] = penalized
 end
 return out
