@@ -153,7 +153,9 @@ impl Ring {
     pub fn timed_out(&self, lease: &Lease) {
         let slot = &self.slots[lease.slot];
         let n = slot.timeouts.fetch_add(1, Ordering::Relaxed) + 1;
-        let silent = self.now_ms().saturating_sub(slot.last_ok_ms.load(Ordering::Relaxed));
+        let silent = self
+            .now_ms()
+            .saturating_sub(slot.last_ok_ms.load(Ordering::Relaxed));
         if n >= self.max_timeouts && silent >= self.dead_after_ms {
             self.broken(lease);
         }
