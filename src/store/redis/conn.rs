@@ -14,7 +14,6 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-use deadpool_redis::redis::aio::MultiplexedConnection;
 use deadpool_redis::redis::cluster::ClusterClient;
 use deadpool_redis::redis::cluster_async::ClusterConnection;
 use deadpool_redis::redis::{RedisError, Script};
@@ -22,10 +21,14 @@ use parking_lot::Mutex;
 use tokio::sync::{Notify, watch};
 use tokio_util::sync::CancellationToken;
 
-/// A live connection; cloning shares the underlying multiplexer.
+use super::batch::Batcher;
+use super::script::SCRIPT;
+
+/// A live connection; cloning shares it.
 #[derive(Clone)]
 pub(crate) enum Conn {
-    Single(MultiplexedConnection),
+    /// A multiplexed connection behind its batcher (see `batch.rs`).
+    Single(Batcher),
     Cluster(ClusterConnection),
 }
 
@@ -37,27 +40,27 @@ pub(crate) enum Connector {
 }
 
 impl Connector {
-    async fn connect(&self) -> Result<Conn, String> {
+    /// Connect and preload the script, so the first requests do not pay for `NOSCRIPT` (on
+    /// a cluster connection `SCRIPT LOAD` is sent to every primary).
+    async fn connect(&self, script: &Script) -> Result<Conn, String> {
+        let loaded = |e: RedisError| format!("SCRIPT LOAD failed: {e}");
         match self {
             Connector::Single(pool) => {
                 let obj = pool.get().await.map_err(|e| e.to_string())?;
-                Ok(Conn::Single(deadpool_redis::Connection::take(obj)))
+                let mut conn = deadpool_redis::Connection::take(obj);
+                script.load_async(&mut conn).await.map_err(loaded)?;
+                let sha = script.get_hash().to_owned();
+                Ok(Conn::Single(Batcher::spawn(conn, sha, SCRIPT)))
             }
-            Connector::Cluster(client) => client
-                .get_async_connection()
-                .await
-                .map(Conn::Cluster)
-                .map_err(|e| e.to_string()),
+            Connector::Cluster(client) => {
+                let mut conn = client
+                    .get_async_connection()
+                    .await
+                    .map_err(|e| e.to_string())?;
+                script.load_async(&mut conn).await.map_err(loaded)?;
+                Ok(Conn::Cluster(conn))
+            }
         }
-    }
-}
-
-/// Preload the script so the first requests do not pay for `NOSCRIPT` (on a cluster
-/// connection `SCRIPT LOAD` is sent to every primary).
-async fn preload(conn: &mut Conn, script: &Script) -> Result<(), RedisError> {
-    match conn {
-        Conn::Single(c) => script.load_async(c).await.map(drop),
-        Conn::Cluster(c) => script.load_async(c).await.map(drop),
     }
 }
 
@@ -223,13 +226,7 @@ pub(crate) async fn reconnect_loop(
                 () = ring.wake.notified() => continue,
             }
         }
-        let attempt = async {
-            let mut conn = connector.connect().await?;
-            preload(&mut conn, &script)
-                .await
-                .map_err(|e| format!("SCRIPT LOAD failed: {e}"))?;
-            Ok::<Conn, String>(conn)
-        };
+        let attempt = connector.connect(&script);
         let result = tokio::select! {
             () = stop.cancelled() => return,
             r = tokio::time::timeout(backoff.connect_timeout, attempt) => r,

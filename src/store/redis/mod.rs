@@ -14,6 +14,7 @@
 //! Keys: `<prefix>{<tag>}:<code>:<unit s>:<buckets>:<slot>` and the same plus `:p` for the
 //! penalty lock; the tag is the descriptor's [`StateTag`] in base64url.
 
+mod batch;
 mod config;
 mod conn;
 mod pipeline;
@@ -160,12 +161,10 @@ impl RedisStore {
         format!("{:x}.{n:x}", self.nonce_seed)
     }
 
-    async fn exec(&self, conn: Conn, calls: &[Invocation]) -> Result<Vec<Value>, RedisError> {
+    async fn exec(&self, conn: Conn, calls: Vec<Invocation>) -> Result<Vec<Value>, RedisError> {
         match conn {
-            Conn::Single(mut c) => {
-                pipeline::evalsha_all(&mut c, self.script.get_hash(), SCRIPT, calls).await
-            }
-            Conn::Cluster(c) => self.exec_cluster(c, calls).await,
+            Conn::Single(batcher) => batcher.exec(calls).await,
+            Conn::Cluster(c) => self.exec_cluster(c, &calls).await,
         }
     }
 
@@ -207,12 +206,13 @@ impl Store for RedisStore {
         if calls.is_empty() {
             return Ok(());
         }
+        let sizes: Vec<usize> = calls.iter().map(|c| c.limits).collect();
         // The breaker: with no live connection, fail now rather than connect or wait.
         let Some(lease) = self.ring.pick() else {
             return Err(StoreError::Unavailable("redis is not connected".to_owned()));
         };
         let values =
-            match tokio::time::timeout(self.request_timeout, self.exec(lease.conn.clone(), &calls))
+            match tokio::time::timeout(self.request_timeout, self.exec(lease.conn.clone(), calls))
                 .await
             {
                 Err(_) => {
@@ -247,15 +247,15 @@ impl Store for RedisStore {
                 }
             }
         }
-        if values.len() != calls.len() {
+        if values.len() != sizes.len() {
             return Err(StoreError::Backend(format!(
                 "expected {} replies, got {}",
-                calls.len(),
+                sizes.len(),
                 values.len()
             )));
         }
-        for (call, value) in calls.iter().zip(&values) {
-            parse_reply(value, call.limits, out)?;
+        for (&limits, value) in sizes.iter().zip(&values) {
+            parse_reply(value, limits, out)?;
         }
         Ok(())
     }
