@@ -97,10 +97,10 @@ pub struct ServeArgs {
     #[arg(long, value_name = "PATH", env = "SLUICE_METRICS_PATH")]
     pub metrics_path: Option<String>,
     /// Allow one domain to be split over several files (also MERGE_DOMAIN_CONFIG)
-    #[arg(long, env = "SLUICE_MERGE_DOMAINS")]
+    #[arg(long, num_args = 0..=1, default_missing_value = "true", env = "SLUICE_MERGE_DOMAINS")]
     pub merge_domains: Option<bool>,
     /// Watch config paths and reload on change [default: true]
-    #[arg(long, env = "SLUICE_WATCH_CONFIG")]
+    #[arg(long, num_args = 0..=1, default_missing_value = "true", env = "SLUICE_WATCH_CONFIG")]
     pub watch_config: Option<bool>,
 
     /// Redis URL: redis://host:port/db, rediss://… (TLS), unix:///path; comma-separated node
@@ -129,27 +129,27 @@ pub struct ServeArgs {
     pub cache_key_prefix: Option<String>,
 
     /// Never deny: OVER_LIMIT answers become OK (also SHADOW_MODE)
-    #[arg(long, env = "SLUICE_SHADOW_MODE")]
+    #[arg(long, num_args = 0..=1, default_missing_value = "true", env = "SLUICE_SHADOW_MODE")]
     pub shadow_mode: Option<bool>,
     /// Treat every rule as quota_mode (also QUOTA_MODE)
-    #[arg(long, env = "SLUICE_QUOTA_MODE")]
+    #[arg(long, num_args = 0..=1, default_missing_value = "true", env = "SLUICE_QUOTA_MODE")]
     pub quota_mode: Option<bool>,
     /// Fraction of a limit above which hits count as near_limit [default: 0.8] (also NEAR_LIMIT_RATIO)
     #[arg(long, value_name = "RATIO", env = "SLUICE_NEAR_LIMIT_RATIO")]
     pub near_limit_ratio: Option<f32>,
 
     /// Add RateLimit-Limit/-Remaining/-Reset response headers (also LIMIT_RESPONSE_HEADERS_ENABLED)
-    #[arg(long, env = "SLUICE_RESPONSE_HEADERS")]
+    #[arg(long, num_args = 0..=1, default_missing_value = "true", env = "SLUICE_RESPONSE_HEADERS")]
     pub response_headers: Option<bool>,
     /// Header style: draft03 (RateLimit-Limit/-Remaining/-Reset, their format) or ietf
     /// (RateLimit-Policy + RateLimit, current IETF draft) [default: draft03]
     #[arg(long, value_enum, env = "SLUICE_RESPONSE_HEADERS_STYLE")]
     pub response_headers_style: Option<HeaderStyle>,
     /// Add Retry-After to OVER_LIMIT responses [default: false]
-    #[arg(long, env = "SLUICE_RETRY_AFTER_HEADER")]
+    #[arg(long, num_args = 0..=1, default_missing_value = "true", env = "SLUICE_RETRY_AFTER_HEADER")]
     pub retry_after_header: Option<bool>,
     /// Return rule metadata in dynamic metadata (also RESPONSE_DYNAMIC_METADATA)
-    #[arg(long, env = "SLUICE_RESPONSE_DYNAMIC_METADATA")]
+    #[arg(long, num_args = 0..=1, default_missing_value = "true", env = "SLUICE_RESPONSE_DYNAMIC_METADATA")]
     pub response_dynamic_metadata: Option<bool>,
 
     /// Most descriptors one request may carry [default: 64]

@@ -187,3 +187,13 @@ fn durations_and_booleans() {
         "0.0.0.0:8080"
     );
 }
+
+#[test]
+fn boolean_flags_need_no_value() {
+    let s = serve(
+        &["--shadow-mode", "--merge-domains", "--quota-mode", "false"],
+        &[],
+    )
+    .unwrap();
+    assert!(s.decision.shadow_mode && s.merge_domains && !s.decision.quota_mode);
+}
