@@ -6,7 +6,7 @@ use anyhow::Context;
 use clap::Parser;
 use sluice::config::{LoadOptions, RateLimitConfig};
 use sluice::server::{self, Listeners};
-use sluice::settings::{CheckArgs, Cli, Command, LogFormat, Settings};
+use sluice::settings::{CheckArgs, Cli, Command, LogFormat, Settings, parse_bool};
 use tokio_util::sync::CancellationToken;
 use tracing_subscriber::EnvFilter;
 
@@ -34,7 +34,7 @@ fn main() -> ExitCode {
 fn check(args: &CheckArgs) -> ExitCode {
     let merge = args.merge_domains
         || std::env::var("MERGE_DOMAIN_CONFIG")
-            .is_ok_and(|v| matches!(v.trim(), "1" | "t" | "T" | "true" | "TRUE" | "True"));
+            .is_ok_and(|v| parse_bool("MERGE_DOMAIN_CONFIG", &v).unwrap_or(false));
     match RateLimitConfig::load(
         &args.paths,
         &LoadOptions {
