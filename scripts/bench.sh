@@ -5,6 +5,8 @@
 #   scripts/bench.sh                 # every run, default settings
 #   WORKERS=1 scripts/bench.sh       # sluice with --worker-threads 1
 #   DURATION=20s scripts/bench.sh
+#   PIN=1 WORKERS=1 scripts/bench.sh # sluice and the load generator on CPU 0, Redis on CPU 1
+#                                    # (Redis as if on its own machine)
 #
 # Prints one line per run (throughput, latency percentiles, CPU per request of sluice, the
 # load generator and redis-server) and, for Redis, calls and socket reads per request.
@@ -35,12 +37,12 @@ run() {
     local store=$1 descriptors=$2 extra=()
     cleanup; sleep 0.3
     if [ "$store" = redis ]; then
-        redis-server --port $RPORT --save "" --appendonly no --daemonize yes --logfile /dev/null
+        ${PIN:+taskset -c 1} redis-server --port $RPORT --save "" --appendonly no --daemonize yes --logfile /dev/null
         sleep 0.3
         extra+=(--redis-url "redis://127.0.0.1:$RPORT")
     fi
     [ -n "${WORKERS:-}" ] && extra+=(--worker-threads "$WORKERS")
-    ./target/release/sluice serve --config examples/loadgen-config --grpc-addr $GRPC \
+    ${PIN:+taskset -c 0} ./target/release/sluice serve --config examples/loadgen-config --grpc-addr $GRPC \
         --http-addr $HTTP "${extra[@]}" >/dev/null 2>&1 &
     SLUICE=$!
     for _ in $(seq 100); do
@@ -52,7 +54,7 @@ run() {
         rpid=$(pgrep -f "redis-server.*:$RPORT" | head -1)
     fi
     # Warm up (connections, allocator), then measure a separate run.
-    ./target/release/examples/loadgen --target "http://$GRPC" --connections "$CONNECTIONS" \
+    ${PIN:+taskset -c 0} ./target/release/examples/loadgen --target "http://$GRPC" --connections "$CONNECTIONS" \
         --concurrency "$CONCURRENCY" --duration "$WARMUP" --warmup 0s --keys "$KEYS" \
         --descriptors "$descriptors" >/dev/null 2>&1
     s0=$(ticks $SLUICE)
@@ -60,7 +62,7 @@ run() {
         r0=$(ticks "$rpid"); calls0=$(info commandstats cmdstat_evalsha:calls); reads0=$(info stats total_reads_processed)
     fi
     local out
-    out=$(./target/release/examples/loadgen --json --target "http://$GRPC" \
+    out=$(${PIN:+taskset -c 0} ./target/release/examples/loadgen --json --target "http://$GRPC" \
         --connections "$CONNECTIONS" --concurrency "$CONCURRENCY" --duration "$DURATION" \
         --warmup 0s --keys "$KEYS" --descriptors "$descriptors" 2>/dev/null)
     local s1 r1=0 calls1=0 reads1=0
