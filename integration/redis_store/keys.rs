@@ -262,10 +262,9 @@ async fn large_timestamps_are_stored_as_plain_integers() {
 }
 
 /// fixed_window, token_bucket and leaky_bucket keep their state in one string ('ws:c',
-/// 't:ts:x', 'l:ts:x', all '%d'); the hash of the same fields that older builds wrote is
-/// still read, and replaced by the next save.
+/// 't:ts:x', 'l:ts:x', all '%d'); a key of another type is an error that writes nothing.
 #[tokio::test]
-async fn one_string_states_and_hashes_of_older_builds() {
+async fn one_string_states_and_foreign_types() {
     let env = Env::new().await;
     let fw = spec(Algorithm::FixedWindow, 5, Unit::Second);
     // Rate 10/s: one request = 1000 units, 10 units/ms; 3 hits take 300 ms to drain.
@@ -282,41 +281,6 @@ async fn one_string_states_and_hashes_of_older_builds() {
     assert_eq!(get(t, &fw), format!("{t0}:3"));
     assert_eq!(get(t, &tb), format!("7000:{now}:{}", now + 300));
     assert_eq!(get(t, &lb), format!("3000:{now}:{}", now + 300));
-
-    // The same states as hashes (a leaky bucket written before the expiry field existed).
-    let old = tag("older");
-    let hset = |l: &LimitSpec, fields: &[(&str, String)]| {
-        let key = env.store.state_key(old, l);
-        let mut args = vec!["HSET", key.as_str()];
-        for (f, v) in fields {
-            args.extend([*f, v.as_str()]);
-        }
-        env.server.query::<i64>(&args);
-        env.server.query::<i64>(&["PEXPIRE", &key, "60000"]);
-    };
-    hset(&fw, &[("w", t0.to_string()), ("c", "3".into())]);
-    hset(
-        &tb,
-        &[
-            ("t", "7000".into()),
-            ("ts", now.to_string()),
-            ("x", (now + 300).to_string()),
-        ],
-    );
-    hset(&lb, &[("l", "3000".into()), ("ts", now.to_string())]);
-    for l in [&fw, &tb, &lb] {
-        let r = env.hit1(old, l, 1).await;
-        assert!(r.allowed && r.used_before == 3, "{l:?}: {r:?}");
-        let key = env.store.state_key(old, l);
-        let kind: String = env.server.query(&["TYPE", &key]);
-        assert_eq!(kind, "string", "{l:?}");
-        let pttl: i64 = env.server.query(&["PTTL", &key]);
-        let bound = (r.reset_ms + super::TEST_SLACK_MS) as i64;
-        assert!(pttl > 0 && pttl <= bound, "{l:?}: {pttl}");
-    }
-    assert_eq!(get(old, &fw), format!("{t0}:4"));
-    assert_eq!(get(old, &tb), format!("6000:{now}:{}", now + 400));
-    assert_eq!(get(old, &lb), format!("4000:{now}:{}", now + 400));
 
     // Any other type under a state key is an error, and nothing is written.
     let odd = tag("odd");

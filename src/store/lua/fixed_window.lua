@@ -7,10 +7,7 @@ if USES[1] then
   fw_load = function(l, now)
     local ws_now = now - now % l.W
     local ws, c
-    local v = redis.pcall('GET', l.key)
-    if type(v) == 'table' then
-      v = legacy_state(l.key, v, 'w', 'c')
-    end
+    local v = redis.call('GET', l.key)
     if v then
       ws, c = string.match(v, '^(%d+):(%d+)$')
     end

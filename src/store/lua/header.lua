@@ -113,29 +113,6 @@ for i = 1, nk do
   USES[code] = true
 end
 
--- The state string of `key` when GET failed with `err`. Older sluice builds stored the state
--- of fixed_window, token_bucket and leaky_bucket as a hash of the same fields (f1, f2[, f3]):
--- such a key is read from the hash (and rewritten as a string by the next save), so an
--- upgrade keeps every counter. Any other failure is raised.
-local function legacy_state(key, err, f1, f2, f3)
-  if redis.call('TYPE', key).ok ~= 'hash' then
-    error(err)
-  end
-  local h
-  if f3 then
-    h = redis.call('HMGET', key, f1, f2, f3)
-  else
-    h = redis.call('HMGET', key, f1, f2)
-  end
-  if not h[1] or not h[2] then
-    return false
-  elseif not f3 then
-    return h[1] .. ':' .. h[2]
-  end
-  -- A hash without the expiry field never expires early (as it was read before).
-  return h[1] .. ':' .. h[2] .. ':' .. (h[3] or '9007199254740992')
-end
-
 -- Each algorithm file below defines, when USES its code, functions of a limit `l` that load
 -- its state (reads only: set l.u, and for the buckets l.lag and l.ts, brought to now) and
 -- write a charge or refund of n. Everything that only needs u is main.lua's.

@@ -8,10 +8,7 @@
 local lb_load, lb_save
 if USES[5] then
   lb_load = function(l, now)
-    local v = redis.pcall('GET', l.key)
-    if type(v) == 'table' then
-      v = legacy_state(l.key, v, 'l', 'ts', 'x')
-    end
+    local v = redis.call('GET', l.key)
     local lv, ts, x
     if v then
       lv, ts, x = string.match(v, '^(%d+):(%d+):(%d+)$')

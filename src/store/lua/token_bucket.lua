@@ -11,10 +11,7 @@
 local tb_load, tb_save
 if USES[4] then
   tb_load = function(l, now)
-    local v = redis.pcall('GET', l.key)
-    if type(v) == 'table' then
-      v = legacy_state(l.key, v, 't', 'ts', 'x')
-    end
+    local v = redis.call('GET', l.key)
     local t, ts, x
     if v then
       t, ts, x = string.match(v, '^(%-?%d+):(%d+):(%d+)$')
