@@ -162,6 +162,11 @@ impl Metrics {
             &["family"],
         ));
         reg(Box::new(overflow_total.clone()));
+        // Series that exist from the start, so rate() and alerts see a zero, not nothing.
+        overflow_total.with_label_values(&["ratelimit_service_rate_limit"]);
+        for kind in ["unavailable", "timeout", "backend"] {
+            store_errors.with_label_values(&[store, kind]);
+        }
         let gauge = |name: &str, help: &str| {
             let g = must(IntGauge::new(name, help));
             reg(Box::new(g.clone()));
