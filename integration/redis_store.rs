@@ -113,9 +113,15 @@ impl Env {
     }
 
     pub async fn run(&self, checks: &[Check<'_>]) -> Vec<LimitResult> {
+        self.try_run(checks).await.expect("run")
+    }
+
+    pub async fn try_run(
+        &self,
+        checks: &[Check<'_>],
+    ) -> Result<Vec<LimitResult>, sluice::store::StoreError> {
         let mut out = Vec::new();
-        self.store.run(checks, &mut out).await.expect("run");
-        out
+        self.store.run(checks, &mut out).await.map(|()| out)
     }
 
     pub async fn hit(&self, tag: StateTag, limits: &[LimitSpec], cost: u64) -> Vec<LimitResult> {

@@ -293,8 +293,7 @@ async fn one_string_states_and_foreign_types() {
         cost: 1,
         refund: false,
     };
-    let mut out = Vec::new();
-    let r = sluice::store::Store::run(&env.store, &[check], &mut out).await;
+    let r = env.try_run(&[check]).await;
     assert!(
         matches!(r, Err(sluice::store::StoreError::Backend(_))),
         "{r:?}"

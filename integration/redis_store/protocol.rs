@@ -378,8 +378,7 @@ async fn any_u64_cost_saturates_instead_of_wrapping() {
             cost: 1,
             refund: false,
         };
-        let mut out = Vec::new();
-        let r = sluice::store::Store::run(&env.store, &[check], &mut out).await;
+        let r = env.try_run(&[check]).await;
         assert!(
             matches!(r, Err(sluice::store::StoreError::Backend(_))),
             "{r:?}"

@@ -349,6 +349,14 @@ fn override_unit(raw: i32) -> Result<Unit, ServiceError> {
 /// Their two messages for empty input, and documented bounds for oversized input.
 fn validate(req: &RateLimitRequest, settings: &DecisionSettings) -> Result<(), ServiceError> {
     let bad = |m: String| Err(ServiceError::InvalidArgument(m));
+    // "<what> <got>; the maximum is <max>" for every size bound.
+    let bound = |got: usize, max: usize, what: &dyn Fn(usize) -> String| {
+        if got > max {
+            bad(format!("{}; the maximum is {max}", what(got)))
+        } else {
+            Ok(())
+        }
+    };
     let l = &settings.limits;
     if req.domain.is_empty() {
         return bad("rate limit domain must not be empty".into());
@@ -356,20 +364,12 @@ fn validate(req: &RateLimitRequest, settings: &DecisionSettings) -> Result<(), S
     if req.descriptors.is_empty() {
         return bad("rate limit descriptor list must not be empty".into());
     }
-    if req.domain.len() > l.max_value_bytes {
-        return bad(format!(
-            "domain is {} bytes; the maximum is {}",
-            req.domain.len(),
-            l.max_value_bytes
-        ));
-    }
-    if req.descriptors.len() > l.max_descriptors {
-        return bad(format!(
-            "request has {} descriptors; the maximum is {}",
-            req.descriptors.len(),
-            l.max_descriptors
-        ));
-    }
+    bound(req.domain.len(), l.max_value_bytes, &|n| {
+        format!("domain is {n} bytes")
+    })?;
+    bound(req.descriptors.len(), l.max_descriptors, &|n| {
+        format!("request has {n} descriptors")
+    })?;
     if u64::from(req.hits_addend) > l.max_hits_addend {
         return bad(format!(
             "hits_addend {} exceeds the maximum {}",
@@ -377,28 +377,16 @@ fn validate(req: &RateLimitRequest, settings: &DecisionSettings) -> Result<(), S
         ));
     }
     for (i, d) in req.descriptors.iter().enumerate() {
-        if d.entries.len() > l.max_entries {
-            return bad(format!(
-                "descriptor {i} has {} entries; the maximum is {}",
-                d.entries.len(),
-                l.max_entries
-            ));
-        }
+        bound(d.entries.len(), l.max_entries, &|n| {
+            format!("descriptor {i} has {n} entries")
+        })?;
         for (j, e) in d.entries.iter().enumerate() {
-            if e.key.len() > l.max_key_bytes {
-                return bad(format!(
-                    "descriptor {i} entry {j}: key is {} bytes; the maximum is {}",
-                    e.key.len(),
-                    l.max_key_bytes
-                ));
-            }
-            if e.value.len() > l.max_value_bytes {
-                return bad(format!(
-                    "descriptor {i} entry {j}: value is {} bytes; the maximum is {}",
-                    e.value.len(),
-                    l.max_value_bytes
-                ));
-            }
+            bound(e.key.len(), l.max_key_bytes, &|n| {
+                format!("descriptor {i} entry {j}: key is {n} bytes")
+            })?;
+            bound(e.value.len(), l.max_value_bytes, &|n| {
+                format!("descriptor {i} entry {j}: value is {n} bytes")
+            })?;
         }
         if let Some(h) = &d.hits_addend
             && h.value > l.max_hits_addend
