@@ -7,7 +7,7 @@ use std::hint::black_box;
 use std::sync::Arc;
 
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
-use sluice::limiter::{Algorithm, Check, LimitResult, LimitSpec, ManualClock, StateTag, Unit};
+use sluice::limit::{Algorithm, Check, LimitResult, LimitSpec, ManualClock, StateTag, Unit};
 use sluice::store::memory::MemoryStore;
 
 const T0: u64 = 1_700_000_040_000;

@@ -23,9 +23,7 @@ mod scenarios;
 use std::hash::{BuildHasher, Hasher};
 use std::sync::Arc;
 
-use sluice::limiter::{
-    Algorithm, Check, Clock, LimitResult, LimitSpec, ManualClock, StateTag, Unit,
-};
+use sluice::limit::{Algorithm, Check, Clock, LimitResult, LimitSpec, ManualClock, StateTag, Unit};
 use sluice::store::memory::MemoryStore;
 use sluice::store::redis::{RedisConfig, RedisStore, TimeSource};
 use sluice::store::{Store, StoreError};
@@ -65,7 +63,7 @@ macro_rules! conformance_suite {
         $(
             #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
             async fn $scenario() {
-                let clock = std::sync::Arc::new(sluice::limiter::ManualClock::starting_now());
+                let clock = std::sync::Arc::new(sluice::limit::ManualClock::starting_now());
                 let Some(store) = $make(clock.clone()).await else {
                     eprintln!("{}: store unavailable, skipped", stringify!($scenario));
                     return;

@@ -13,7 +13,7 @@ mod protocol;
 use std::sync::Arc;
 use std::time::Duration;
 
-use sluice::limiter::{
+use sluice::limit::{
     Algorithm, Check, Clock, DEFAULT_BUCKETS, LimitResult, LimitSpec, ManualClock, StateTag, Unit,
 };
 use sluice::store::Store;
@@ -28,7 +28,7 @@ pub const TEST_SLACK_MS: u64 = 3_600_000;
 /// A start time aligned to the day (so second/minute/hour windows and sub-windows start at
 /// it), near the real clock.
 pub fn t0() -> u64 {
-    let now = sluice::limiter::SystemClock.now_ms();
+    let now = sluice::limit::SystemClock.now_ms();
     now - now % 86_400_000
 }
 

@@ -6,7 +6,7 @@
 //! Native sides, both always run (`cargo test --test integration redis_vs_native`):
 //! - `support::model::ModelStore`, `docs/algorithms.md` transcribed in exact integer
 //!   arithmetic (an oracle for the Lua, independent of the script), clock going both ways;
-//! - `MemoryStore` (the native algorithms of `src/limiter/algorithm/`), clock moving forward
+//! - `MemoryStore` (the native algorithms of `src/limit/algorithm/`), clock moving forward
 //!   only (see [`differential`] for why).
 //!
 //! Cases: `SLUICE_DIFF_CASES` (default 96 per test, a few seconds; raise it for a deeper run,
@@ -20,7 +20,7 @@ use std::time::Duration;
 
 use proptest::prelude::*;
 use proptest::test_runner::{Config, TestCaseError, TestRunner};
-use sluice::limiter::{Algorithm, Check, Clock, LimitSpec, ManualClock, StateTag, Unit};
+use sluice::limit::{Algorithm, Check, Clock, LimitSpec, ManualClock, StateTag, Unit};
 use sluice::store::Store;
 use sluice::store::redis::{RedisConfig, RedisStore, TimeSource};
 
@@ -136,7 +136,7 @@ async fn run_trace<A: Store, B: Store>(
     backwards: bool,
 ) -> Result<(), TestCaseError> {
     // Day-aligned, near real time (Redis TTLs are real time), plus the case's offset.
-    let now = sluice::limiter::SystemClock.now_ms();
+    let now = sluice::limit::SystemClock.now_ms();
     clock.set(now - now % 86_400_000 + trace.start);
     let mut descriptors = trace.descriptors.clone();
     let tags: Vec<StateTag> = (0..descriptors.len())

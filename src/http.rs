@@ -9,14 +9,13 @@ use axum::extract::State;
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{any, get};
-use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_response::Code as PbCode;
 
 use crate::service::health::Health;
-use crate::service::{RateLimiter, ServiceError, json};
+use crate::service::{RateLimitService, json};
 
 #[derive(Clone)]
 pub struct HttpState {
-    pub limiter: Arc<RateLimiter>,
+    pub service: Arc<RateLimitService>,
     pub health: Arc<Health>,
 }
 
@@ -44,29 +43,22 @@ async fn healthcheck(State(s): State<HttpState>) -> Response {
 }
 
 async fn json_endpoint(State(s): State<HttpState>, body: Bytes) -> Response {
-    let req = match json::parse_request(&body) {
-        Ok(r) => r,
-        Err(e) => return (StatusCode::BAD_REQUEST, format!("Bad Request: {e}\n")).into_response(),
+    let reply = json::handle(&s.service, &body).await;
+    let code = match reply.outcome {
+        json::Outcome::Ok => StatusCode::OK,
+        json::Outcome::OverLimit => StatusCode::TOO_MANY_REQUESTS,
+        json::Outcome::BadRequest => StatusCode::BAD_REQUEST,
+        json::Outcome::Unavailable => StatusCode::SERVICE_UNAVAILABLE,
     };
-    match s.limiter.should_rate_limit(&req).await {
-        Ok(resp) => {
-            let code = if resp.overall_code == PbCode::OverLimit as i32 {
-                StatusCode::TOO_MANY_REQUESTS
-            } else {
-                StatusCode::OK
-            };
-            (
-                code,
-                [(header::CONTENT_TYPE, "application/json")],
-                json::render_response(&resp).to_string(),
-            )
-                .into_response()
-        }
-        Err(ServiceError::InvalidArgument(e)) => {
-            (StatusCode::BAD_REQUEST, format!("Bad Request: {e}\n")).into_response()
-        }
-        Err(ServiceError::Store(e)) => {
-            (StatusCode::SERVICE_UNAVAILABLE, format!("{e}\n")).into_response()
+    match reply.outcome {
+        json::Outcome::Ok | json::Outcome::OverLimit => (
+            code,
+            [(header::CONTENT_TYPE, "application/json")],
+            reply.body,
+        )
+            .into_response(),
+        json::Outcome::BadRequest | json::Outcome::Unavailable => {
+            (code, reply.body).into_response()
         }
     }
 }
@@ -74,7 +66,7 @@ async fn json_endpoint(State(s): State<HttpState>, body: Bytes) -> Response {
 async fn metrics(State(s): State<HttpState>) -> Response {
     (
         [(header::CONTENT_TYPE, "text/plain; version=0.0.4")],
-        s.limiter.metrics().render(),
+        s.service.metrics().render(),
     )
         .into_response()
 }
@@ -82,7 +74,7 @@ async fn metrics(State(s): State<HttpState>) -> Response {
 async fn rlconfig(State(s): State<HttpState>) -> Response {
     (
         [(header::CONTENT_TYPE, "text/plain; charset=utf-8")],
-        s.limiter.config().config.dump(),
+        s.service.config().config.dump(),
     )
         .into_response()
 }

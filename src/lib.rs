@@ -4,7 +4,9 @@
 //! - [`settings`]: flags and environment (including envoyproxy/ratelimit names) → one `Settings`.
 //! - [`config`]: rule files → validated, immutable per-domain rule trees; matching.
 //! - [`service`]: the gRPC `RateLimitService` and health; protocol types stop here.
-//! - [`limiter`]: limits, algorithms, costs and the decision types.
+//! - [`limit`]: the vocabulary of limits (units, algorithms, state tags, store checks and
+//!   results) and the native algorithms; no I/O.
+//! - [`limiter`]: one request's decision: one store call, then the status rules.
 //! - [`store`]: the `Store` trait and its memory and Redis implementations.
 //! - [`metrics`]: the Prometheus registry and cached handles.
 //! - [`http`]: `/healthcheck`, `/json`, `/metrics`, `/rlconfig`.
@@ -12,6 +14,7 @@
 
 pub mod config;
 pub mod http;
+pub mod limit;
 pub mod limiter;
 pub mod metrics;
 pub mod reload;

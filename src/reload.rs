@@ -16,7 +16,7 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 use crate::config::{ConfigError, LoadOptions, RateLimitConfig};
-use crate::service::RateLimiter;
+use crate::service::RateLimitService;
 
 /// Default quiet time before a burst of file events triggers one reload.
 pub const DEFAULT_DEBOUNCE: Duration = Duration::from_millis(200);
@@ -24,22 +24,22 @@ pub const DEFAULT_DEBOUNCE: Duration = Duration::from_millis(200);
 pub struct Reloader {
     paths: Vec<PathBuf>,
     opts: LoadOptions,
-    limiter: Arc<RateLimiter>,
+    service: Arc<RateLimitService>,
 }
 
 impl Reloader {
-    pub fn new(paths: Vec<PathBuf>, opts: LoadOptions, limiter: Arc<RateLimiter>) -> Reloader {
+    pub fn new(paths: Vec<PathBuf>, opts: LoadOptions, service: Arc<RateLimitService>) -> Reloader {
         Reloader {
             paths,
             opts,
-            limiter,
+            service,
         }
     }
 
     /// Rebuild and swap. On error the active config stays and every error is logged with
     /// its file and line.
     pub fn reload(&self) -> Result<(), Vec<ConfigError>> {
-        let metrics = self.limiter.metrics();
+        let metrics = self.service.metrics();
         match RateLimitConfig::load(&self.paths, &self.opts) {
             Ok(config) => {
                 tracing::info!(
@@ -47,7 +47,7 @@ impl Reloader {
                     rules = config.rules().len(),
                     "config reloaded"
                 );
-                self.limiter.set_config(config);
+                self.service.set_config(config);
                 metrics.config_load_success.inc();
                 Ok(())
             }

@@ -7,18 +7,17 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_service_server::RateLimitServiceServer;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 use tonic::transport::server::TcpIncoming;
 
 use crate::config::{ConfigError, LoadOptions, RateLimitConfig};
 use crate::http::{self, HttpState};
-use crate::limiter::SystemClock;
+use crate::limit::SystemClock;
 use crate::metrics::Metrics;
 use crate::reload::{self, Reloader};
-use crate::service::RateLimiter;
-use crate::service::grpc::GrpcService;
+use crate::service::RateLimitService;
+use crate::service::grpc;
 use crate::service::health::Health;
 use crate::settings::{RedisType, Settings};
 use crate::store::Backend;
@@ -127,7 +126,7 @@ pub async fn run(
 
     let store = Arc::new(build_store(&settings)?);
     tracing::info!(store = store.name(), "store configured");
-    let limiter = Arc::new(RateLimiter::new(
+    let service = Arc::new(RateLimitService::new(
         config,
         store,
         metrics,
@@ -135,7 +134,7 @@ pub async fn run(
     ));
     let (reporter, health_service) = tonic_health::server::health_reporter();
     let health = Arc::new(Health::new(
-        limiter.clone(),
+        service.clone(),
         reporter,
         settings.healthy_requires_config,
     ));
@@ -158,7 +157,7 @@ pub async fn run(
     let reloader = Arc::new(Reloader::new(
         settings.config_paths.clone(),
         opts,
-        limiter.clone(),
+        service.clone(),
     ));
     if settings.watch_config
         && let Err(e) = reloader
@@ -174,7 +173,7 @@ pub async fn run(
     let grpc_addr = listeners.grpc.local_addr()?;
     let http_addr = listeners.http.local_addr()?;
     let grpc = tonic::transport::Server::builder()
-        .add_service(RateLimitServiceServer::new(GrpcService(limiter.clone())))
+        .add_service(grpc::server(service.clone()))
         .add_service(health_service)
         .serve_with_incoming_shutdown(
             // Without TCP_NODELAY small responses wait for the peer's delayed ACK (~40 ms).
@@ -182,7 +181,7 @@ pub async fn run(
             drain.clone().cancelled_owned(),
         );
     let state = HttpState {
-        limiter: limiter.clone(),
+        service: service.clone(),
         health: health.clone(),
     };
     let http_server = serve_http(listeners.http, http::router(state.clone()), drain.clone());

@@ -3,8 +3,8 @@
 
 use std::sync::Arc;
 
-use sluice::limiter::Algorithm::{self, *};
-use sluice::limiter::{Check, LimitSpec, Unit::*};
+use sluice::limit::Algorithm::{self, *};
+use sluice::limit::{Check, LimitSpec, Unit::*};
 use sluice::store::Store;
 
 use super::{Env, MIN, burst, denied, limit, ok, overdraft, penalized, penalty, slot};

@@ -2,7 +2,7 @@
 //! are worked by hand from `docs/algorithms.md`; the retry of a denial is checked from both
 //! sides (denied 1 ms before it, allowed at it).
 
-use sluice::limiter::{Algorithm, Unit};
+use sluice::limit::{Algorithm, Unit};
 
 use super::{Env, allow, deny, spec, tag};
 
@@ -125,7 +125,7 @@ async fn sliding_log_exact_retry_from_the_kth_oldest_entry() {
 async fn bucket_trace(algorithm: Algorithm) {
     let env = Env::new().await;
     let l = spec(algorithm, 10, Unit::Second);
-    let l = sluice::limiter::LimitSpec { burst: 5, ..l };
+    let l = sluice::limit::LimitSpec { burst: 5, ..l };
     let t = tag("bucket");
     assert_eq!(env.hit1(t, &l, 5).await, allow(0, 500, 0), "{algorithm}");
     assert_eq!(

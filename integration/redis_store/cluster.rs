@@ -3,7 +3,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use sluice::limiter::{Algorithm, Clock, LimitSpec, ManualClock, StateTag, SystemClock, Unit};
+use sluice::limit::{Algorithm, Clock, LimitSpec, ManualClock, StateTag, SystemClock, Unit};
 use sluice::store::Store;
 use sluice::store::redis::{RedisConfig, RedisStore, TimeSource};
 

@@ -3,7 +3,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use sluice::limiter::{Algorithm, LimitSpec, ManualClock, StateTag, Unit};
+use sluice::limit::{Algorithm, LimitSpec, ManualClock, StateTag, Unit};
 use sluice::store::redis::{RedisConfig, RedisConfigError, RedisStore, TimeSource};
 
 use super::{Env, local_config, spec, tag};
@@ -136,7 +136,7 @@ async fn check_ttls(env: &Env, slack: i64) {
         );
     }
     let refunded = env
-        .run(&[sluice::limiter::Check {
+        .run(&[sluice::limit::Check {
             tag: t,
             limits: &limits,
             cost: 1,
@@ -202,7 +202,7 @@ async fn large_timestamps_are_stored_as_plain_integers() {
     }
     let t = tag("big");
     let mut out = Vec::new();
-    let checks = [sluice::limiter::Check {
+    let checks = [sluice::limit::Check {
         tag: t,
         limits: &limits,
         cost: 2,
@@ -287,7 +287,7 @@ async fn one_string_states_and_foreign_types() {
     let key = env.store.state_key(odd, &fw);
     env.server.query::<i64>(&["RPUSH", &key, "x"]);
     let before = env.dbsize();
-    let check = sluice::limiter::Check {
+    let check = sluice::limit::Check {
         tag: odd,
         limits: std::slice::from_ref(&fw),
         cost: 1,

@@ -3,7 +3,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use sluice::limiter::{Algorithm, Check, LimitSpec, ManualClock, StateTag, SystemClock, Unit};
+use sluice::limit::{Algorithm, Check, LimitSpec, ManualClock, StateTag, SystemClock, Unit};
 use sluice::store::redis::{RedisConfig, RedisStore, TimeSource};
 use sluice::store::{Store, StoreError};
 

@@ -1,7 +1,7 @@
 //! The check protocol: peek, refund, penalty locks, all-or-nothing multi-limit checks,
 //! overdraft, and what a configuration change keeps.
 
-use sluice::limiter::{Algorithm, Check, LimitResult, LimitSpec, Unit};
+use sluice::limit::{Algorithm, Check, LimitResult, LimitSpec, Unit};
 
 use super::{Env, allow, deny, spec, tag};
 

@@ -9,7 +9,7 @@
 
 use std::collections::BTreeMap;
 
-use sluice::limiter::{Algorithm, LimitSpec};
+use sluice::limit::{Algorithm, LimitSpec};
 
 const EXACT: i128 = 1 << 53;
 

@@ -7,7 +7,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use parking_lot::Mutex;
-use sluice::limiter::{Check, Clock, LimitResult, StateIdentity, StateTag};
+use sluice::limit::{Check, Clock, LimitResult, StateIdentity, StateTag};
 use sluice::store::{Store, StoreError};
 
 use super::model::{P, St, Work, fits, load, remaining, reset, retry, save, used_before};

@@ -5,8 +5,8 @@ use std::sync::Arc;
 
 use super::raw::RawLimit;
 use super::yaml::Seg;
-use crate::limiter::algorithm::lmax;
-use crate::limiter::{Algorithm, BUCKETS_RANGE, DEFAULT_BUCKETS, LimitSpec, SLIDING_LOG_MAX, Unit};
+use crate::limit::algorithm::lmax;
+use crate::limit::{Algorithm, BUCKETS_RANGE, DEFAULT_BUCKETS, LimitSpec, SLIDING_LOG_MAX, Unit};
 
 /// Most entries a `rate_limits` list may hold (`LimitSpec::slot` is a `u8`, and every entry
 /// costs a state key per request).

@@ -41,7 +41,7 @@ use std::sync::Arc;
 
 use serde::Deserialize;
 
-use crate::limiter::{LimitSpec, StateTag};
+use crate::limit::{LimitSpec, StateTag};
 
 pub use discover::discover;
 pub use tree::Domain;

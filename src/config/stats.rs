@@ -5,7 +5,7 @@ use std::borrow::Cow;
 
 use super::tree::{MAX_DEPTH, Node};
 use super::{EntryRef, Match, RateLimitConfig};
-use crate::limiter::{Algorithm, StateTag};
+use crate::limit::{Algorithm, StateTag};
 
 impl<'a> Match<'a> {
     fn leaf(&self) -> Option<&'a Node> {

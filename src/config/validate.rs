@@ -9,7 +9,7 @@ use super::raw::{RawDescriptor, RawRoot};
 use super::tree::{DomainBuilder, MAX_DEPTH, NodeFlags};
 use super::yaml::Seg;
 use super::{LoadOptions, RateLimitConfig, Rule};
-use crate::limiter::LimitSpec;
+use crate::limit::LimitSpec;
 
 pub(super) struct Loader<'o> {
     opts: &'o LoadOptions,

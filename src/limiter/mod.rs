@@ -1,329 +1,245 @@
-//! Limits and their decisions, independent of where state is kept.
+//! One request's decision: run every metered descriptor through the store in one call,
+//! then apply envoyproxy/ratelimit's status rules (per-rule shadow mode, quota mode,
+//! overall code, global shadow mode).
 //!
-//! A [`LimitSpec`] is one configured limit (rate, unit, algorithm and options). The
-//! [`crate::store::Store`] evaluates a batch of [`Check`]s (one per request descriptor
-//! that matched a limited rule) and returns one [`LimitResult`] per limit. The algorithm
-//! semantics are defined once in `docs/algorithms.md`; [`algorithm`] implements them
-//! natively (memory store) and `src/store/lua/*.lua` in Redis.
+//! Vocabulary, in the order a request meets it:
+//! - [`Plan`]: what one descriptor asks for after matching: no limit, unlimited, or
+//!   [`Metered`] (held to a [`LimitSet`] with a state tag and a cost).
+//! - [`Outcome`]: what was decided for one descriptor; a metered one carries a [`Verdict`]
+//!   (code, remaining, duration, which limit is reported).
+//! - [`Decision`]: the whole request: every outcome, the store's raw results, the overall
+//!   [`Code`].
+//!
+//! The limiter does no I/O except through [`Store`].
 
-pub mod algorithm;
-pub mod clock;
-pub mod decide;
+use std::ops::Range;
 
-use std::fmt;
-use std::sync::Arc;
+use crate::limit::{Algorithm, Check, LimitResult, LimitSpec, StateTag};
+use crate::store::{Store, StoreError};
 
-pub use clock::{Clock, ManualClock, SystemClock};
-
-/// A window length as envoyproxy/ratelimit defines it: epoch-aligned, week = 7 days,
-/// month = 30 days, year = 365 days.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum Unit {
-    Second,
-    Minute,
-    Hour,
-    Day,
-    Week,
-    Month,
-    Year,
+/// The limits a metered descriptor is held to, and where they came from.
+#[derive(Clone, Debug)]
+pub enum LimitSet<'a> {
+    /// From a rule of the loaded config.
+    Rule(&'a [LimitSpec]),
+    /// From the request's `limit` override (a fixed window).
+    Override(LimitSpec),
 }
 
-impl Unit {
-    pub const ALL: [Unit; 7] = [
-        Unit::Second,
-        Unit::Minute,
-        Unit::Hour,
-        Unit::Day,
-        Unit::Week,
-        Unit::Month,
-        Unit::Year,
-    ];
-
-    /// Window length in seconds (their `UnitToDivider`).
-    pub const fn seconds(self) -> u64 {
+impl LimitSet<'_> {
+    pub fn as_slice(&self) -> &[LimitSpec] {
         match self {
-            Unit::Second => 1,
-            Unit::Minute => 60,
-            Unit::Hour => 3_600,
-            Unit::Day => 86_400,
-            Unit::Week => 604_800,
-            Unit::Month => 2_592_000,
-            Unit::Year => 31_536_000,
+            LimitSet::Rule(l) => l,
+            LimitSet::Override(l) => std::slice::from_ref(l),
         }
     }
-
-    pub const fn millis(self) -> u64 {
-        self.seconds() * 1000
-    }
-
-    /// Upper-case name as in the proto enum and envoyproxy/ratelimit's `/rlconfig`.
-    pub const fn name(self) -> &'static str {
-        match self {
-            Unit::Second => "SECOND",
-            Unit::Minute => "MINUTE",
-            Unit::Hour => "HOUR",
-            Unit::Day => "DAY",
-            Unit::Week => "WEEK",
-            Unit::Month => "MONTH",
-            Unit::Year => "YEAR",
-        }
-    }
-
-    /// Case-insensitive parse of a rule file's `unit` (their `strings.ToUpper` lookup).
-    pub fn parse(s: &str) -> Option<Unit> {
-        Unit::ALL
-            .into_iter()
-            .find(|u| u.name().eq_ignore_ascii_case(s))
-    }
 }
 
-impl fmt::Display for Unit {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.name())
-    }
+/// What one request descriptor asks for, after matching.
+#[derive(Clone, Debug)]
+pub enum Plan<'a> {
+    /// No rule (unknown domain, no match, or replaced): a bare OK.
+    NoLimit,
+    /// An `unlimited` rule: OK with `limit_remaining` = u32::MAX, nothing counted.
+    Unlimited,
+    Metered(Metered<'a>),
 }
 
-/// The algorithm a limit runs. Semantics: `docs/algorithms.md`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
-pub enum Algorithm {
-    #[default]
-    FixedWindow,
-    SlidingWindow,
-    SlidingLog,
-    TokenBucket,
-    LeakyBucket,
-    Gcra,
+/// A descriptor held to limits: which state to charge, how much, and how to report it.
+#[derive(Clone, Debug)]
+pub struct Metered<'a> {
+    pub limits: LimitSet<'a>,
+    pub tag: StateTag,
+    pub cost: u64,
+    pub refund: bool,
+    /// Per-rule `shadow_mode`: OVER_LIMIT is reported as OK (still counted).
+    pub shadow: bool,
+    /// Per-rule `quota_mode` (or global quota mode).
+    pub quota: bool,
 }
 
-impl Algorithm {
-    pub const ALL: [Algorithm; 6] = [
-        Algorithm::FixedWindow,
-        Algorithm::SlidingWindow,
-        Algorithm::SlidingLog,
-        Algorithm::TokenBucket,
-        Algorithm::LeakyBucket,
-        Algorithm::Gcra,
-    ];
-
-    /// Name as written in rule files.
-    pub const fn name(self) -> &'static str {
-        match self {
-            Algorithm::FixedWindow => "fixed_window",
-            Algorithm::SlidingWindow => "sliding_window",
-            Algorithm::SlidingLog => "sliding_log",
-            Algorithm::TokenBucket => "token_bucket",
-            Algorithm::LeakyBucket => "leaky_bucket",
-            Algorithm::Gcra => "gcra",
-        }
-    }
-
-    /// Short code used in Redis keys and as the Lua dispatch number. Part of the state
-    /// identity: never renumber.
-    pub const fn code(self) -> u8 {
-        match self {
-            Algorithm::FixedWindow => 1,
-            Algorithm::SlidingWindow => 2,
-            Algorithm::SlidingLog => 3,
-            Algorithm::TokenBucket => 4,
-            Algorithm::LeakyBucket => 5,
-            Algorithm::Gcra => 6,
-        }
-    }
-
-    pub fn parse(s: &str) -> Option<Algorithm> {
-        Algorithm::ALL.into_iter().find(|a| a.name() == s)
-    }
-
-    /// `burst` means something only for the bucket family.
-    pub const fn has_burst(self) -> bool {
-        matches!(
-            self,
-            Algorithm::TokenBucket | Algorithm::LeakyBucket | Algorithm::Gcra
-        )
-    }
-
-    /// Default of the `overdraft` option: envoyproxy/ratelimit charges every hit of a fixed
-    /// window, allowed or not; the other algorithms charge only admitted hits.
-    pub const fn default_overdraft(self) -> bool {
-        matches!(self, Algorithm::FixedWindow)
-    }
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Code {
+    Ok,
+    OverLimit,
 }
 
-impl fmt::Display for Algorithm {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.name())
-    }
-}
-
-/// Default number of sub-windows of a `sliding_window`.
-pub const DEFAULT_BUCKETS: u32 = 10;
-/// Allowed `buckets` range.
-pub const BUCKETS_RANGE: std::ops::RangeInclusive<u32> = 2..=1000;
-/// Largest `requests_per_unit` a `sliding_log` accepts: the log keeps one entry per admitted
-/// hit (about 130 bytes each in Redis), so this caps a key at roughly 1.3 MB.
-pub const SLIDING_LOG_MAX: u32 = 10_000;
-/// Largest `capacity × unit` (in request-milliseconds) for which the bucket algorithms'
-/// integer arithmetic stays exact in Redis Lua's doubles (2^53).
-pub const MAX_EXACT_SCALED: u64 = 1 << 53;
-
-/// One configured limit.
+/// What was decided for one descriptor (mirrors its [`Plan`]).
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct LimitSpec {
-    pub requests_per_unit: u32,
-    pub unit: Unit,
-    pub algorithm: Algorithm,
-    /// Capacity of `token_bucket`, `leaky_bucket`, `gcra` (defaults to `requests_per_unit`).
-    /// Equals `requests_per_unit` for the window algorithms.
-    pub burst: u32,
-    /// Sub-windows of a `sliding_window`; 0 for every other algorithm.
-    pub buckets: u32,
-    /// Charge every hit, allowed or not.
-    pub overdraft: bool,
-    /// After a denial, deny every hit for this long without touching counters. 0 = off.
-    pub penalty_ms: u64,
-    /// `rate_limit.name`, reported in `current_limit.name` and the target of `replaces`.
-    pub name: Option<Arc<str>>,
-    /// Position in the rule's `rate_limits` list (0 for `rate_limit`): part of the state
-    /// identity so two limits of one descriptor never share state.
-    pub slot: u8,
+pub enum Outcome {
+    NoLimit,
+    Unlimited,
+    Metered(Verdict),
 }
 
-impl LimitSpec {
-    /// The limit a request `limit` override (RateLimitOverride) asks for: their semantics,
-    /// a fixed window.
-    pub fn fixed_window(requests_per_unit: u32, unit: Unit) -> LimitSpec {
-        LimitSpec {
-            requests_per_unit,
-            unit,
-            algorithm: Algorithm::FixedWindow,
-            burst: requests_per_unit,
-            buckets: 0,
-            overdraft: true,
-            penalty_ms: 0,
-            name: None,
-            slot: 0,
+/// The decision for one metered descriptor.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Verdict {
+    /// Code after the per-rule shadow rewrite.
+    pub code: Code,
+    /// The store said OVER_LIMIT (before the shadow rewrite).
+    pub over_limit: bool,
+    /// Shadow mode turned OVER_LIMIT into OK.
+    pub shadowed: bool,
+    /// Index (within the plan's limits) of the limit the status reports: the first denying
+    /// one, else the one with the least remaining.
+    pub reported: usize,
+    /// `limit_remaining` (0 when OVER_LIMIT), clamped to u32.
+    pub remaining: u32,
+    /// `duration_until_reset` in milliseconds (whole seconds for fixed windows).
+    pub duration_ms: u64,
+    /// This descriptor's results in [`Decision::results`].
+    pub results: Range<usize>,
+}
+
+/// The decision for a whole request.
+#[derive(Clone, Debug, Default)]
+pub struct Decision {
+    pub overall: Option<Code>,
+    /// One per request descriptor, in request order.
+    pub outcomes: Vec<Outcome>,
+    /// Every limit's store result, in plan order (see `Verdict::results`).
+    pub results: Vec<LimitResult>,
+    /// Global shadow mode turned the overall OVER_LIMIT into OK.
+    pub global_shadowed: bool,
+}
+
+impl Decision {
+    pub fn overall(&self) -> Code {
+        self.overall.unwrap_or(Code::Ok)
+    }
+}
+
+/// Request-wide modes.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Modes {
+    pub global_shadow: bool,
+}
+
+/// Decide a request: one store call for every limited descriptor, then status rules.
+pub async fn decide<S: Store + ?Sized>(
+    store: &S,
+    plans: &[Plan<'_>],
+    modes: Modes,
+) -> Result<Decision, StoreError> {
+    let mut checks = Vec::with_capacity(plans.len());
+    for plan in plans {
+        if let Plan::Metered(l) = plan {
+            checks.push(Check {
+                tag: l.tag,
+                limits: l.limits.as_slice(),
+                cost: l.cost,
+                refund: l.refund,
+            });
         }
     }
-
-    /// `C` of `docs/algorithms.md`: the most usage a key may hold.
-    pub fn capacity(&self) -> u64 {
-        if self.algorithm.has_burst() {
-            u64::from(self.burst)
-        } else {
-            u64::from(self.requests_per_unit)
-        }
+    let mut results = Vec::with_capacity(checks.iter().map(|c| c.limits.len()).sum());
+    if !checks.is_empty() {
+        store.run(&checks, &mut results).await?;
     }
-
-    /// What distinguishes this limit's state from any other limit's state on the same
-    /// descriptor: algorithm, unit, buckets and slot. `requests_per_unit` and `burst` are
-    /// deliberately absent, so changing them keeps the state (design.md §4).
-    pub fn identity(&self) -> StateIdentity {
-        StateIdentity {
-            algorithm: self.algorithm,
-            unit: self.unit,
-            buckets: self.buckets,
-            slot: self.slot,
-        }
+    let expected: usize = checks.iter().map(|c| c.limits.len()).sum();
+    if results.len() != expected {
+        return Err(StoreError::Backend(format!(
+            "store returned {} results for {expected} limits",
+            results.len()
+        )));
     }
+    Ok(compose(plans, results, modes))
 }
 
-/// See [`LimitSpec::identity`].
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub struct StateIdentity {
-    pub algorithm: Algorithm,
-    pub unit: Unit,
-    pub buckets: u32,
-    pub slot: u8,
-}
-
-impl StateIdentity {
-    /// Stable key suffix, e.g. `:4:60:0:0` (algorithm code, unit seconds, buckets, slot).
-    pub fn suffix(&self) -> String {
-        format!(
-            ":{}:{}:{}:{}",
-            self.algorithm.code(),
-            self.unit.seconds(),
-            self.buckets,
-            self.slot
-        )
-    }
-}
-
-/// 128-bit identity of a descriptor's state: a hash of the domain and the ordered entries
-/// (with `share_threshold` patterns in place of values). Encoded length-prefixed, so
-/// `(a, b_c)` and `(a_b, c)` never collide whatever bytes values contain.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct StateTag(pub u128);
-
-impl StateTag {
-    pub fn compute<'a>(
-        domain: &str,
-        entries: impl IntoIterator<Item = (&'a str, &'a str)>,
-    ) -> StateTag {
-        let mut h = xxhash_rust::xxh3::Xxh3::new();
-        let mut part = |s: &str| {
-            h.update(&(s.len() as u64).to_le_bytes());
-            h.update(s.as_bytes());
+/// Turn store results into outcomes and the overall code. Pure; tested directly.
+pub fn compose(plans: &[Plan<'_>], results: Vec<LimitResult>, modes: Modes) -> Decision {
+    let mut outcomes = Vec::with_capacity(plans.len());
+    let mut at = 0;
+    let mut any_over = false;
+    let mut quota_seen = false;
+    let mut all_quota_over = true;
+    for plan in plans {
+        let status = match plan {
+            Plan::NoLimit => Outcome::NoLimit,
+            Plan::Unlimited => Outcome::Unlimited,
+            Plan::Metered(l) => {
+                let limits = l.limits.as_slice();
+                let range = at..at + limits.len();
+                at += limits.len();
+                let s = limited_status(limits, &results[range.clone()], range, l);
+                if l.quota {
+                    quota_seen = true;
+                    all_quota_over &= s.code == Code::OverLimit;
+                } else if s.code == Code::OverLimit {
+                    any_over = true;
+                }
+                Outcome::Metered(s)
+            }
         };
-        part(domain);
-        for (k, v) in entries {
-            part(k);
-            part(v);
-        }
-        StateTag(h.digest128())
+        outcomes.push(status);
     }
+    // Their quota mode: quota descriptors only deny together.
+    let over = any_over || (quota_seen && all_quota_over);
+    let global_shadowed = over && modes.global_shadow;
+    Decision {
+        overall: Some(if over && !global_shadowed {
+            Code::OverLimit
+        } else {
+            Code::Ok
+        }),
+        outcomes,
+        results,
+        global_shadowed,
+    }
+}
 
-    /// 22-character base64url form used inside Redis hash tags (`{...}`): never contains
-    /// `{` or `}`, so a descriptor value can never move the slot.
-    pub fn to_base64url(self) -> String {
-        const ALPHABET: &[u8; 64] =
-            b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
-        let bytes = self.0.to_be_bytes();
-        let mut out = String::with_capacity(22);
-        let mut acc: u32 = 0;
-        let mut bits = 0;
-        for b in bytes {
-            acc = (acc << 8) | u32::from(b);
-            bits += 8;
-            while bits >= 6 {
-                bits -= 6;
-                out.push(ALPHABET[((acc >> bits) & 63) as usize] as char);
+fn limited_status(
+    limits: &[LimitSpec],
+    results: &[LimitResult],
+    range: Range<usize>,
+    plan: &Metered<'_>,
+) -> Verdict {
+    let denied = !plan.refund && results.iter().any(|r| !r.allowed);
+    let reported = if denied {
+        results.iter().position(|r| !r.allowed).unwrap_or(0)
+    } else {
+        // Least remaining; the first wins ties.
+        let mut best = 0;
+        for (i, r) in results.iter().enumerate() {
+            if r.remaining < results[best].remaining {
+                best = i;
             }
         }
-        if bits > 0 {
-            out.push(ALPHABET[((acc << (6 - bits)) & 63) as usize] as char);
-        }
-        out
+        best
+    };
+    let (limit, r) = (&limits[reported], results[reported]);
+    let raw_ms = if denied {
+        // "Never" (cost above capacity): report the time until the limit is fully replenished.
+        r.retry_ms.unwrap_or(r.reset_ms)
+    } else {
+        r.reset_ms
+    };
+    let duration_ms = if limit.algorithm == Algorithm::FixedWindow {
+        // Their value: whole seconds, `unit − now % unit`.
+        raw_ms.div_ceil(1000) * 1000
+    } else {
+        raw_ms
+    };
+    let shadowed = denied && plan.shadow;
+    Verdict {
+        code: if denied && !shadowed {
+            Code::OverLimit
+        } else {
+            Code::Ok
+        },
+        over_limit: denied,
+        shadowed,
+        reported,
+        remaining: if denied {
+            0
+        } else {
+            u32::try_from(r.remaining).unwrap_or(u32::MAX)
+        },
+        duration_ms,
+        results: range,
     }
 }
 
-/// What one request descriptor asks of the store: its state tag, the limits of the rule it
-/// matched, and its cost.
-#[derive(Clone, Copy, Debug)]
-pub struct Check<'a> {
-    pub tag: StateTag,
-    pub limits: &'a [LimitSpec],
-    /// Hits to charge (0 = peek: decide without changing state).
-    pub cost: u64,
-    /// `is_negative_hits`: give `cost` back instead of charging it. Always allowed.
-    pub refund: bool,
-}
-
-/// The store's answer for one limit of one check.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
-pub struct LimitResult {
-    /// This limit admits the hit (it may still be uncharged if another limit of the same
-    /// descriptor denied it).
-    pub allowed: bool,
-    /// `clamp(C − U, 0, ∞)` after the hit; 0 when denied.
-    pub remaining: u64,
-    /// Milliseconds until usage is back to 0 (`fixed_window`: until the window ends).
-    pub reset_ms: u64,
-    /// When denied: milliseconds until this same hit would be allowed. `None` when it never
-    /// can be (cost larger than capacity). Always `None` when allowed.
-    pub retry_ms: Option<u64>,
-    /// Usage before this hit, rounded up to whole hits (for near/over-limit statistics).
-    pub used_before: u64,
-    /// Denied by an active penalty (`penalty_seconds`), counters untouched.
-    pub penalized: bool,
-}
+#[cfg(test)]
+mod tests;

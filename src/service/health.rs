@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
 use tonic_health::ServingStatus;
 use tonic_health::server::HealthReporter;
 
-use super::RateLimiter;
+use super::RateLimitService;
 
 const SERVICE_NAMES: [&str; 3] = [
     "",
@@ -17,7 +17,7 @@ const SERVICE_NAMES: [&str; 3] = [
 ];
 
 pub struct Health {
-    limiter: Arc<RateLimiter>,
+    service: Arc<RateLimitService>,
     reporter: HealthReporter,
     requires_config: bool,
     shutting_down: AtomicBool,
@@ -27,12 +27,12 @@ pub struct Health {
 
 impl Health {
     pub fn new(
-        limiter: Arc<RateLimiter>,
+        service: Arc<RateLimitService>,
         reporter: HealthReporter,
         requires_config: bool,
     ) -> Health {
         Health {
-            limiter,
+            service,
             reporter,
             requires_config,
             shutting_down: AtomicBool::new(false),
@@ -42,7 +42,7 @@ impl Health {
 
     pub fn is_healthy(&self) -> bool {
         !self.shutting_down.load(Ordering::SeqCst)
-            && super::healthy(&self.limiter, self.requires_config)
+            && super::healthy(&self.service, self.requires_config)
     }
 
     /// Mark the process as draining: every health check fails from now on.

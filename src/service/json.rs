@@ -16,7 +16,52 @@ use envoy_types::pb::google::protobuf::{
 };
 use serde_json::{Map, Value, json};
 
+use super::{RateLimitService, ServiceError};
+
 type Obj = Map<String, Value>;
+
+/// How `/json` answers, in terms the HTTP layer maps to status codes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Outcome {
+    /// 200: every descriptor is within its limits.
+    Ok,
+    /// 429: the overall code is OVER_LIMIT.
+    OverLimit,
+    /// 400: the body is not a valid request.
+    BadRequest,
+    /// 503: the store could not decide.
+    Unavailable,
+}
+
+/// One `/json` answer: its outcome and its body (JSON for `Ok` and `OverLimit`, text
+/// otherwise).
+pub struct Reply {
+    pub outcome: Outcome,
+    pub body: String,
+}
+
+/// Serve one `/json` request end to end.
+pub async fn handle(service: &RateLimitService, body: &[u8]) -> Reply {
+    let text = |outcome, body| Reply { outcome, body };
+    let req = match parse_request(body) {
+        Ok(r) => r,
+        Err(e) => return text(Outcome::BadRequest, format!("Bad Request: {e}\n")),
+    };
+    match service.should_rate_limit(&req).await {
+        Ok(resp) => Reply {
+            outcome: if resp.overall_code == PbCode::OverLimit as i32 {
+                Outcome::OverLimit
+            } else {
+                Outcome::Ok
+            },
+            body: render_response(&resp).to_string(),
+        },
+        Err(ServiceError::InvalidArgument(e)) => {
+            text(Outcome::BadRequest, format!("Bad Request: {e}\n"))
+        }
+        Err(ServiceError::Store(e)) => text(Outcome::Unavailable, format!("{e}\n")),
+    }
+}
 
 /// Parse a JSON request. The error text is returned to the client.
 pub fn parse_request(body: &[u8]) -> Result<RateLimitRequest, String> {

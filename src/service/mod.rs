@@ -20,8 +20,8 @@ use envoy_types::pb::envoy::extensions::common::ratelimit::v3::rate_limit_descri
 use envoy_types::pb::envoy::service::ratelimit::v3::{RateLimitRequest, RateLimitResponse};
 
 use crate::config::{self, EntryRef, Match, RateLimitConfig};
-use crate::limiter::decide::{self, Limited, Limits, Modes, Plan, Status};
-use crate::limiter::{LimitSpec, Unit};
+use crate::limit::{LimitSpec, Unit};
+use crate::limiter::{self, LimitSet, Metered, Modes, Outcome, Plan};
 use crate::metrics::{HitStats, Metrics, RuleCounters};
 use crate::settings::DecisionSettings;
 use crate::store::{Backend, Store, StoreError};
@@ -71,7 +71,7 @@ impl ActiveConfig {
 }
 
 /// The service state shared by gRPC, `/json` and the reloader.
-pub struct RateLimiter {
+pub struct RateLimitService {
     config: ArcSwap<ActiveConfig>,
     store: Arc<Backend>,
     metrics: Arc<Metrics>,
@@ -85,16 +85,16 @@ struct Matched<'a> {
     override_key: Option<String>,
 }
 
-impl RateLimiter {
+impl RateLimitService {
     pub fn new(
         config: RateLimitConfig,
         store: Arc<Backend>,
         metrics: Arc<Metrics>,
         settings: DecisionSettings,
-    ) -> RateLimiter {
+    ) -> RateLimitService {
         metrics.rules_loaded.set(config.rules().len() as i64);
         metrics.domains_loaded.set(config.domain_count() as i64);
-        RateLimiter {
+        RateLimitService {
             config: ArcSwap::from_pointee(ActiveConfig::new(config)),
             store,
             metrics,
@@ -177,7 +177,7 @@ impl RateLimiter {
             global_shadow: self.settings.shadow_mode,
         };
         let started = Instant::now();
-        let decision = decide::decide(&*self.store, &plans, modes).await;
+        let decision = limiter::decide(&*self.store, &plans, modes).await;
         self.metrics
             .store_latency
             .observe(started.elapsed().as_secs_f64());
@@ -218,8 +218,8 @@ impl RateLimiter {
         if let Some(o) = &d.limit {
             // Their semantics: an override bypasses the tree and is a fixed window.
             let unit = override_unit(o.unit)?;
-            let plan = Plan::Limited(Limited {
-                limits: Limits::Override(LimitSpec::fixed_window(o.requests_per_unit, unit)),
+            let plan = Plan::Metered(Metered {
+                limits: LimitSet::Override(LimitSpec::fixed_window(o.requests_per_unit, unit)),
                 tag: config::override_state_tag(domain_name, &d.entries),
                 cost,
                 refund: d.is_negative_hits,
@@ -241,8 +241,8 @@ impl RateLimiter {
         let plan = if m.rule.unlimited {
             Plan::Unlimited
         } else {
-            Plan::Limited(Limited {
-                limits: Limits::Rule(&m.rule.limits),
+            Plan::Metered(Metered {
+                limits: LimitSet::Rule(&m.rule.limits),
                 tag: m.state_tag(&d.entries),
                 cost,
                 refund: d.is_negative_hits,
@@ -266,11 +266,11 @@ impl RateLimiter {
         req: &RateLimitRequest,
         plans: &[Plan<'_>],
         matched: &[Matched<'_>],
-        decision: &decide::Decision,
+        decision: &limiter::Decision,
     ) {
-        let rows = plans.iter().zip(matched).zip(&decision.statuses);
+        let rows = plans.iter().zip(matched).zip(&decision.outcomes);
         for (i, ((plan, m), status)) in rows.enumerate() {
-            let (Plan::Limited(l), Status::Limited(s)) = (plan, status) else {
+            let (Plan::Metered(l), Outcome::Metered(s)) = (plan, status) else {
                 continue;
             };
             if l.refund || l.cost == 0 {
@@ -319,7 +319,7 @@ fn apply_replaces(plans: &mut [Plan<'_>], matched: &[Matched<'_>]) {
         return;
     }
     for (plan, m) in plans.iter_mut().zip(matched) {
-        if let (Plan::Limited(_), Some(mm)) = (&*plan, &m.m)
+        if let (Plan::Metered(_), Some(mm)) = (&*plan, &m.m)
             && mm.rule.names().any(|n| replaced.contains(&n))
         {
             *plan = Plan::NoLimit;
@@ -405,6 +405,6 @@ fn validate(req: &RateLimitRequest, settings: &DecisionSettings) -> Result<(), S
 }
 
 /// The store is ready and, when required, at least one domain is loaded.
-pub fn healthy(limiter: &RateLimiter, requires_config: bool) -> bool {
-    limiter.store.is_ready() && (!requires_config || limiter.config().config.domain_count() > 0)
+pub fn healthy(service: &RateLimitService, requires_config: bool) -> bool {
+    service.store.is_ready() && (!requires_config || service.config().config.domain_count() > 0)
 }

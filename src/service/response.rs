@@ -13,8 +13,8 @@ use envoy_types::pb::google::protobuf::{
 
 use super::Matched;
 use crate::config::Match;
-use crate::limiter::decide::{Code, Decision, LimitedStatus, Plan, Status};
-use crate::limiter::{LimitSpec, Unit};
+use crate::limit::{LimitSpec, Unit};
+use crate::limiter::{Code, Decision, Outcome, Plan, Verdict};
 use crate::settings::{DecisionSettings, HeaderStyle};
 
 pub(super) fn build(
@@ -26,7 +26,7 @@ pub(super) fn build(
 ) -> RateLimitResponse {
     let statuses: Vec<DescriptorStatus> = plans
         .iter()
-        .zip(&decision.statuses)
+        .zip(&decision.outcomes)
         .map(|(plan, status)| descriptor_status(plan, status))
         .collect();
     let mut resp = RateLimitResponse {
@@ -69,9 +69,9 @@ fn duration(ms: u64) -> PbDuration {
     }
 }
 
-fn descriptor_status(plan: &Plan<'_>, status: &Status) -> DescriptorStatus {
+fn descriptor_status(plan: &Plan<'_>, status: &Outcome) -> DescriptorStatus {
     match (plan, status) {
-        (Plan::Limited(l), Status::Limited(s)) => {
+        (Plan::Metered(l), Outcome::Metered(s)) => {
             let limit = &l.limits.as_slice()[s.reported];
             DescriptorStatus {
                 code: pb_code(s.code) as i32,
@@ -81,7 +81,7 @@ fn descriptor_status(plan: &Plan<'_>, status: &Status) -> DescriptorStatus {
                 quota: None,
             }
         }
-        (_, Status::Unlimited) => DescriptorStatus {
+        (_, Outcome::Unlimited) => DescriptorStatus {
             code: PbCode::Ok as i32,
             limit_remaining: u32::MAX,
             ..Default::default()
@@ -114,8 +114,8 @@ fn header(key: &str, value: String) -> HeaderValue {
 fn chosen(plans: &[Plan<'_>], decision: &Decision) -> Option<usize> {
     let mut best: Option<(usize, u32)> = None;
     let mut over = None;
-    for (i, (plan, status)) in plans.iter().zip(&decision.statuses).enumerate() {
-        let (Plan::Limited(l), Status::Limited(s)) = (plan, status) else {
+    for (i, (plan, status)) in plans.iter().zip(&decision.outcomes).enumerate() {
+        let (Plan::Metered(l), Outcome::Metered(s)) = (plan, status) else {
             continue;
         };
         if s.code == Code::OverLimit && !l.quota {
@@ -128,9 +128,9 @@ fn chosen(plans: &[Plan<'_>], decision: &Decision) -> Option<usize> {
     over.or(best.map(|(i, _)| i))
 }
 
-fn limited(decision: &Decision, i: usize) -> Option<&LimitedStatus> {
-    match decision.statuses.get(i) {
-        Some(Status::Limited(s)) => Some(s),
+fn limited(decision: &Decision, i: usize) -> Option<&Verdict> {
+    match decision.outcomes.get(i) {
+        Some(Outcome::Metered(s)) => Some(s),
         _ => None,
     }
 }
@@ -152,7 +152,7 @@ fn headers(
         && let Some(i) = chosen(plans, decision)
         && let Some(s) = limited(decision, i)
     {
-        let (Plan::Limited(l), st) = (&plans[i], &statuses[i]) else {
+        let (Plan::Metered(l), st) = (&plans[i], &statuses[i]) else {
             return out;
         };
         let limit = &l.limits.as_slice()[s.reported];
@@ -169,7 +169,7 @@ fn headers(
                 let mut policies = Vec::new();
                 for (j, (plan, m)) in plans.iter().zip(matched).enumerate() {
                     let m = &m.m;
-                    let Plan::Limited(pl) = plan else { continue };
+                    let Plan::Metered(pl) = plan else { continue };
                     for (k, lim) in pl.limits.as_slice().iter().enumerate() {
                         policies.push(format!(
                             "{};q={};w={}",
@@ -195,10 +195,10 @@ fn headers(
     if h.retry_after && decision.overall() == Code::OverLimit {
         // Envoy's rule: the largest wait among OVER_LIMIT statuses, at least one second.
         let wait = decision
-            .statuses
+            .outcomes
             .iter()
             .filter_map(|s| match s {
-                Status::Limited(s) if s.code == Code::OverLimit => Some(s.duration_ms),
+                Outcome::Metered(s) if s.code == Code::OverLimit => Some(s.duration_ms),
                 _ => None,
             })
             .max()

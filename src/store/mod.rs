@@ -9,7 +9,7 @@ pub mod redis;
 
 use std::future::Future;
 
-use crate::limiter::{Check, LimitResult};
+use crate::limit::{Check, LimitResult};
 
 /// Why a store could not decide. Mapped to gRPC `UNAVAILABLE` by the service.
 #[derive(Debug, thiserror::Error)]

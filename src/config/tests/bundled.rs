@@ -4,7 +4,7 @@ use std::path::PathBuf;
 
 use super::find;
 use crate::config::{LoadOptions, RateLimitConfig};
-use crate::limiter::Algorithm;
+use crate::limit::Algorithm;
 
 fn bundled() -> RateLimitConfig {
     let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("config");

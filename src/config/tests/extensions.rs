@@ -1,7 +1,7 @@
 //! The extension fields: defaults, compiled specs, and one fixture per error.
 
 use super::{build, find, load};
-use crate::limiter::{Algorithm, LimitSpec, Unit};
+use crate::limit::{Algorithm, LimitSpec, Unit};
 
 fn spec(c: &crate::config::RateLimitConfig, key: &str) -> Vec<LimitSpec> {
     find(c, "ext", &[(key, "")])

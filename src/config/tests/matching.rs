@@ -2,7 +2,7 @@
 //! zero values of their typed decode.
 
 use super::{build, find, load, load_str};
-use crate::limiter::{Algorithm, Unit};
+use crate::limit::{Algorithm, Unit};
 
 /// What a lookup should give: `None`, or `(requests_per_unit, unit, stats key)`.
 pub(super) type Want<'a> = Option<(u32, Unit, &'a str)>;

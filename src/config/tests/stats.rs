@@ -5,7 +5,7 @@ use std::borrow::Cow;
 
 use super::{find, load, load_str};
 use crate::config::{RateLimitConfig, override_state_tag, override_stats_key};
-use crate::limiter::StateTag;
+use crate::limit::StateTag;
 
 /// The stats key of a lookup that must match.
 fn stats(c: &RateLimitConfig, domain: &str, entries: &[(&str, &str)]) -> String {

@@ -4,7 +4,7 @@
 use super::load;
 use super::load_str;
 use super::matching::{Want, check};
-use crate::limiter::Unit;
+use crate::limit::Unit;
 
 #[test]
 fn wildcards() {

@@ -1,4 +1,4 @@
-//! The embedded in-memory store: native algorithms (`limiter::algorithm`) over sharded maps.
+//! The embedded in-memory store: native algorithms (`limit::algorithm`) over sharded maps.
 //!
 //! State is keyed by `(StateTag, StateIdentity)` and sharded by the tag alone, so every limit
 //! of one check lives in one shard and the check is decided atomically under one
@@ -22,8 +22,8 @@ use parking_lot::Mutex;
 use self::hash::{FoldBuild, folded_mul, random_seed};
 
 use super::{Store, StoreError};
-use crate::limiter::algorithm::{self, LimitState};
-use crate::limiter::{Check, Clock, LimitResult, LimitSpec, StateTag};
+use crate::limit::algorithm::{self, LimitState};
+use crate::limit::{Check, Clock, LimitResult, LimitSpec, StateTag};
 
 mod hash;
 #[cfg(test)]

@@ -4,7 +4,7 @@
 use std::sync::Arc;
 
 use super::{MemoryOptions, MemoryStore};
-use crate::limiter::{Algorithm, Check, LimitResult, LimitSpec, ManualClock, StateTag, Unit};
+use crate::limit::{Algorithm, Check, LimitResult, LimitSpec, ManualClock, StateTag, Unit};
 
 const T0: u64 = 1_700_000_040_000;
 

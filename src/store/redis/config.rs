@@ -8,7 +8,7 @@ pub enum TimeSource {
     /// `TIME` inside the script: one clock for every sluice instance.
     #[default]
     Redis,
-    /// The injected [`Clock`](crate::limiter::Clock), passed as an argument: for Redis deployments that forbid
+    /// The injected [`Clock`](crate::limit::Clock), passed as an argument: for Redis deployments that forbid
     /// `TIME` in scripts, and for exact tests. Instances' clocks need NTP.
     Local,
 }

@@ -31,7 +31,7 @@ use deadpool_redis::redis::{
 };
 use tokio_util::sync::{CancellationToken, DropGuard};
 
-use crate::limiter::{Check, Clock, LimitResult, LimitSpec, StateTag};
+use crate::limit::{Check, Clock, LimitResult, LimitSpec, StateTag};
 use crate::store::{Store, StoreError};
 
 pub use config::{RedisConfig, RedisConfigError, TimeSource};

@@ -4,7 +4,7 @@
 
 use deadpool_redis::redis::{self, Value};
 
-use crate::limiter::{Check, LimitResult, LimitSpec};
+use crate::limit::{Check, LimitResult, LimitSpec};
 use crate::store::StoreError;
 
 /// The whole check script: the header, one file per algorithm, then the protocol. One script,

@@ -3,7 +3,7 @@
 //! refunds ignoring penalties, peeks writing nothing, and no panic on any input.
 
 use super::*;
-use crate::limiter::algorithm::{FixedWindow, State};
+use crate::limit::algorithm::{FixedWindow, State};
 
 fn penalized(reset_ms: u64, retry_ms: u64, used_before: u64) -> LimitResult {
     LimitResult {

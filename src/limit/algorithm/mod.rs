@@ -56,7 +56,7 @@ pub struct Params {
     /// `C`: capacity.
     pub c: u64,
     /// `B`: sub-windows of a `sliding_window` (as given: config keeps it in
-    /// [`BUCKETS_RANGE`](crate::limiter::BUCKETS_RANGE); at least 1, the doc's precondition), else 0.
+    /// [`BUCKETS_RANGE`](crate::limit::BUCKETS_RANGE); at least 1, the doc's precondition), else 0.
     pub b: u64,
     /// `Cs = C·W`.
     pub cs: u128,

@@ -1,5 +1,5 @@
 use super::*;
-use crate::limiter::Unit;
+use crate::limit::Unit;
 
 fn spec(algorithm: Algorithm, rpu: u32) -> LimitSpec {
     LimitSpec {
@@ -29,8 +29,8 @@ fn denied(retry_ms: Option<u64>, reset_ms: u64) -> LimitResult {
 }
 
 fn limited<'a>(limits: &'a [LimitSpec], shadow: bool, quota: bool) -> Plan<'a> {
-    Plan::Limited(Limited {
-        limits: Limits::Rule(limits),
+    Plan::Metered(Metered {
+        limits: LimitSet::Rule(limits),
         tag: StateTag(1),
         cost: 1,
         refund: false,
@@ -39,9 +39,9 @@ fn limited<'a>(limits: &'a [LimitSpec], shadow: bool, quota: bool) -> Plan<'a> {
     })
 }
 
-fn st(d: &Decision, i: usize) -> &LimitedStatus {
-    match &d.statuses[i] {
-        Status::Limited(s) => s,
+fn st(d: &Decision, i: usize) -> &Verdict {
+    match &d.outcomes[i] {
+        Outcome::Metered(s) => s,
         other => panic!("not limited: {other:?}"),
     }
 }
@@ -133,14 +133,14 @@ fn shadow_quota_and_global_shadow() {
 fn unlimited_and_unmatched_are_ok() {
     let d = compose(&[Plan::NoLimit, Plan::Unlimited], vec![], Modes::default());
     assert_eq!(d.overall(), Code::Ok);
-    assert_eq!(d.statuses, vec![Status::NoLimit, Status::Unlimited]);
+    assert_eq!(d.outcomes, vec![Outcome::NoLimit, Outcome::Unlimited]);
 }
 
 #[test]
 fn refunds_are_always_ok() {
     let l = [spec(Algorithm::TokenBucket, 5)];
-    let plans = [Plan::Limited(Limited {
-        limits: Limits::Rule(&l),
+    let plans = [Plan::Metered(Metered {
+        limits: LimitSet::Rule(&l),
         tag: StateTag(1),
         cost: 2,
         refund: true,

@@ -4,7 +4,7 @@
 //! tests run all three.
 
 use super::*;
-use crate::limiter::algorithm::{Gcra, LeakyBucket, State, TokenBucket};
+use crate::limit::algorithm::{Gcra, LeakyBucket, State, TokenBucket};
 
 const BUCKETS: [Algorithm; 3] = [
     Algorithm::TokenBucket,

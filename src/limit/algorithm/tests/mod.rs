@@ -10,7 +10,7 @@ mod sliding_log;
 mod sliding_window;
 
 use super::{LimitState, evaluate};
-use crate::limiter::{Algorithm, Check, LimitResult, LimitSpec, StateTag, Unit};
+use crate::limit::{Algorithm, Check, LimitResult, LimitSpec, StateTag, Unit};
 
 /// A minute-aligned instant (so second and minute windows start here).
 pub(super) const T0: u64 = 1_700_000_040_000;

@@ -2,7 +2,7 @@
 //! entry, no boundary burst, newest-first refunds, costs as run-length entries.
 
 use super::*;
-use crate::limiter::algorithm::State;
+use crate::limit::algorithm::State;
 
 fn log(rpu: u32) -> Lab {
     Lab::one(spec(Algorithm::SlidingLog, rpu, Unit::Second))

@@ -3,7 +3,7 @@
 //! boundary burst, newest-first refunds, the usage cap, a backwards clock.
 
 use super::*;
-use crate::limiter::algorithm::State;
+use crate::limit::algorithm::State;
 
 /// `idx(T0)` for `W = 1 s`, `B = 10`.
 const I0: u64 = T0 / 100;

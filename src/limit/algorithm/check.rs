@@ -8,7 +8,7 @@ use super::{
     FixedWindow, Gcra, LeakyBucket, LimitState, Params, SlidingLog, SlidingWindow, State,
     TokenBucket, sliding_log, sliding_window,
 };
-use crate::limiter::{Algorithm, Check, LimitResult, LimitSpec};
+use crate::limit::{Algorithm, Check, LimitResult, LimitSpec};
 
 /// The stored state of the wanted variant if it has not expired.
 macro_rules! stored {

@@ -2,7 +2,7 @@
 //! overdraft by default, cost above capacity, refunds, the usage cap, a backwards clock.
 
 use super::*;
-use crate::limiter::algorithm::{FixedWindow, State};
+use crate::limit::algorithm::{FixedWindow, State};
 
 fn second(rpu: u32) -> Lab {
     Lab::one(spec(Algorithm::FixedWindow, rpu, Unit::Second))
