@@ -12,7 +12,7 @@ use serde_json::{Map, Value};
 
 use super::metadata::Metadata;
 use super::scalars::{FLAG, Flag, INT, Int, Optional, STRING, Str};
-use super::yaml::{Ctx, first_document};
+use super::yaml::{Ctx, first_document, load};
 
 #[derive(Debug, Default)]
 pub(super) struct RawRoot {
@@ -60,10 +60,6 @@ pub(super) fn decode(content: &str, ctx: &Ctx) -> Result<RawRoot, serde_yaml::Er
         .map(Option::unwrap_or_default),
         None => Ok(RawRoot::default()),
     }
-}
-
-pub(super) fn load(msg: impl fmt::Display) -> String {
-    format!("error loading config file: {msg}")
 }
 
 /// Deserialize the next map value; when it fails without a precise message of its own,

@@ -6,8 +6,7 @@ use std::fmt;
 
 use serde::de::{self, DeserializeSeed, Deserializer, Visitor};
 
-use super::raw::load;
-use super::yaml::Ctx;
+use super::yaml::{Ctx, load};
 
 pub(super) const STRING: &str = "a string";
 pub(super) const FLAG: &str = "true or false";

@@ -12,6 +12,12 @@ use std::fmt;
 
 use serde::de::{self, DeserializeSeed, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
 
+/// Their prefix for every message about a file's shape (YAML syntax or a field of the
+/// wrong kind): `error loading config file: <msg>`.
+pub(super) fn load(msg: impl fmt::Display) -> String {
+    format!("error loading config file: {msg}")
+}
+
 /// Carries the first message raised during one deserialization pass.
 #[derive(Default)]
 pub(super) struct Ctx {

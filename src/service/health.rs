@@ -9,6 +9,7 @@ use tonic_health::ServingStatus;
 use tonic_health::server::HealthReporter;
 
 use super::RateLimitService;
+use crate::store::Store;
 
 const SERVICE_NAMES: [&str; 3] = [
     "",
@@ -41,8 +42,7 @@ impl Health {
     }
 
     pub fn is_healthy(&self) -> bool {
-        !self.shutting_down.load(Ordering::SeqCst)
-            && super::healthy(&self.service, self.requires_config)
+        !self.shutting_down.load(Ordering::SeqCst) && healthy(&self.service, self.requires_config)
     }
 
     /// Mark the process as draining: every health check fails from now on.
@@ -69,4 +69,9 @@ impl Health {
             self.reporter.set_service_status(name, status).await;
         }
     }
+}
+
+/// The store is ready and, when required, at least one domain is loaded.
+pub fn healthy(service: &RateLimitService, requires_config: bool) -> bool {
+    service.store().is_ready() && (!requires_config || service.config().config.domain_count() > 0)
 }

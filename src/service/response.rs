@@ -11,7 +11,7 @@ use envoy_types::pb::google::protobuf::{
     Duration as PbDuration, ListValue, Struct, Value as PbValue, value::Kind,
 };
 
-use super::Matched;
+use super::plan::{Matched, override_unit};
 use crate::config::Match;
 use crate::limit::{LimitSpec, Unit};
 use crate::limiter::{Code, Decision, Outcome, Plan, Verdict};
@@ -264,9 +264,7 @@ fn dynamic_metadata(
                 },
             );
             if let Some(o) = &d.limit {
-                let unit = super::override_unit(o.unit)
-                    .map(|u| u.name())
-                    .unwrap_or("UNKNOWN");
+                let unit = override_unit(o.unit).map(|u| u.name()).unwrap_or("UNKNOWN");
                 f.insert(
                     "limit".to_string(),
                     string(format!(

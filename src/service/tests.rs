@@ -1,1 +1,0 @@
-// Service tests: see integration/ for end-to-end behaviour through the binary.
