@@ -7,13 +7,13 @@ use std::sync::Arc;
 
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
+use tonic::service::Routes;
 use tonic::transport::server::TcpIncoming;
-use tonic_health::pb::health_server::{Health as HealthApi, HealthServer};
 
 use super::ServerError;
 use crate::http::{self, HttpState};
+use crate::service::RateLimitService;
 use crate::service::health::Health;
-use crate::service::{RateLimitService, grpc};
 use crate::settings::Settings;
 
 /// The bound sockets.
@@ -42,19 +42,18 @@ impl Listeners {
 
     /// Serve every listener until `drain` fires and its connections finish. The returned
     /// future does nothing until polled.
-    pub(super) fn serve<H: HealthApi>(
+    pub(super) fn serve(
         self,
         settings: &Settings,
         service: &Arc<RateLimitService>,
         health: &Arc<Health>,
-        health_service: HealthServer<H>,
+        grpc_routes: Routes,
         drain: &CancellationToken,
-    ) -> Result<impl Future<Output = Result<(), ServerError>> + use<H>, ServerError> {
+    ) -> Result<impl Future<Output = Result<(), ServerError>> + use<>, ServerError> {
         let grpc_addr = self.grpc.local_addr()?;
         let http_addr = self.http.local_addr()?;
         let grpc = tonic::transport::Server::builder()
-            .add_service(grpc::server(service.clone()))
-            .add_service(health_service)
+            .add_routes(grpc_routes)
             .serve_with_incoming_shutdown(
                 // Without TCP_NODELAY small responses wait for the peer's delayed ACK (~40 ms).
                 TcpIncoming::from(self.grpc).with_nodelay(Some(true)),

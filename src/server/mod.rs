@@ -19,8 +19,7 @@ pub use listeners::Listeners;
 
 use crate::config::{ConfigError, LoadOptions, RateLimitConfig};
 use crate::metrics::Metrics;
-use crate::service::RateLimitService;
-use crate::service::health::Health;
+use crate::service::{RateLimitService, grpc};
 use crate::settings::Settings;
 
 #[derive(Debug, thiserror::Error)]
@@ -66,12 +65,7 @@ pub async fn run(
         metrics,
         settings.decision.clone(),
     ));
-    let (reporter, health_service) = tonic_health::server::health_reporter();
-    let health = Arc::new(Health::new(
-        service.clone(),
-        reporter,
-        settings.healthy_requires_config,
-    ));
+    let (health, grpc_routes) = grpc::routes(service.clone(), settings.healthy_requires_config);
     health.refresh().await;
 
     // Tasks that end with the process, not with the listeners.
@@ -81,7 +75,7 @@ pub async fn run(
 
     // Listeners drain when `drain` fires, after health has gone NOT_SERVING.
     let drain = CancellationToken::new();
-    let servers = listeners.serve(&settings, &service, &health, health_service, &drain)?;
+    let servers = listeners.serve(&settings, &service, &health, grpc_routes, &drain)?;
     let result = shutdown::supervise(servers, &settings, &shutdown, &health, &drain).await;
     background.cancel();
     result
