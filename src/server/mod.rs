@@ -44,6 +44,7 @@ pub async fn run(
     for note in &settings.notes {
         tracing::warn!("{note}");
     }
+    crate::tls::install_crypto_provider();
     let metrics = Arc::new(Metrics::new(
         settings.decision.near_limit_ratio,
         settings.metrics_max_series,
