@@ -68,11 +68,13 @@ struct Shard {
     sweep_at: usize,
 }
 
-/// A limit's state identity: the descriptor's tag and the packed `StateIdentity`.
+/// A limit's state identity: the descriptor's tag, the packed `StateIdentity` and its
+/// window (no larger than the tag's padding: the key stays 32 bytes).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 struct Key {
     tag: u128,
     id: u64,
+    window_s: u64,
 }
 
 impl Key {
@@ -81,17 +83,18 @@ impl Key {
         Key {
             tag: tag.0,
             id: u64::from(id.algorithm.code())
-                | (id.unit as u64) << 8
                 | u64::from(id.buckets) << 16
                 | u64::from(id.slot) << 48,
+            window_s: id.window_seconds,
         }
     }
 }
 
 impl Hash for Key {
     fn hash<H: Hasher>(&self, state: &mut H) {
-        // One write: distinct identities under one tag stay distinct (`id < 2^56`).
-        state.write_u128(self.tag ^ u128::from(self.id) << 64);
+        // One write: identities under one tag differ in `id` (high half) or in the window
+        // (low half); a collision would only cost a comparison, `Eq` sees every field.
+        state.write_u128(self.tag ^ (u128::from(self.id) << 64) ^ u128::from(self.window_s));
     }
 }
 

@@ -11,7 +11,7 @@
 //!   a connection out of a pool, and never waits longer than `request_timeout`.
 //! - Time: `TIME` inside the script, or the injected [`Clock`] in local mode.
 //!
-//! Keys: `<prefix>{<tag>}:<code>:<unit s>:<buckets>:<slot>` and the same plus `:p` for the
+//! Keys: `<prefix>{<tag>}:<code>:<window s>:<buckets>:<slot>` and the same plus `:p` for the
 //! penalty lock; the tag is the descriptor's [`StateTag`] in base64url.
 
 mod batch;
