@@ -3,10 +3,12 @@
 
 mod support;
 
+mod admin;
 mod architecture;
 mod cli;
 mod conformance;
 mod deploy;
+mod explain;
 mod ops;
 mod redis_binary;
 mod redis_store;

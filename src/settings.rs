@@ -38,6 +38,37 @@ pub enum Command {
     Serve(Box<ServeArgs>),
     /// Validate rule files or directories; print every error.
     Check(CheckArgs),
+    /// Which rule a descriptor matches and why, offline over rule files: each level of the
+    /// walk, the rule, its limits, stats key and Redis keys.
+    Explain(ExplainArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct ExplainArgs {
+    /// Rule file or directory; repeatable [default: ./config]
+    #[arg(
+        long = "config",
+        value_name = "PATH",
+        env = "SLUICE_CONFIG",
+        value_delimiter = ','
+    )]
+    pub config: Vec<PathBuf>,
+    /// The request's domain
+    #[arg(long)]
+    pub domain: String,
+    /// A request descriptor as key=value,key2=value2 (entries in order); repeat for a
+    /// request with several descriptors (`replaces` acts between them)
+    #[arg(long, value_name = "K=V,...", required = true)]
+    pub descriptor: Vec<String>,
+    /// Print JSON (the same as the HTTP endpoint /explain) instead of text
+    #[arg(long)]
+    pub json: bool,
+    /// Prefix of the Redis keys shown [default: sluice:] (also CACHE_KEY_PREFIX)
+    #[arg(long, value_name = "PREFIX", env = "SLUICE_CACHE_KEY_PREFIX")]
+    pub cache_key_prefix: Option<String>,
+    /// Allow one domain to be split over several files (also MERGE_DOMAIN_CONFIG)
+    #[arg(long, env = "SLUICE_MERGE_DOMAINS")]
+    pub merge_domains: bool,
 }
 
 #[derive(Debug, Args)]
@@ -93,6 +124,11 @@ pub struct ServeArgs {
     /// Separate listener for Prometheus metrics (also PROMETHEUS_ADDR with USE_PROMETHEUS=true)
     #[arg(long, value_name = "ADDR", env = "SLUICE_METRICS_ADDR")]
     pub metrics_addr: Option<String>,
+    /// Admin listener (a descriptor's state: GET to peek, DELETE to reset; no
+    /// authentication, see the README before exposing it), or `off`
+    /// [default: 127.0.0.1:8082]
+    #[arg(long, value_name = "ADDR|off", env = "SLUICE_ADMIN_ADDR")]
+    pub admin_addr: Option<String>,
     /// Path of the metrics endpoint on the separate listener [default: /metrics] (also PROMETHEUS_PATH)
     #[arg(long, value_name = "PATH", env = "SLUICE_METRICS_PATH")]
     pub metrics_path: Option<String>,
@@ -291,6 +327,8 @@ pub struct Settings {
     pub http_addr: SocketAddr,
     pub metrics_addr: Option<SocketAddr>,
     pub metrics_path: String,
+    /// The admin listener; `None`: disabled.
+    pub admin_addr: Option<SocketAddr>,
     /// `None`: the in-memory store.
     pub redis: Option<RedisSettings>,
     pub decision: DecisionSettings,
@@ -317,6 +355,8 @@ impl Default for Settings {
             http_addr: SocketAddr::from(([0, 0, 0, 0], 8080)),
             metrics_addr: None,
             metrics_path: "/metrics".into(),
+            // Loopback only: the admin listener has no authentication.
+            admin_addr: Some(SocketAddr::from(([127, 0, 0, 1], 8082))),
             redis: None,
             decision: DecisionSettings::default(),
             metrics_max_series: 10_000,

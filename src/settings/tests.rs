@@ -197,3 +197,23 @@ fn boolean_flags_need_no_value() {
     .unwrap();
     assert!(s.decision.shadow_mode && s.merge_domains && !s.decision.quota_mode);
 }
+
+#[test]
+fn the_admin_listener_is_on_loopback_unless_moved_or_off() {
+    let s = serve(&[], &[]).unwrap();
+    assert_eq!(
+        s.admin_addr.map(|a| a.to_string()).as_deref(),
+        Some("127.0.0.1:8082")
+    );
+    assert!(s.admin_addr.is_some_and(|a| a.ip().is_loopback()));
+    let s = serve(&["--admin-addr", "10.0.0.5:9999"], &[]).unwrap();
+    assert_eq!(
+        s.admin_addr.map(|a| a.to_string()).as_deref(),
+        Some("10.0.0.5:9999")
+    );
+    assert_eq!(
+        serve(&["--admin-addr", "off"], &[]).unwrap().admin_addr,
+        None
+    );
+    assert!(serve(&["--admin-addr", "nowhere"], &[]).is_err());
+}

@@ -9,7 +9,7 @@ pub mod redis;
 
 use std::future::Future;
 
-use crate::limit::{Check, LimitResult};
+use crate::limit::{Check, LimitResult, LimitSpec, StateTag};
 
 /// Why a store could not decide. Mapped to gRPC `UNAVAILABLE` by the service.
 #[derive(Debug, thiserror::Error)]
@@ -47,6 +47,16 @@ pub trait Store: Send + Sync + 'static {
         out: &mut Vec<LimitResult>,
     ) -> impl Future<Output = Result<(), StoreError>> + Send;
 
+    /// Forget the state of `limits` for the descriptor `tag`, counters and penalty locks
+    /// alike, so its next check starts fresh (the admin listener's `DELETE`). Returns how
+    /// many stored entries went: limit states in memory (a penalty lock belongs to its
+    /// limit's), keys in Redis (a lock is a key of its own). Not on the request path.
+    fn reset(
+        &self,
+        tag: StateTag,
+        limits: &[LimitSpec],
+    ) -> impl Future<Output = Result<u64, StoreError>> + Send;
+
     /// Whether the store can currently serve (health checks).
     fn is_ready(&self) -> bool {
         true
@@ -68,6 +78,14 @@ impl Backend {
             Backend::Redis(_) => "redis",
         }
     }
+
+    /// The Redis key prefix, for a Redis store.
+    pub fn key_prefix(&self) -> Option<&str> {
+        match self {
+            Backend::Memory(_) => None,
+            Backend::Redis(s) => Some(s.key_prefix()),
+        }
+    }
 }
 
 impl Store for Backend {
@@ -81,6 +99,13 @@ impl Store for Backend {
             // Boxed: the Redis future is ~0.5 KB, and every request's future (moved into
             // tonic's box) would otherwise carry it, memory store included.
             Backend::Redis(s) => Box::pin(s.run(checks, out)).await,
+        }
+    }
+
+    async fn reset(&self, tag: StateTag, limits: &[LimitSpec]) -> Result<u64, StoreError> {
+        match self {
+            Backend::Memory(s) => s.reset(tag, limits).await,
+            Backend::Redis(s) => s.reset(tag, limits).await,
         }
     }
 

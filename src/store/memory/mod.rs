@@ -220,6 +220,18 @@ impl MemoryStore {
         self.len() == 0
     }
 
+    /// [`Store::reset`] at an explicit `now_ms`: remove the states of `limits` under `tag`;
+    /// how many were still live.
+    pub fn reset_at(&self, tag: StateTag, limits: &[LimitSpec], now_ms: u64) -> u64 {
+        let mut shard = self.shard(tag).lock();
+        let removed = limits
+            .iter()
+            .filter_map(|spec| shard.map.remove(&Key::new(tag, spec)))
+            .filter(|st| st.is_live(now_ms))
+            .count();
+        removed as u64
+    }
+
     /// The stored state of `spec` under `tag`, if any (tests and debugging).
     pub fn state(&self, tag: StateTag, spec: &LimitSpec) -> Option<LimitState> {
         self.shard(tag)
@@ -247,5 +259,9 @@ impl Store for MemoryStore {
         // Fully synchronous: each check takes and releases its shard lock before the next.
         self.run_at(checks, self.clock.now_ms(), out);
         Ok(())
+    }
+
+    async fn reset(&self, tag: StateTag, limits: &[LimitSpec]) -> Result<u64, StoreError> {
+        Ok(self.reset_at(tag, limits, self.clock.now_ms()))
     }
 }

@@ -13,6 +13,9 @@ pub enum TimeSource {
     Local,
 }
 
+/// The key prefix when none is configured (`--cache-key-prefix`).
+pub const DEFAULT_KEY_PREFIX: &str = "sluice:";
+
 /// Settings of [`RedisStore`](super::RedisStore).
 #[derive(Clone, Debug)]
 pub struct RedisConfig {
@@ -50,7 +53,7 @@ impl Default for RedisConfig {
             pool_size: 4,
             connect_timeout: Duration::from_millis(500),
             request_timeout: Duration::from_millis(10),
-            key_prefix: "sluice:".to_owned(),
+            key_prefix: DEFAULT_KEY_PREFIX.to_owned(),
             time_source: TimeSource::Redis,
             ttl_slack_ms: None,
             reconnect_backoff_min: Duration::from_millis(50),
@@ -58,6 +61,14 @@ impl Default for RedisConfig {
             breaker_timeouts: 3,
         }
     }
+}
+
+/// A key prefix must not move the hash slot: no `{` or `}`.
+pub fn check_prefix(prefix: &str) -> Result<(), RedisConfigError> {
+    if prefix.contains(['{', '}']) {
+        return Err(RedisConfigError::PrefixBraces(prefix.to_owned()));
+    }
+    Ok(())
 }
 
 impl RedisConfig {

@@ -18,6 +18,7 @@ mod batch;
 mod config;
 mod conn;
 mod pipeline;
+mod reset;
 mod script;
 
 use std::sync::Arc;
@@ -34,7 +35,7 @@ use tokio_util::sync::{CancellationToken, DropGuard};
 use crate::limit::{Check, Clock, LimitResult, LimitSpec, StateTag};
 use crate::store::{Store, StoreError};
 
-pub use config::{RedisConfig, RedisConfigError, TimeSource};
+pub use config::{DEFAULT_KEY_PREFIX, RedisConfig, RedisConfigError, TimeSource, check_prefix};
 use conn::{Backoff, Conn, Connector, Ring};
 pub use script::SCRIPT;
 use script::{CallContext, Invocation, parse_reply};
@@ -49,6 +50,9 @@ pub struct RedisStore {
     slack_ms: u64,
     prefix: String,
     request_timeout: Duration,
+    /// Where `reset` sends its `DEL`, and how long it may take.
+    admin: reset::Admin,
+    admin_timeout: Duration,
     nonce_seed: u64,
     nonce_counter: AtomicU64,
     /// Stops the reconnect task when the store is dropped.
@@ -60,9 +64,7 @@ impl RedisStore {
     /// inside a tokio runtime. Until a connection is up, [`Store::is_ready`] is false and
     /// `run()` fails with [`StoreError::Unavailable`].
     pub fn new(cfg: RedisConfig, clock: Arc<dyn Clock>) -> Result<RedisStore, RedisConfigError> {
-        if cfg.key_prefix.contains(['{', '}']) {
-            return Err(RedisConfigError::PrefixBraces(cfg.key_prefix));
-        }
+        check_prefix(&cfg.key_prefix)?;
         let runtime =
             tokio::runtime::Handle::try_current().map_err(|_| RedisConfigError::NoRuntime)?;
         let pool_size = cfg.pool_size.max(1);
@@ -90,6 +92,10 @@ impl RedisStore {
                 .build()
                 .map_err(|e| RedisConfigError::Pool(e.to_string()))?;
             Connector::Single(pool)
+        };
+        let admin = match &connector {
+            Connector::Single(pool) => reset::Admin::Single(pool.clone()),
+            Connector::Cluster(_) => reset::Admin::Cluster,
         };
         let ring = Arc::new(Ring::new(
             pool_size,
@@ -119,6 +125,8 @@ impl RedisStore {
             slack_ms: cfg.effective_slack_ms(),
             prefix: cfg.key_prefix,
             request_timeout: cfg.request_timeout,
+            admin,
+            admin_timeout: cfg.connect_timeout + cfg.request_timeout,
             nonce_seed: nonce_seed(),
             nonce_counter: AtomicU64::new(0),
             _stop: stop.drop_guard(),
@@ -146,12 +154,17 @@ impl RedisStore {
 
     /// The key holding `spec`'s state for the descriptor `tag`.
     pub fn state_key(&self, tag: StateTag, spec: &LimitSpec) -> String {
-        script::state_key(&self.prefix, &tag.to_base64url(), spec)
+        state_key(&self.prefix, tag, spec)
     }
 
     /// The key holding `spec`'s penalty lock for the descriptor `tag`.
     pub fn lock_key(&self, tag: StateTag, spec: &LimitSpec) -> String {
-        script::lock_key(&self.prefix, &tag.to_base64url(), spec)
+        lock_key(&self.prefix, tag, spec)
+    }
+
+    /// The prefix of every key.
+    pub fn key_prefix(&self) -> &str {
+        &self.prefix
     }
 
     /// Unique per `EVALSHA` (sliding-log members embed it, so two calls in one ms never
@@ -182,6 +195,17 @@ impl RedisStore {
         });
         futures::future::join_all(calls).await.into_iter().collect()
     }
+}
+
+/// The key a store with key prefix `prefix` keeps `spec`'s state in for the descriptor
+/// `tag` (`sluice explain` shows it without a store).
+pub fn state_key(prefix: &str, tag: StateTag, spec: &LimitSpec) -> String {
+    script::state_key(prefix, &tag.to_base64url(), spec)
+}
+
+/// The key of `spec`'s penalty lock: [`state_key`] plus `:p`.
+pub fn lock_key(prefix: &str, tag: StateTag, spec: &LimitSpec) -> String {
+    script::lock_key(prefix, &tag.to_base64url(), spec)
 }
 
 impl Store for RedisStore {
@@ -258,6 +282,10 @@ impl Store for RedisStore {
             parse_reply(value, limits, out)?;
         }
         Ok(())
+    }
+
+    async fn reset(&self, tag: StateTag, limits: &[LimitSpec]) -> Result<u64, StoreError> {
+        self.delete_state(tag, limits).await
     }
 
     fn is_ready(&self) -> bool {

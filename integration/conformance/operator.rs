@@ -1,6 +1,7 @@
 //! Scenarios for windows of several units (`unit_multiplier`): `W = unit × unit_multiplier`
 //! for every algorithm, fixed windows aligned to multiples of the whole window from the
-//! epoch, and the window length as part of the state identity.
+//! epoch, and the window length as part of the state identity. And `Store::reset`, which
+//! the operator's tools (the admin listener) added with them.
 
 use sluice::limit::Algorithm::{self, *};
 use sluice::limit::{LimitSpec, Unit::*};
@@ -66,6 +67,52 @@ pub async fn changing_the_multiplier_starts_fresh_state<S: Store>(env: &Env<S>) 
         assert_eq!(
             r.used_before, 1,
             "{alg}: minute × 60 shares the hour's state"
+        );
+    }
+}
+
+pub async fn reset_forgets_counters_and_penalties_of_one_descriptor<S: Store>(env: &Env<S>) {
+    env.align(MIN, 0);
+    for alg in Algorithm::ALL {
+        let (tag, other) = (env.tag(alg.name()), env.tag(&format!("{alg}-other")));
+        let limits = [
+            LimitSpec {
+                penalty_ms: 30_000,
+                ..limit(alg, 2, Minute)
+            },
+            LimitSpec {
+                slot: 1,
+                ..minutes(alg, 5, 5)
+            },
+        ];
+        for t in [tag, other] {
+            for _ in 0..2 {
+                let r = env.check(t, &limits, 1).await;
+                assert!(r.iter().all(|r| r.allowed), "{alg}");
+            }
+            // The third is denied and locks the descriptor out.
+            assert!(!env.check(t, &limits, 1).await[0].allowed, "{alg}");
+        }
+        let removed = env.store.reset(tag, &limits).await.expect("reset");
+        assert!(removed > 0, "{alg}: something was stored");
+        assert_eq!(
+            env.store.reset(tag, &limits).await.expect("reset"),
+            0,
+            "{alg}"
+        );
+        // Fresh: no penalty, nothing used, on every limit.
+        let r = env.check(tag, &limits, 0).await;
+        assert_eq!(
+            (r[0].allowed, r[0].used_before, r[0].penalized),
+            (true, 0, false),
+            "{alg}"
+        );
+        assert_eq!(r[1].used_before, 0, "{alg}");
+        // Another descriptor keeps its state.
+        let r = env.check(other, &limits, 0).await;
+        assert!(
+            r[0].penalized,
+            "{alg}: the other descriptor is still locked out"
         );
     }
 }
