@@ -229,3 +229,34 @@ async fn the_keys_shown_are_the_keys_the_redis_store_writes() {
         );
     }
 }
+
+/// The README's quick start shows `sluice explain` on the bundled config: its output is
+/// what the binary prints (the state tag of the Redis key aside).
+#[test]
+fn the_readme_quick_start_shows_what_explain_prints() {
+    let readme = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("README.md"))
+        .expect("README.md");
+    let command = "cargo run --release -- explain ";
+    let start = readme
+        .find(command)
+        .expect("the quick start runs sluice explain");
+    let rest = &readme[start..];
+    let args_line = rest.lines().next().unwrap_or_default();
+    let args: Vec<&str> = args_line[command.len()..].split_whitespace().collect();
+    let shown: Vec<&str> = rest
+        .lines()
+        .skip(1)
+        .take_while(|l| l.starts_with('#'))
+        .map(|l| l.strip_prefix("# ").unwrap_or(l.trim_start_matches('#')))
+        .collect();
+    let (code, out, err) = explain(&args);
+    assert_eq!(code, 0, "{err}");
+    let printed: Vec<String> = out
+        .lines()
+        .map(|l| match (l.find('{'), l.find('}')) {
+            (Some(a), Some(b)) if l.contains("redis key: ") => format!("{}…{}", &l[..=a], &l[b..]),
+            _ => l.to_owned(),
+        })
+        .collect();
+    assert_eq!(printed, shown, "README.md's sluice explain output is stale");
+}
