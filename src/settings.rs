@@ -44,34 +44,6 @@ pub enum Command {
 }
 
 #[derive(Debug, Args)]
-pub struct ExplainArgs {
-    /// Rule file or directory; repeatable [default: ./config]
-    #[arg(
-        long = "config",
-        value_name = "PATH",
-        env = "SLUICE_CONFIG",
-        value_delimiter = ','
-    )]
-    pub config: Vec<PathBuf>,
-    /// The request's domain
-    #[arg(long)]
-    pub domain: String,
-    /// A request descriptor as key=value,key2=value2 (entries in order); repeat for a
-    /// request with several descriptors (`replaces` acts between them)
-    #[arg(long, value_name = "K=V,...", required = true)]
-    pub descriptor: Vec<String>,
-    /// Print JSON (the same as the HTTP endpoint /explain) instead of text
-    #[arg(long)]
-    pub json: bool,
-    /// Prefix of the Redis keys shown [default: sluice:] (also CACHE_KEY_PREFIX)
-    #[arg(long, value_name = "PREFIX", env = "SLUICE_CACHE_KEY_PREFIX")]
-    pub cache_key_prefix: Option<String>,
-    /// Allow one domain to be split over several files (also MERGE_DOMAIN_CONFIG)
-    #[arg(long, env = "SLUICE_MERGE_DOMAINS")]
-    pub merge_domains: bool,
-}
-
-#[derive(Debug, Args)]
 pub struct CheckArgs {
     /// Rule files or directories (searched recursively for *.yaml / *.yml).
     #[arg(required = true)]
@@ -372,9 +344,11 @@ impl Default for Settings {
 }
 
 mod compat;
+mod explain;
 mod parse;
 mod redis;
 
+pub use explain::ExplainArgs;
 use parse::err;
 pub use parse::{SettingsError, parse_addr, parse_bool, parse_duration};
 
