@@ -171,6 +171,30 @@ async fn the_endpoint_answers_what_the_cli_answers() {
 }
 
 #[tokio::test]
+async fn the_endpoint_keeps_the_request_bounds() {
+    let s = sluice()
+        .file("envoy-compatible.yaml", &bundled("envoy-compatible.yaml"))
+        .arg("--max-descriptors")
+        .arg("2")
+        .arg("--max-entries")
+        .arg("3")
+        .start()
+        .await;
+    let (code, _) = s
+        .http_get("/explain?domain=edge&descriptor=a%3D1&descriptor=b%3D2")
+        .await;
+    assert_eq!(code, 200);
+    let (code, body) = s
+        .http_get("/explain?domain=edge&descriptor=a%3D1&descriptor=b%3D2&descriptor=c%3D3")
+        .await;
+    assert_eq!(code, 400, "{body}");
+    let (code, body) = s
+        .http_get("/explain?domain=edge&descriptor=a%3D1,b%3D2,c%3D3,d%3D4")
+        .await;
+    assert_eq!(code, 400, "{body}");
+}
+
+#[tokio::test]
 async fn the_keys_shown_are_the_keys_the_redis_store_writes() {
     let redis = RedisServer::start();
     let s = sluice()

@@ -85,3 +85,20 @@ async fn ietf_headers_state_the_whole_window() {
         "{r:?}"
     );
 }
+
+#[tokio::test]
+async fn draft03_headers_state_the_window_quota() {
+    let s = sluice()
+        .file("w.yaml", WINDOWS)
+        .arg("--response-headers")
+        .arg("true")
+        .start()
+        .await;
+    let mut c = s.client().await;
+    let r = call(&mut c, req("w", vec![desc(&[("five_minutes", "a")])])).await;
+    // The quota of the window, counted down by Remaining, reset within the 5 minutes.
+    assert_eq!(header(&r, "RateLimit-Limit"), Some("100"));
+    assert_eq!(header(&r, "RateLimit-Remaining"), Some("99"));
+    let reset: u64 = header(&r, "RateLimit-Reset").unwrap().parse().unwrap();
+    assert!((1..=300).contains(&reset), "{reset}");
+}

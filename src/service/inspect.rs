@@ -11,6 +11,7 @@ use serde::Serialize;
 use super::RateLimitService;
 use crate::explain::{self, Entries, EntryJson, KeyLayout};
 use crate::limit::{Check, LimitResult};
+use crate::settings::RequestLimits;
 use crate::store::Store;
 use crate::store::redis::DEFAULT_KEY_PREFIX;
 
@@ -42,8 +43,11 @@ fn error(status: Status, message: impl Into<String>) -> Reply {
     json(status, &serde_json::json!({ "error": message.into() }))
 }
 
-/// `domain` and every `descriptor` of a query string.
-fn parse_query(query: Option<&str>) -> Result<(String, Vec<Entries>), String> {
+/// `domain` and every `descriptor` of a query string, within the request bounds.
+fn parse_query(
+    query: Option<&str>,
+    limits: &RequestLimits,
+) -> Result<(String, Vec<Entries>), String> {
     let mut domain = None;
     let mut descriptors = Vec::new();
     for (k, v) in form_urlencoded::parse(query.unwrap_or_default().as_bytes()) {
@@ -62,6 +66,21 @@ fn parse_query(query: Option<&str>) -> Result<(String, Vec<Entries>), String> {
         .ok_or("the query needs domain=<domain>")?;
     if descriptors.is_empty() {
         return Err("the query needs descriptor=<key=value,...>".to_owned());
+    }
+    // The bounds of a request (--max-descriptors, --max-entries) hold here too.
+    if descriptors.len() > limits.max_descriptors {
+        return Err(format!(
+            "{} descriptors, more than the {} a request may carry",
+            descriptors.len(),
+            limits.max_descriptors
+        ));
+    }
+    if let Some(d) = descriptors.iter().find(|d| d.len() > limits.max_entries) {
+        return Err(format!(
+            "a descriptor of {} entries, more than the {} a request's may carry",
+            d.len(),
+            limits.max_entries
+        ));
     }
     Ok((domain, descriptors))
 }
@@ -114,7 +133,7 @@ impl RateLimitService {
     /// `/explain`: [`explain::explain`] over the active config, with this server's Redis
     /// key prefix (or the default one, on the memory store).
     pub fn explain_query(&self, query: Option<&str>) -> Reply {
-        let (domain, descriptors) = match parse_query(query) {
+        let (domain, descriptors) = match parse_query(query, &self.settings.limits) {
             Ok(q) => q,
             Err(e) => return error(Status::BadRequest, e),
         };
@@ -130,7 +149,7 @@ impl RateLimitService {
     /// The admin listener's `GET` (`reset` false) and `DELETE` (`reset` true) of one
     /// descriptor's state.
     pub async fn state_query(&self, query: Option<&str>, reset: bool) -> Reply {
-        let (domain, mut descriptors) = match parse_query(query) {
+        let (domain, mut descriptors) = match parse_query(query, &self.settings.limits) {
             Ok(q) => q,
             Err(e) => return error(Status::BadRequest, e),
         };
