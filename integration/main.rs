@@ -11,4 +11,5 @@ mod redis_binary;
 mod redis_store;
 mod redis_vs_native;
 mod reload;
+mod schema;
 mod service;
