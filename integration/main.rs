@@ -3,8 +3,10 @@
 
 mod support;
 
+mod alerts;
 mod cli;
 mod conformance;
+mod dashboards;
 mod deploy;
 mod ops;
 mod redis_binary;
