@@ -76,11 +76,7 @@ const NOT_EXPRESSIBLE: &[(&str, &str)] = &[
 const NOT_YAML: &[&str] = &["bad_yaml.yaml"];
 
 /// Rule files that may not carry the modeline yet, and why.
-const MODELINE_PENDING: &[(&str, &str)] = &[(
-    "examples/demo/config/demo.yaml",
-    "copied byte for byte into examples/kubernetes/configmap.yaml (integration/deploy.rs \
-     checks it); add the modeline to both in one change",
-)];
+const MODELINE_PENDING: &[(&str, &str)] = &[];
 
 fn root() -> &'static Path {
     Path::new(env!("CARGO_MANIFEST_DIR"))
