@@ -4,9 +4,11 @@
 mod support;
 
 mod admin;
+mod alerts;
 mod architecture;
 mod cli;
 mod conformance;
+mod dashboards;
 mod deploy;
 mod explain;
 mod ops;
@@ -14,4 +16,5 @@ mod redis_binary;
 mod redis_store;
 mod redis_vs_native;
 mod reload;
+mod schema;
 mod service;
