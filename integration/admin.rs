@@ -211,6 +211,8 @@ async fn the_admin_listener_can_be_turned_off() {
         .start()
         .await;
     assert_eq!(s.admin, None);
+    // The line that announced the addresses may reach the log a moment after start().
+    assert!(s.wait_log("\"serving\"", Duration::from_secs(5)).await);
     let serving = s
         .logs()
         .into_iter()
