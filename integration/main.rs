@@ -9,6 +9,7 @@ mod conformance;
 mod deploy;
 mod ops;
 mod redis_binary;
+mod redis_conn;
 mod redis_store;
 mod redis_vs_native;
 mod reload;

@@ -3,7 +3,9 @@
 
 #![allow(dead_code)]
 
+pub mod certs;
 pub mod model;
 pub mod model_store;
 pub mod redis;
+pub mod sentinel;
 pub mod sluice;

@@ -209,6 +209,7 @@ impl Resolver {
             .await
             .map_err(|_| std::io::Error::from(std::io::ErrorKind::TimedOut))??;
         pubsub.subscribe(&EVENTS[..]).await?;
+        tracing::info!(sentinel = %self.sentinels[idx].0, master = %self.master, "sentinel events followed");
         let mut messages = pubsub.on_message();
         while let Some(msg) = messages.next().await {
             let payload: String = msg.get_payload().unwrap_or_default();
