@@ -159,6 +159,10 @@ async fn redis_down_is_unavailable_fast_then_recovers_without_restart() {
         .file("shared.yaml", &rules())
         .arg("--redis-url")
         .arg(redis.url())
+        // Not the 10 ms default: under the whole suite's load a healthy call can miss it.
+        // Failures while Redis is down are immediate either way (refused connections).
+        .arg("--redis-timeout")
+        .arg("200ms")
         .start()
         .await;
     assert!(s.wait_healthy(Duration::from_secs(10)).await);
