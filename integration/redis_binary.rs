@@ -217,6 +217,8 @@ async fn not_serving_until_redis_is_reachable() {
         .file("shared.yaml", &rules())
         .arg("--redis-url")
         .arg(format!("redis://127.0.0.1:{port}"))
+        .arg("--redis-timeout")
+        .arg("2s")
         .start()
         .await;
     assert_eq!(s.http_get("/healthcheck").await.0, 500);
@@ -241,6 +243,9 @@ async fn their_redis_variables() {
         .env("REDIS_URL", format!("127.0.0.1:{}", redis.port()))
         .env("REDIS_POOL_SIZE", "2")
         .env("CACHE_KEY_PREFIX", "legacy:")
+        // Generous under a loaded CI machine: this test is about the variables.
+        .arg("--redis-timeout")
+        .arg("2s")
         .start()
         .await;
     assert!(
