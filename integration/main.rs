@@ -11,6 +11,7 @@ mod dashboards;
 mod deploy;
 mod ops;
 mod redis_binary;
+mod redis_conn;
 mod redis_store;
 mod redis_vs_native;
 mod reload;
