@@ -13,6 +13,7 @@ mod deploy;
 mod explain;
 mod ops;
 mod redis_binary;
+mod redis_conn;
 mod redis_store;
 mod redis_vs_native;
 mod reload;

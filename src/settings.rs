@@ -59,22 +59,6 @@ pub enum LogFormat {
     Json,
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
-pub enum RedisType {
-    Single,
-    Cluster,
-}
-
-pub use crate::store::redis::TimeSource;
-
-fn parse_time_source(s: &str) -> Result<TimeSource, String> {
-    match s.trim().to_ascii_lowercase().as_str() {
-        "redis" => Ok(TimeSource::Redis),
-        "local" => Ok(TimeSource::Local),
-        _ => Err(format!("'{s}' is not redis or local")),
-    }
-}
-
 #[derive(Debug, Args)]
 pub struct ServeArgs {
     /// Rule file or directory; repeatable [default: ./config]
@@ -111,30 +95,8 @@ pub struct ServeArgs {
     #[arg(long, num_args = 0..=1, default_missing_value = "true", env = "SLUICE_WATCH_CONFIG")]
     pub watch_config: Option<bool>,
 
-    /// Redis URL: redis://host:port/db, rediss://… (TLS), unix:///path; comma-separated node
-    /// list for a cluster. Without it the in-memory store is used
-    /// (also REDIS_URL with REDIS_SOCKET_TYPE, REDIS_AUTH, REDIS_TLS)
-    #[arg(long, value_name = "URL", env = "SLUICE_REDIS_URL")]
-    pub redis_url: Option<String>,
-    /// single or cluster [default: single] (also REDIS_TYPE)
-    #[arg(long, value_enum, env = "SLUICE_REDIS_TYPE")]
-    pub redis_type: Option<RedisType>,
-    /// Redis connections kept open (multiplexed) [default: 4] (also REDIS_POOL_SIZE)
-    #[arg(long, value_name = "N", env = "SLUICE_REDIS_POOL_SIZE")]
-    pub redis_pool_size: Option<usize>,
-    /// Deadline of one Redis round trip; past it the request fails with UNAVAILABLE
-    /// [default: 10ms]
-    #[arg(long, value_name = "DURATION", env = "SLUICE_REDIS_TIMEOUT")]
-    pub redis_timeout: Option<String>,
-    /// Deadline to establish a Redis connection [default: 1s] (also REDIS_TIMEOUT)
-    #[arg(long, value_name = "DURATION", env = "SLUICE_REDIS_CONNECT_TIMEOUT")]
-    pub redis_connect_timeout: Option<String>,
-    /// Clock the Redis scripts use [default: redis]
-    #[arg(long, value_name = "redis|local", value_parser = parse_time_source, env = "SLUICE_REDIS_TIME_SOURCE")]
-    pub redis_time_source: Option<TimeSource>,
-    /// Prefix of every Redis key [default: sluice:] (also CACHE_KEY_PREFIX)
-    #[arg(long, value_name = "PREFIX", env = "SLUICE_CACHE_KEY_PREFIX")]
-    pub cache_key_prefix: Option<String>,
+    #[command(flatten)]
+    pub redis: RedisArgs,
 
     /// Never deny: OVER_LIMIT answers become OK (also SHADOW_MODE)
     #[arg(long, num_args = 0..=1, default_missing_value = "true", env = "SLUICE_SHADOW_MODE")]
@@ -227,19 +189,6 @@ impl Default for RequestLimits {
             max_hits_addend: DEFAULT_MAX_HITS_ADDEND,
         }
     }
-}
-
-#[derive(Clone, Debug, PartialEq)]
-pub struct RedisSettings {
-    /// Node URLs (one for single, several for cluster).
-    pub urls: Vec<String>,
-    pub redis_type: RedisType,
-    pub pool_size: usize,
-    pub request_timeout: Duration,
-    pub connect_timeout: Duration,
-    pub time_source: TimeSource,
-    /// `None`: the store's default (`sluice:`).
-    pub key_prefix: Option<String>,
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -347,10 +296,12 @@ mod compat;
 mod explain;
 mod parse;
 mod redis;
+mod redis_url;
 
 pub use explain::ExplainArgs;
 use parse::err;
 pub use parse::{SettingsError, parse_addr, parse_bool, parse_duration};
+pub use redis::{RedisArgs, RedisSettings, RedisTlsFiles, RedisType, TimeSource};
 
 impl Settings {
     /// Resolve `serve` arguments against compatibility variables read through `env`.

@@ -183,7 +183,7 @@ impl RateLimitService {
         let decision = decision.inspect_err(|e| {
             self.metrics
                 .store_errors
-                .with_label_values(&[self.store.name(), e.kind()])
+                .with_label_values(&[e.store().unwrap_or(self.store.name()), e.kind()])
                 .inc();
         })?;
         if decision.global_shadowed {

@@ -104,7 +104,7 @@ pub(super) fn resolve(args: &ServeArgs, env: Env<'_>) -> Result<Settings, Settin
         Some(a) => Some(parse_addr("--admin-addr", a)?),
     };
 
-    s.redis = resolve_redis(args, env, &mut s.notes)?;
+    s.redis = resolve_redis(&args.redis, env)?;
 
     let d = &mut s.decision;
     d.shadow_mode = match args.shadow_mode {

@@ -1,10 +1,12 @@
 //! Where limit state lives. The [`Store`] trait is the only way the limiter touches state;
 //! [`memory::MemoryStore`] keeps it in process, [`redis::RedisStore`] in Redis (single node
-//! or cluster) with one Lua script per check and one round trip per request.
+//! or cluster) with one Lua script per check and one round trip per request;
+//! [`per_second::PerSecond`] sends per-second limits to a second Redis.
 //!
 //! Stores know nothing of gRPC, rule files or metrics.
 
 pub mod memory;
+pub mod per_second;
 pub mod redis;
 
 use std::future::Future;
@@ -23,6 +25,12 @@ pub enum StoreError {
     /// The backend answered with an error.
     #[error("store error: {0}")]
     Backend(String),
+    /// An error of one of several stores (the per-second Redis), named.
+    #[error("{store}: {error}")]
+    In {
+        store: &'static str,
+        error: Box<StoreError>,
+    },
 }
 
 impl StoreError {
@@ -32,6 +40,15 @@ impl StoreError {
             StoreError::Unavailable(_) => "unavailable",
             StoreError::Timeout(_) => "timeout",
             StoreError::Backend(_) => "backend",
+            StoreError::In { error, .. } => error.kind(),
+        }
+    }
+
+    /// The store that failed, when it is not the configured store itself.
+    pub fn store(&self) -> Option<&'static str> {
+        match self {
+            StoreError::In { store, .. } => Some(store),
+            _ => None,
         }
     }
 }
@@ -68,6 +85,8 @@ pub trait Store: Send + Sync + 'static {
 pub enum Backend {
     Memory(memory::MemoryStore),
     Redis(redis::RedisStore),
+    /// Per-second limits on a second Redis (`REDIS_PERSECOND`).
+    RedisPerSecond(Box<per_second::PerSecond<redis::RedisStore>>),
 }
 
 impl Backend {
@@ -75,7 +94,32 @@ impl Backend {
     pub fn name(&self) -> &'static str {
         match self {
             Backend::Memory(_) => "memory",
-            Backend::Redis(_) => "redis",
+            Backend::Redis(_) | Backend::RedisPerSecond(_) => "redis",
+        }
+    }
+
+    /// Each Redis store by its metrics label, with its live connections and readiness.
+    pub fn redis_pools(&self) -> Vec<(&'static str, usize, bool)> {
+        let pool = |name, s: &redis::RedisStore| (name, s.connected(), s.is_ready());
+        match self {
+            Backend::Memory(_) => Vec::new(),
+            Backend::Redis(s) => vec![pool("redis", s)],
+            Backend::RedisPerSecond(p) => vec![
+                pool("redis", &p.main),
+                pool(per_second::PER_SECOND, &p.per_second),
+            ],
+        }
+    }
+
+    /// Health probes of the Redis stores that are refusing writes (see
+    /// `store/redis/health.rs`); nothing otherwise.
+    pub async fn probe(&self) {
+        match self {
+            Backend::Memory(_) => {}
+            Backend::Redis(s) => s.probe().await,
+            Backend::RedisPerSecond(p) => {
+                futures::join!(p.main.probe(), p.per_second.probe());
+            }
         }
     }
 
@@ -84,6 +128,7 @@ impl Backend {
         match self {
             Backend::Memory(_) => None,
             Backend::Redis(s) => Some(s.key_prefix()),
+            Backend::RedisPerSecond(p) => Some(p.main.key_prefix()),
         }
     }
 }
@@ -99,6 +144,7 @@ impl Store for Backend {
             // Boxed: the Redis future is ~0.5 KB, and every request's future (moved into
             // tonic's box) would otherwise carry it, memory store included.
             Backend::Redis(s) => Box::pin(s.run(checks, out)).await,
+            Backend::RedisPerSecond(s) => Box::pin(s.run(checks, out)).await,
         }
     }
 
@@ -106,6 +152,7 @@ impl Store for Backend {
         match self {
             Backend::Memory(s) => s.reset(tag, limits).await,
             Backend::Redis(s) => s.reset(tag, limits).await,
+            Backend::RedisPerSecond(s) => s.reset(tag, limits).await,
         }
     }
 
@@ -113,6 +160,7 @@ impl Store for Backend {
         match self {
             Backend::Memory(s) => s.is_ready(),
             Backend::Redis(s) => s.is_ready(),
+            Backend::RedisPerSecond(s) => s.is_ready(),
         }
     }
 }

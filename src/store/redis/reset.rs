@@ -2,10 +2,9 @@
 //! limits' state and lock keys. They share the descriptor's hash tag, so on a cluster they
 //! live in one slot and one command reaches them all.
 //!
-//! Not on the request path, so it does not go through the batchers (they carry only the
-//! check script): a single node gets a connection of its own from the pool (checked out,
-//! used, returned), a cluster uses a connection of the ring (cluster connections take any
-//! command).
+//! It goes to a connection of the ring, whatever the topology (single node, sentinel's
+//! master, cluster), but not through a batcher's pipeline, which carries only the check
+//! script: on a single node, straight onto the batcher's multiplexed connection.
 
 use deadpool_redis::redis::{self, RedisError};
 
@@ -13,13 +12,6 @@ use super::conn::Conn;
 use super::{RedisStore, is_connection_error};
 use crate::limit::{LimitSpec, StateTag};
 use crate::store::StoreError;
-
-/// Where admin commands go.
-pub(super) enum Admin {
-    Single(deadpool_redis::Pool),
-    /// A connection of the ring.
-    Cluster,
-}
 
 impl RedisStore {
     /// See [`Store::reset`](crate::store::Store::reset): the number of keys deleted.
@@ -37,25 +29,19 @@ impl RedisStore {
                 .arg(self.lock_key(tag, spec));
         }
         let limit = self.admin_timeout;
+        let lease = self
+            .ring
+            .pick()
+            .ok_or_else(|| StoreError::Unavailable("redis is not connected".to_owned()))?;
         let deleted = async {
-            match &self.admin {
-                Admin::Single(pool) => {
-                    let mut conn = pool
-                        .get()
-                        .await
-                        .map_err(|e| StoreError::Unavailable(e.to_string()))?;
-                    cmd.query_async::<u64>(&mut conn).await.map_err(classify)
+            match &lease.conn {
+                Conn::Single(batcher) => {
+                    let mut conn = batcher.connection();
+                    cmd.query_async::<u64>(&mut conn).await
                 }
-                Admin::Cluster => {
-                    let lease = self.ring.pick().ok_or_else(|| {
-                        StoreError::Unavailable("redis is not connected".to_owned())
-                    })?;
-                    let Conn::Cluster(mut conn) = lease.conn.clone() else {
-                        return Err(StoreError::Backend("not a cluster connection".to_owned()));
-                    };
-                    cmd.query_async::<u64>(&mut conn).await.map_err(classify)
-                }
+                Conn::Cluster(conn) => cmd.query_async::<u64>(&mut conn.clone()).await,
             }
+            .map_err(classify)
         };
         tokio::time::timeout(limit, deleted)
             .await
