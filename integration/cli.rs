@@ -128,17 +128,6 @@ fn merge_domains_flag() {
 }
 
 #[tokio::test]
-async fn serve_refuses_a_bad_config_and_names_the_file() {
-    let e = sluice()
-        .file("bad.yaml", "domain: x\ndescriptors:\n  - key: k\n    rate_limit: {unit: foo, requests_per_unit: 1}\n")
-        .try_start()
-        .await
-        .err()
-        .expect("must not start");
-    assert!(e.contains("bad.yaml: invalid rate limit unit 'foo'"), "{e}");
-}
-
-#[tokio::test]
 async fn serve_refuses_bad_settings() {
     let e = sluice()
         .env("REDIS_TYPE", "foo")

@@ -19,6 +19,7 @@ mod files;
 mod compose;
 mod docker;
 mod docker_build;
+mod dockerignore;
 mod envoy;
 mod istio;
 mod kubernetes;

@@ -13,3 +13,5 @@ mod redis_store;
 mod redis_vs_native;
 mod reload;
 mod service;
+mod startup;
+mod xds;

@@ -12,6 +12,7 @@
 //! - [`http`]: `/healthcheck`, `/json`, `/metrics`, `/rlconfig`.
 //! - [`server`]: wires listeners, services and shutdown together.
 //! - [`tls`]: TLS plumbing shared by Redis and gRPC (the crypto provider, certificates).
+//! - [`xds`]: rules from an xDS management server (state-of-the-world ADS).
 
 pub mod config;
 pub mod http;
@@ -24,3 +25,4 @@ pub mod service;
 pub mod settings;
 pub mod store;
 pub mod tls;
+pub mod xds;

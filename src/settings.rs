@@ -285,6 +285,11 @@ impl Default for DecisionSettings {
 #[derive(Clone, Debug, PartialEq)]
 pub struct Settings {
     pub config_paths: Vec<PathBuf>,
+    /// Files at `config_paths` (the default) or an xDS server (CONFIG_TYPE=GRPC_XDS_SOTW).
+    pub config_source: ConfigSource,
+    /// Serve before the first xDS config arrives (FORCE_START_WITHOUT_INITIAL_CONFIG);
+    /// requests fail with "no rate limit configuration loaded" until it does.
+    pub force_start_without_initial_config: bool,
     pub merge_domains: bool,
     pub watch_config: bool,
     pub grpc_addr: SocketAddr,
@@ -311,6 +316,8 @@ impl Default for Settings {
     fn default() -> Self {
         Settings {
             config_paths: vec![PathBuf::from("config")],
+            config_source: ConfigSource::Files,
+            force_start_without_initial_config: false,
             merge_domains: false,
             watch_config: true,
             grpc_addr: SocketAddr::from(([0, 0, 0, 0], 8081)),
@@ -334,9 +341,11 @@ impl Default for Settings {
 mod compat;
 mod parse;
 mod redis;
+mod xds;
 
 use parse::err;
 pub use parse::{SettingsError, parse_addr, parse_bool, parse_duration};
+pub use xds::{ConfigSource, XdsBackoff, XdsSettings, XdsTls};
 
 impl Settings {
     /// Resolve `serve` arguments against compatibility variables read through `env`.

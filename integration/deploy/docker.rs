@@ -9,7 +9,7 @@ use std::sync::OnceLock;
 use sluice::settings::Settings;
 
 use super::binary::resolve;
-use super::docker_build::dockerignore_excludes;
+use super::dockerignore::{dockerignore, dockerignore_excludes};
 use super::files::{assert_pinned, read, root};
 
 pub(super) struct Stage {
@@ -134,15 +134,6 @@ pub fn image() -> Image {
 fn image_settings() -> &'static Settings {
     static SETTINGS: OnceLock<Settings> = OnceLock::new();
     SETTINGS.get_or_init(|| resolve(&image().cmd, &BTreeMap::new(), "Dockerfile CMD"))
-}
-
-pub(super) fn dockerignore() -> Vec<String> {
-    read(".dockerignore")
-        .lines()
-        .map(str::trim)
-        .filter(|l| !l.is_empty() && !l.starts_with('#'))
-        .map(String::from)
-        .collect()
 }
 
 /// Sources every stage copies from the build context (not `--from` another stage).

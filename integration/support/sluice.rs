@@ -28,6 +28,7 @@ pub struct Builder {
     config_args: bool,
     args: Vec<String>,
     env: BTreeMap<String, String>,
+    ready: String,
 }
 
 pub fn sluice() -> Builder {
@@ -36,6 +37,7 @@ pub fn sluice() -> Builder {
         config_args: true,
         args: Vec::new(),
         env: BTreeMap::new(),
+        ready: "serving".into(),
     }
 }
 
@@ -53,6 +55,13 @@ impl Builder {
 
     pub fn env(mut self, k: &str, v: impl Into<String>) -> Self {
         self.env.insert(k.into(), v.into());
+        self
+    }
+
+    /// Consider the process started at the log line with this message (which must carry
+    /// the `grpc` and `http` addresses) instead of `serving`.
+    pub fn ready_on(mut self, message: &str) -> Self {
+        self.ready = message.into();
         self
     }
 
@@ -102,10 +111,11 @@ impl Builder {
         let (tx, rx) = std::sync::mpsc::channel();
         {
             let logs = logs.clone();
+            let ready = self.ready.clone();
             std::thread::spawn(move || {
                 for line in BufReader::new(stderr).lines().map_while(Result::ok) {
                     if let Ok(v) = serde_json::from_str::<serde_json::Value>(&line)
-                        && v["message"] == "serving"
+                        && v["message"] == ready.as_str()
                     {
                         let _ = tx.send((
                             v["grpc"].as_str().map(String::from),
