@@ -21,6 +21,7 @@ mod docker;
 mod docker_build;
 mod dockerignore;
 mod envoy;
+mod envoy_gateway;
 mod istio;
 mod kubernetes;
 mod release_workflow;

@@ -6,7 +6,7 @@ use anyhow::Context;
 use clap::Parser;
 use sluice::config::{LoadOptions, RateLimitConfig};
 use sluice::server::{self, Listeners};
-use sluice::settings::{CheckArgs, Cli, Command, LogFormat, Settings, parse_bool};
+use sluice::settings::{CheckArgs, Cli, Command, LogFormat, Settings, invocation, parse_bool};
 use tokio_util::sync::CancellationToken;
 use tracing_subscriber::EnvFilter;
 
@@ -16,7 +16,7 @@ use tracing_subscriber::EnvFilter;
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let cli = Cli::parse_from(invocation(std::env::args_os().collect()));
     match cli.command {
         Command::Check(args) => check(&args),
         Command::Serve(args) => match serve(&args) {

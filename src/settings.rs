@@ -199,6 +199,24 @@ pub enum HeaderStyle {
     Ietf,
 }
 
+/// The command line as sluice parses it. Run as `ratelimit` (the image's `/bin/ratelimit`,
+/// envoyproxy/ratelimit's binary path, which Envoy Gateway's deployment runs with no
+/// arguments), sluice serves: their binary has no subcommands and reads its settings
+/// from the environment.
+pub fn invocation(mut argv: Vec<std::ffi::OsString>) -> Vec<std::ffi::OsString> {
+    let invoked_as = argv
+        .first()
+        .and_then(|a| std::path::Path::new(a).file_name())
+        .and_then(|n| n.to_str())
+        .unwrap_or_default();
+    let first = argv.get(1).and_then(|a| a.to_str()).unwrap_or_default();
+    let explicit = ["serve", "check", "help", "--help", "-h", "--version", "-V"].contains(&first);
+    if invoked_as == "ratelimit" && !explicit {
+        argv.insert(1, "serve".into());
+    }
+    argv
+}
+
 /// Bounds on one request (oversized input → INVALID_ARGUMENT).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct RequestLimits {

@@ -29,6 +29,8 @@ pub struct Builder {
     args: Vec<String>,
     env: BTreeMap<String, String>,
     ready: String,
+    /// Run the binary under this path (a link to it), without the `serve` subcommand.
+    program: Option<PathBuf>,
 }
 
 pub fn sluice() -> Builder {
@@ -38,6 +40,7 @@ pub fn sluice() -> Builder {
         args: Vec::new(),
         env: BTreeMap::new(),
         ready: "serving".into(),
+        program: None,
     }
 }
 
@@ -65,6 +68,14 @@ impl Builder {
         self
     }
 
+    /// Run the binary as `path` (a symlink to it the test made), with no subcommand: how
+    /// an image runs it under another name.
+    pub fn as_program(mut self, path: PathBuf) -> Self {
+        self.program = Some(path);
+        self.config_args = false;
+        self
+    }
+
     /// Do not pass `--config`/`--grpc-addr`/`--http-addr`: the test sets everything
     /// through the environment.
     pub fn no_default_args(mut self) -> Self {
@@ -87,8 +98,14 @@ impl Builder {
             }
             std::fs::write(p, content).map_err(|e| e.to_string())?;
         }
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_sluice"));
-        cmd.arg("serve");
+        let mut cmd = match &self.program {
+            Some(p) => Command::new(p),
+            None => {
+                let mut c = Command::new(env!("CARGO_BIN_EXE_sluice"));
+                c.arg("serve");
+                c
+            }
+        };
         if self.config_args {
             cmd.arg("--config").arg(&config).args([
                 "--grpc-addr",

@@ -317,3 +317,24 @@ fn xds_backoff_follows_their_formula() {
     let theirs = XdsBackoff::default();
     assert!((0..10).all(|n| theirs.delay(n, 0.99) == secs(10)));
 }
+
+#[test]
+fn invoked_as_ratelimit_sluice_serves() {
+    let argv = |a: &[&str]| a.iter().map(std::ffi::OsString::from).collect::<Vec<_>>();
+    assert_eq!(
+        invocation(argv(&["/bin/ratelimit"])),
+        argv(&["/bin/ratelimit", "serve"])
+    );
+    assert_eq!(
+        invocation(argv(&["ratelimit", "--grpc-addr", ":1"])),
+        argv(&["ratelimit", "serve", "--grpc-addr", ":1"])
+    );
+    assert_eq!(
+        invocation(argv(&["ratelimit", "check", "x"])),
+        argv(&["ratelimit", "check", "x"])
+    );
+    assert_eq!(
+        invocation(argv(&["/usr/local/bin/sluice"])),
+        argv(&["/usr/local/bin/sluice"])
+    );
+}
