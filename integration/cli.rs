@@ -154,7 +154,7 @@ async fn run_as_ratelimit_it_serves_with_their_environment() {
         "domain: d\ndescriptors:\n  - key: k\n    rate_limit: {unit: hour, requests_per_unit: 2}\n",
     );
     let s = sluice()
-        .as_program(link)
+        .run_as(link)
         .env("RUNTIME_ROOT", dir.path().join("srv").display().to_string())
         .env("RUNTIME_SUBDIRECTORY", "ratelimit")
         .env("GRPC_HOST", "127.0.0.1")

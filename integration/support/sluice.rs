@@ -70,7 +70,7 @@ impl Builder {
 
     /// Run the binary as `path` (a symlink to it the test made), with no subcommand: how
     /// an image runs it under another name.
-    pub fn as_program(mut self, path: PathBuf) -> Self {
+    pub fn run_as(mut self, path: PathBuf) -> Self {
         self.program = Some(path);
         self.config_args = false;
         self
