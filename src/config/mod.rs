@@ -18,6 +18,10 @@
 //! works on typed data; its errors carry a document path that `yaml::locate` turns back
 //! into a line by re-reading the file. Matching and stats keys live in `tree.rs` and
 //! `stats.rs`; file discovery in `discover.rs`.
+//!
+//! Rules from xDS skip passes 0–2: `xds` builds the same raw trees (`RawRoot`) from its
+//! resources and [`RateLimitConfig::from_documents`] runs pass 3 on them, so both sources
+//! share one validator and one set of messages.
 
 mod discover;
 mod keys;
