@@ -199,3 +199,30 @@ async fn after_a_server_restart_the_client_resubscribes_and_resyncs() {
             .is_some()
     );
 }
+
+/// `XDS_CLIENT_MAX_MSG_SIZE_IN_BYTES` bounds a response; a larger one fails the stream
+/// (nothing of it loads) and the client reconnects.
+#[tokio::test]
+async fn a_response_over_the_size_limit_is_refused() {
+    let xds = XdsServer::start();
+    let mut big = rules("big", "edge", 3);
+    big.descriptors[0].value = "x".repeat(4096);
+    xds.set("v1", vec![big]);
+    let s = xds_sluice(&xds)
+        .env("XDS_CLIENT_MAX_MSG_SIZE_IN_BYTES", "2048")
+        .env("FORCE_START_WITHOUT_INITIAL_CONFIG", "true")
+        .start()
+        .await;
+    assert!(
+        s.wait_log("message length too large", WAIT).await,
+        "{:?}",
+        s.logs()
+    );
+    xds.set("v2", vec![rules("small", "edge", 5)]);
+    let mut c = s.client().await;
+    assert!(wait_limit(&mut c, "edge", Some(5)).await, "{:?}", s.logs());
+    // SIGHUP reloads files; with xDS it changes nothing (and does not end the process).
+    s.signal("HUP");
+    assert!(s.wait_log("SIGHUP ignored", WAIT).await);
+    assert_eq!(limit(&mut c, "edge").await, Some(5));
+}
