@@ -8,5 +8,6 @@ pub mod certs;
 pub mod model;
 pub mod model_store;
 pub mod redis;
+pub mod requests;
 pub mod sluice;
 pub mod xds_server;
