@@ -55,6 +55,12 @@ RUN sluice check config
 FROM gcr.io/distroless/cc-debian12:nonroot AS runtime
 
 COPY --from=builder /usr/local/bin/sluice /usr/local/bin/sluice
+# envoyproxy/ratelimit's binary path: Envoy Gateway runs its rate limit deployment with
+# `command: [/bin/ratelimit]` and no arguments, which sluice takes as `serve` (settings
+# from the environment), so swapping the image is enough. A copy, not a symlink: the
+# runtime image has no shell to make one, and a copied symlink would depend on whether
+# the base image's /bin is itself a link.
+COPY --from=builder /usr/local/bin/sluice /bin/ratelimit
 # The bundled rule files. Mount your own directory over /etc/sluice/config (as
 # docker-compose.yml does) or point --config/SLUICE_CONFIG elsewhere. sluice
 # watches the directory and reloads on change, Kubernetes ConfigMap swaps included.

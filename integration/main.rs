@@ -19,3 +19,5 @@ mod redis_vs_native;
 mod reload;
 mod schema;
 mod service;
+mod startup;
+mod xds;

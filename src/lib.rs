@@ -15,6 +15,7 @@
 //! - [`admin`]: the admin listener: a descriptor's state, peeked or reset.
 //! - [`server`]: wires listeners, services and shutdown together.
 //! - [`tls`]: TLS plumbing shared by Redis and gRPC (the crypto provider, certificates).
+//! - [`xds`]: rules from an xDS management server (state-of-the-world ADS).
 
 pub mod admin;
 pub mod config;
@@ -29,3 +30,4 @@ pub mod service;
 pub mod settings;
 pub mod store;
 pub mod tls;
+pub mod xds;

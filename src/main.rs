@@ -7,7 +7,9 @@ use clap::Parser;
 use sluice::config::{LoadOptions, RateLimitConfig};
 use sluice::explain::{self, KeyLayout};
 use sluice::server::{self, Listeners};
-use sluice::settings::{CheckArgs, Cli, Command, ExplainArgs, LogFormat, Settings, parse_bool};
+use sluice::settings::{
+    CheckArgs, Cli, Command, ExplainArgs, LogFormat, Settings, invocation, parse_bool,
+};
 use sluice::store::redis::{DEFAULT_KEY_PREFIX, check_prefix};
 use tokio_util::sync::CancellationToken;
 use tracing_subscriber::EnvFilter;
@@ -18,7 +20,7 @@ use tracing_subscriber::EnvFilter;
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let cli = Cli::parse_from(invocation(std::env::args_os().collect()));
     match cli.command {
         Command::Check(args) => check(&args),
         Command::Explain(args) => explain(&args),

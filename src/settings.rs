@@ -169,6 +169,24 @@ pub enum HeaderStyle {
     Ietf,
 }
 
+/// The command line as sluice parses it. Run as `ratelimit` (the image's `/bin/ratelimit`,
+/// envoyproxy/ratelimit's binary path, which Envoy Gateway's deployment runs with no
+/// arguments), sluice serves: their binary has no subcommands and reads its settings
+/// from the environment.
+pub fn invocation(mut argv: Vec<std::ffi::OsString>) -> Vec<std::ffi::OsString> {
+    let invoked_as = argv
+        .first()
+        .and_then(|a| std::path::Path::new(a).file_name())
+        .and_then(|n| n.to_str())
+        .unwrap_or_default();
+    let first = argv.get(1).and_then(|a| a.to_str()).unwrap_or_default();
+    let explicit = ["serve", "check", "help", "--help", "-h", "--version", "-V"].contains(&first);
+    if invoked_as == "ratelimit" && !explicit {
+        argv.insert(1, "serve".into());
+    }
+    argv
+}
+
 /// Bounds on one request (oversized input → INVALID_ARGUMENT).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct RequestLimits {
@@ -242,6 +260,11 @@ impl Default for DecisionSettings {
 #[derive(Clone, Debug, PartialEq)]
 pub struct Settings {
     pub config_paths: Vec<PathBuf>,
+    /// Files at `config_paths` (the default) or an xDS server (CONFIG_TYPE=GRPC_XDS_SOTW).
+    pub config_source: ConfigSource,
+    /// Serve before the first xDS config arrives (FORCE_START_WITHOUT_INITIAL_CONFIG);
+    /// requests fail with "no rate limit configuration loaded" until it does.
+    pub force_start_without_initial_config: bool,
     pub merge_domains: bool,
     pub watch_config: bool,
     pub grpc_addr: SocketAddr,
@@ -270,6 +293,8 @@ impl Default for Settings {
     fn default() -> Self {
         Settings {
             config_paths: vec![PathBuf::from("config")],
+            config_source: ConfigSource::Files,
+            force_start_without_initial_config: false,
             merge_domains: false,
             watch_config: true,
             grpc_addr: SocketAddr::from(([0, 0, 0, 0], 8081)),
@@ -297,11 +322,13 @@ mod explain;
 mod parse;
 mod redis;
 mod redis_url;
+mod xds;
 
 pub use explain::ExplainArgs;
 use parse::err;
 pub use parse::{SettingsError, parse_addr, parse_bool, parse_duration};
 pub use redis::{RedisArgs, RedisSettings, RedisTlsFiles, RedisType, TimeSource};
+pub use xds::{ConfigSource, XdsBackoff, XdsSettings, XdsTls};
 
 impl Settings {
     /// Resolve `serve` arguments against compatibility variables read through `env`.

@@ -22,6 +22,15 @@ pub struct Pair {
     pub key: PathBuf,
 }
 
+impl Pair {
+    pub fn cert_pem(&self) -> Vec<u8> {
+        std::fs::read(&self.cert).expect("read cert")
+    }
+    pub fn key_pem(&self) -> Vec<u8> {
+        std::fs::read(&self.key).expect("read key")
+    }
+}
+
 impl Ca {
     pub fn new(name: &str) -> Ca {
         let mut params = CertificateParams::new(Vec::<String>::new()).expect("params");
@@ -32,6 +41,11 @@ impl Ca {
         Ca {
             issuer: CertifiedIssuer::self_signed(params, key).expect("CA certificate"),
         }
+    }
+
+    /// The CA certificate, PEM.
+    pub fn pem(&self) -> Vec<u8> {
+        self.issuer.pem().into_bytes()
     }
 
     /// Write the CA certificate to `dir/<file>`.

@@ -15,13 +15,13 @@ use super::scalars::{FLAG, Flag, INT, Int, Optional, STRING, Str};
 use super::yaml::{Ctx, first_document, load};
 
 #[derive(Debug, Default)]
-pub(super) struct RawRoot {
+pub struct RawRoot {
     pub domain: String,
     pub descriptors: Vec<RawDescriptor>,
 }
 
 #[derive(Debug, Default)]
-pub(super) struct RawDescriptor {
+pub struct RawDescriptor {
     pub key: String,
     pub value: String,
     pub rate_limit: Option<RawLimit>,
@@ -37,7 +37,7 @@ pub(super) struct RawDescriptor {
 }
 
 #[derive(Debug, Default)]
-pub(super) struct RawLimit {
+pub struct RawLimit {
     pub requests_per_unit: u32,
     pub unit: String,
     pub unlimited: bool,

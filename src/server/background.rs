@@ -1,5 +1,6 @@
 //! Tasks that live as long as the process: the health refresher and the config sources
-//! (file watcher, SIGHUP). Each stops when its cancellation token fires.
+//! (file watcher and SIGHUP, or the xDS client). Each stops when its cancellation token
+//! fires.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -10,7 +11,8 @@ use crate::config::LoadOptions;
 use crate::reload::{self, Reloader};
 use crate::service::RateLimitService;
 use crate::service::health::Health;
-use crate::settings::Settings;
+use crate::settings::{ConfigSource, Settings};
+use crate::xds::{self, XdsError};
 
 /// How often health is re-evaluated (store connectivity can change at any time).
 const HEALTH_INTERVAL: Duration = Duration::from_millis(250);
@@ -42,8 +44,30 @@ pub(super) fn spawn_health_refresh(
     });
 }
 
+/// Start the configured config source. For xDS, the receiver turns `true` at the first
+/// valid config.
+pub(super) fn spawn_config_sources(
+    settings: &Settings,
+    opts: LoadOptions,
+    service: Arc<RateLimitService>,
+    stop: CancellationToken,
+) -> Result<Option<tokio::sync::watch::Receiver<bool>>, XdsError> {
+    match &settings.config_source {
+        ConfigSource::Files => {
+            spawn_config_reloading(settings, opts, service, stop);
+            Ok(None)
+        }
+        ConfigSource::Xds(x) => {
+            let loaded = xds::spawn(x, opts, service, stop.clone())?;
+            // Installed anyway: SIGHUP's default action would end the process.
+            spawn_sighup(None, stop);
+            Ok(Some(loaded))
+        }
+    }
+}
+
 /// Reload on file changes (when watching is on) and on SIGHUP.
-pub(super) fn spawn_config_reloading(
+fn spawn_config_reloading(
     settings: &Settings,
     opts: LoadOptions,
     service: Arc<RateLimitService>,
@@ -57,11 +81,11 @@ pub(super) fn spawn_config_reloading(
     {
         tracing::warn!(error = %e, "config watching unavailable; reload with SIGHUP");
     }
-    spawn_sighup(reloader, stop);
+    spawn_sighup(Some(reloader), stop);
 }
 
 #[cfg(unix)]
-fn spawn_sighup(reloader: Arc<Reloader>, stop: CancellationToken) {
+fn spawn_sighup(reloader: Option<Arc<Reloader>>, stop: CancellationToken) {
     use tokio::signal::unix::{SignalKind, signal};
     let Ok(mut hup) = signal(SignalKind::hangup()) else {
         tracing::warn!("cannot install the SIGHUP handler");
@@ -73,8 +97,11 @@ fn spawn_sighup(reloader: Arc<Reloader>, stop: CancellationToken) {
                 _ = stop.cancelled() => break,
                 got = hup.recv() => {
                     if got.is_none() { break }
+                    let Some(r) = reloader.clone() else {
+                        tracing::info!("SIGHUP ignored: the rules come from xDS");
+                        continue;
+                    };
                     tracing::info!("SIGHUP: reloading config");
-                    let r = reloader.clone();
                     let _ = tokio::task::spawn_blocking(move || r.reload()).await;
                 }
             }
@@ -83,4 +110,4 @@ fn spawn_sighup(reloader: Arc<Reloader>, stop: CancellationToken) {
 }
 
 #[cfg(not(unix))]
-fn spawn_sighup(_: Arc<Reloader>, _: CancellationToken) {}
+fn spawn_sighup(_: Option<Arc<Reloader>>, _: CancellationToken) {}

@@ -29,7 +29,7 @@ pub enum Outcome {
     OverLimit,
     /// 400: the body is not a valid request.
     BadRequest,
-    /// 503: the store could not decide.
+    /// 503: the store could not decide, or no config is loaded yet.
     Unavailable,
 }
 
@@ -59,7 +59,9 @@ pub async fn handle(service: &RateLimitService, body: &[u8]) -> Reply {
         Err(ServiceError::InvalidArgument(e)) => {
             text(Outcome::BadRequest, format!("Bad Request: {e}\n"))
         }
-        Err(ServiceError::Store(e)) => text(Outcome::Unavailable, format!("{e}\n")),
+        Err(e @ (ServiceError::Store(_) | ServiceError::NoConfig)) => {
+            text(Outcome::Unavailable, format!("{e}\n"))
+        }
     }
 }
 

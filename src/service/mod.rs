@@ -48,16 +48,23 @@ pub enum ServiceError {
     InvalidArgument(String),
     #[error(transparent)]
     Store(#[from] StoreError),
+    /// No config has loaded yet: the startup files were invalid, or xDS has not answered
+    /// (with `FORCE_START_WITHOUT_INITIAL_CONFIG`). Their message.
+    #[error("no rate limit configuration loaded")]
+    NoConfig,
 }
 
 impl ServiceError {
     /// The gRPC status for this error: bad input is the client's problem
     /// (`INVALID_ARGUMENT`); a store failure is `UNAVAILABLE`, so Envoy's
-    /// `failure_mode_deny` decides.
+    /// `failure_mode_deny` decides. So is a missing config: the server cannot decide yet
+    /// (envoyproxy/ratelimit answers `UNKNOWN` with the same message; Envoy treats every
+    /// error status alike).
     pub fn to_status(&self) -> tonic::Status {
         match self {
             ServiceError::InvalidArgument(m) => tonic::Status::invalid_argument(m.clone()),
             ServiceError::Store(e) => tonic::Status::unavailable(e.to_string()),
+            ServiceError::NoConfig => tonic::Status::unavailable(self.to_string()),
         }
     }
 }
@@ -65,6 +72,9 @@ impl ServiceError {
 /// A loaded config plus what the service caches per rule.
 pub struct ActiveConfig {
     pub config: RateLimitConfig,
+    /// False until a first config loads: every request then fails with
+    /// [`ServiceError::NoConfig`] (`config` is empty meanwhile).
+    pub loaded: bool,
     /// Counters of each rule's static stats key, resolved on first use.
     counters: Vec<OnceLock<Arc<RuleCounters>>>,
 }
@@ -72,7 +82,18 @@ pub struct ActiveConfig {
 impl ActiveConfig {
     pub fn new(config: RateLimitConfig) -> ActiveConfig {
         let counters = (0..config.rules().len()).map(|_| OnceLock::new()).collect();
-        ActiveConfig { config, counters }
+        ActiveConfig {
+            config,
+            loaded: true,
+            counters,
+        }
+    }
+
+    fn none() -> ActiveConfig {
+        ActiveConfig {
+            loaded: false,
+            ..ActiveConfig::new(RateLimitConfig::empty())
+        }
     }
 }
 
@@ -85,16 +106,24 @@ pub struct RateLimitService {
 }
 
 impl RateLimitService {
+    /// A service answering from `config`, or, with `None`, failing every request with
+    /// [`ServiceError::NoConfig`] until [`RateLimitService::set_config`] is called.
     pub fn new(
-        config: RateLimitConfig,
+        config: Option<RateLimitConfig>,
         store: Arc<Backend>,
         metrics: Arc<Metrics>,
         settings: DecisionSettings,
     ) -> RateLimitService {
-        metrics.rules_loaded.set(config.rules().len() as i64);
-        metrics.domains_loaded.set(config.domain_count() as i64);
+        let active = match config {
+            Some(c) => ActiveConfig::new(c),
+            None => ActiveConfig::none(),
+        };
+        metrics.rules_loaded.set(active.config.rules().len() as i64);
+        metrics
+            .domains_loaded
+            .set(active.config.domain_count() as i64);
         RateLimitService {
-            config: ArcSwap::from_pointee(ActiveConfig::new(config)),
+            config: ArcSwap::from_pointee(active),
             store,
             metrics,
             settings,
@@ -144,6 +173,10 @@ impl RateLimitService {
                 self.metrics.service_error.inc();
                 tracing::debug!(domain = %req.domain, error = %m, "invalid request");
             }
+            Err(ServiceError::NoConfig) => {
+                self.metrics.service_error.inc();
+                tracing::debug!(domain = %req.domain, "no config loaded");
+            }
             Err(ServiceError::Store(e)) => {
                 self.metrics.redis_error.inc();
                 tracing::debug!(domain = %req.domain, error = %e, "store error");
@@ -155,6 +188,10 @@ impl RateLimitService {
     async fn evaluate(&self, req: &RateLimitRequest) -> Result<RateLimitResponse, ServiceError> {
         validate::validate(req, &self.settings)?;
         let active = self.config.load();
+        // After the request checks, as theirs: an empty domain is still the client's error.
+        if !active.loaded {
+            return Err(ServiceError::NoConfig);
+        }
         let domain = active.config.domain(&req.domain);
         if domain.is_none() {
             self.metrics
