@@ -23,4 +23,5 @@ pub mod server;
 pub mod service;
 pub mod settings;
 pub mod store;
+pub mod telemetry;
 pub mod tls;

@@ -19,8 +19,10 @@ pub use listeners::Listeners;
 
 use crate::config::{ConfigError, LoadOptions, RateLimitConfig};
 use crate::metrics::Metrics;
+use crate::metrics::mapper::Mapper;
 use crate::service::{RateLimitService, grpc};
 use crate::settings::Settings;
+use crate::telemetry::Telemetry;
 
 #[derive(Debug, thiserror::Error)]
 pub enum ServerError {
@@ -32,6 +34,10 @@ pub enum ServerError {
     Io(#[from] std::io::Error),
     #[error("gRPC server: {0}")]
     Grpc(#[from] tonic::transport::Error),
+    #[error(transparent)]
+    Mapper(#[from] crate::metrics::mapper::MapperError),
+    #[error(transparent)]
+    Telemetry(#[from] crate::telemetry::TelemetryError),
 }
 
 /// Serve until `shutdown` is cancelled, then stop accepting, let in-flight requests finish
@@ -45,27 +51,18 @@ pub async fn run(
         tracing::warn!("{note}");
     }
     crate::tls::install_crypto_provider();
-    let metrics = Arc::new(Metrics::new(
-        settings.decision.near_limit_ratio,
-        settings.metrics_max_series,
-        if settings.redis.is_some() {
-            "redis"
-        } else {
-            "memory"
-        },
-    ));
+    let metrics = Arc::new(build_metrics(&settings)?);
+    let telemetry = Telemetry::start(&settings.telemetry, &metrics)?;
     let opts = LoadOptions {
         merge_domains: settings.merge_domains,
     };
     let config = load_initial_config(&settings, &opts, &metrics)?;
     let store = Arc::new(store::build(&settings)?);
     tracing::info!(store = store.name(), "store configured");
-    let service = Arc::new(RateLimitService::new(
-        config,
-        store,
-        metrics,
-        settings.decision.clone(),
-    ));
+    let service = Arc::new(
+        RateLimitService::new(config, store, metrics, settings.decision.clone())
+            .with_tracer(telemetry.tracer()),
+    );
     let (health, grpc_routes) = grpc::routes(service.clone(), settings.healthy_requires_config);
     health.refresh().await;
 
@@ -79,7 +76,39 @@ pub async fn run(
     let servers = listeners.serve(&settings, &service, &health, grpc_routes, &drain)?;
     let result = shutdown::supervise(servers, &settings, &shutdown, &health, &drain).await;
     background.cancel();
+    telemetry.shutdown().await;
     result
+}
+
+/// The registry, with statsd timings when statsd is on and the mapping file when given.
+fn build_metrics(settings: &Settings) -> Result<Metrics, ServerError> {
+    let store = if settings.redis.is_some() {
+        "redis"
+    } else {
+        "memory"
+    };
+    let mut metrics = Metrics::new(
+        settings.decision.near_limit_ratio,
+        settings.metrics_max_series,
+        store,
+    );
+    if settings.telemetry.statsd.is_some() {
+        metrics.enable_statsd_timings();
+    }
+    if let Some(path) = &settings.telemetry.metrics_mapper {
+        let mapper = Mapper::load(path)?;
+        if !mapper.ignored.is_empty() {
+            tracing::warn!(
+                path = %path.display(),
+                fields = ?mapper.ignored,
+                "PROMETHEUS_MAPPER_YAML: these fields are not applied (sluice keeps its \
+                 histogram in seconds and exports no summaries)"
+            );
+        }
+        tracing::info!(path = %path.display(), "PROMETHEUS_MAPPER_YAML applied to /metrics");
+        metrics.set_mapper(mapper);
+    }
+    Ok(metrics)
 }
 
 fn load_initial_config(

@@ -175,6 +175,8 @@ pub(super) fn resolve(args: &ServeArgs, env: Env<'_>) -> Result<Settings, Settin
     s.healthy_requires_config =
         bool_var(env, "HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED")?.unwrap_or(false);
 
+    s.telemetry = super::telemetry::resolve(&args.telemetry, env)?;
+
     unsupported(env)?;
     ignored(env, &mut s.notes);
     Ok(s)
@@ -240,13 +242,6 @@ fn unsupported(env: Env<'_>) -> Result<(), SettingsError> {
 fn ignored(env: Env<'_>, notes: &mut Vec<String>) {
     const IGNORED: &[(&str, &str)] = &[
         (
-            "USE_STATSD",
-            "statsd is not supported; metrics are served on /metrics",
-        ),
-        ("STATSD_HOST", "statsd is not supported"),
-        ("STATSD_PORT", "statsd is not supported"),
-        ("USE_DOG_STATSD", "DogStatsD is not supported"),
-        (
             "EXPIRATION_JITTER_MAX_SECONDS",
             "Redis TTLs are exact; no jitter is added",
         ),
@@ -268,8 +263,10 @@ fn ignored(env: Env<'_>, notes: &mut Vec<String>) {
             "every request is one pipeline already",
         ),
         ("REDIS_PIPELINE_LIMIT", "deprecated and ignored"),
-        ("TRACING_ENABLED", "tracing export is not supported"),
-        ("DISABLE_STATS", "metrics are always collected"),
+        (
+            "DISABLE_STATS",
+            "metrics are always collected and served on /metrics (no statsd is sent)",
+        ),
     ];
     for (name, why) in IGNORED {
         if let Some(v) = var(env, name) {

@@ -1,0 +1,328 @@
+//! Telemetry settings: statsd/DogStatsD (`USE_STATSD`, `STATSD_HOST`, `STATSD_PORT`,
+//! `STATSD_PROTOCOL`, `USE_DOG_STATSD`, `EXTRA_TAGS`, `STATS_FLUSH_INTERVAL`), the
+//! Prometheus mapping file (`PROMETHEUS_MAPPER_YAML`) and OpenTelemetry tracing
+//! (`TRACING_*`; the exporter reads the standard `OTEL_EXPORTER_OTLP_*` itself).
+//!
+//! statsd is off unless asked for. envoyproxy/ratelimit defaults `USE_STATSD` to true, but
+//! sluice's metrics are Prometheus on `/metrics`, and a default sink that sends to
+//! `localhost:8125` only produces connection noise where nothing listens. Any deployment
+//! that names their statsd variables gets statsd: `USE_STATSD=true`, `USE_DOG_STATSD=true`,
+//! or `STATSD_HOST`/`STATSD_PORT` without `USE_STATSD=false` (with their default of true,
+//! those take effect there too).
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::{Args, ValueEnum};
+
+use super::compat::{Env, bool_var, num_var, var};
+use super::{SettingsError, err, parse_duration};
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum StatsdProtocol {
+    Udp,
+    Tcp,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum TracingProtocol {
+    /// OTLP over HTTP/protobuf (port 4318, `/v1/traces`).
+    Http,
+    /// OTLP over gRPC (port 4317).
+    Grpc,
+}
+
+#[derive(Debug, Default, Args)]
+pub struct TelemetryArgs {
+    /// Send statsd to this host:port (also USE_STATSD with STATSD_HOST/STATSD_PORT)
+    #[arg(long, value_name = "HOST:PORT", env = "SLUICE_STATSD_ADDR")]
+    pub statsd_addr: Option<String>,
+    /// statsd transport [default: tcp for statsd as theirs, udp for DogStatsD] (also STATSD_PROTOCOL)
+    #[arg(long, value_enum, env = "SLUICE_STATSD_PROTOCOL")]
+    pub statsd_protocol: Option<StatsdProtocol>,
+    /// DogStatsD: tags as `|#k:v` instead of `.__k=v` name suffixes (also USE_DOG_STATSD)
+    #[arg(long, num_args = 0..=1, default_missing_value = "true", env = "SLUICE_DOGSTATSD")]
+    pub dogstatsd: Option<bool>,
+    /// Tags on every stat, `k:v,k2:v2` (also EXTRA_TAGS)
+    #[arg(long, value_name = "TAGS", env = "SLUICE_STATSD_TAGS")]
+    pub statsd_tags: Option<String>,
+    /// How often counters are sent, as deltas [default: 10s] (also STATS_FLUSH_INTERVAL)
+    #[arg(long, value_name = "DURATION", env = "SLUICE_STATS_FLUSH_INTERVAL")]
+    pub stats_flush_interval: Option<String>,
+    /// statsd_exporter mapping file applied to /metrics (also PROMETHEUS_MAPPER_YAML)
+    #[arg(long, value_name = "PATH", env = "SLUICE_METRICS_MAPPER")]
+    pub metrics_mapper: Option<PathBuf>,
+    /// Export OpenTelemetry traces over OTLP (also TRACING_ENABLED)
+    #[arg(long, num_args = 0..=1, default_missing_value = "true", env = "SLUICE_TRACING")]
+    pub tracing: Option<bool>,
+    /// OTLP transport [default: http] (also TRACING_EXPORTER_PROTOCOL)
+    #[arg(long, value_enum, env = "SLUICE_TRACING_PROTOCOL")]
+    pub tracing_protocol: Option<TracingProtocol>,
+    /// Fraction of new traces sampled; a sampled parent is always followed [default: 1]
+    /// (also TRACING_SAMPLING_RATE)
+    #[arg(long, value_name = "RATE", env = "SLUICE_TRACING_SAMPLING_RATE")]
+    pub tracing_sampling_rate: Option<f64>,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct StatsdSettings {
+    /// `host:port`, resolved when the sink starts (and again after errors).
+    pub addr: String,
+    pub protocol: StatsdProtocol,
+    pub dogstatsd: bool,
+    /// Sorted by key; values already sanitized like gostats (`.`, `:`, `|` → `_`).
+    pub tags: Vec<(String, String)>,
+    pub flush_interval: Duration,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct TracingSettings {
+    pub protocol: TracingProtocol,
+    pub service_name: String,
+    pub service_namespace: Option<String>,
+    /// `None`: a random UUID at startup (theirs).
+    pub service_instance_id: Option<String>,
+    pub sampling_rate: f64,
+}
+
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct TelemetrySettings {
+    pub statsd: Option<StatsdSettings>,
+    pub metrics_mapper: Option<PathBuf>,
+    pub tracing: Option<TracingSettings>,
+}
+
+pub(super) fn resolve(a: &TelemetryArgs, env: Env<'_>) -> Result<TelemetrySettings, SettingsError> {
+    Ok(TelemetrySettings {
+        statsd: statsd(a, env)?,
+        metrics_mapper: a
+            .metrics_mapper
+            .clone()
+            .or_else(|| var(env, "PROMETHEUS_MAPPER_YAML").map(PathBuf::from)),
+        tracing: tracing(a, env)?,
+    })
+}
+
+fn statsd(a: &TelemetryArgs, env: Env<'_>) -> Result<Option<StatsdSettings>, SettingsError> {
+    let use_statsd = bool_var(env, "USE_STATSD")?;
+    let use_dog = match a.dogstatsd {
+        Some(d) => Some(d),
+        None => bool_var(env, "USE_DOG_STATSD")?,
+    };
+    if use_statsd == Some(true) && use_dog == Some(true) {
+        return Err(err(
+            "USE_DOG_STATSD",
+            "unable to use more than one stats sink at the same time. Set one of \
+             USE_DOG_STATSD, USE_STATSD",
+        ));
+    }
+    let host = var(env, "STATSD_HOST");
+    let port = var(env, "STATSD_PORT");
+    let enabled = a.statsd_addr.is_some()
+        || use_dog == Some(true)
+        || match use_statsd {
+            Some(u) => u,
+            None => host.is_some() || port.is_some(),
+        };
+    if !enabled || bool_var(env, "DISABLE_STATS")? == Some(true) {
+        return Ok(None);
+    }
+    let addr = match &a.statsd_addr {
+        Some(addr) => addr.trim().to_string(),
+        None => {
+            let port: u16 = num_var(env, "STATSD_PORT")?.unwrap_or(8125);
+            let host = host.unwrap_or_else(|| "localhost".into());
+            if host.contains(':') && !host.starts_with('[') {
+                format!("[{host}]:{port}")
+            } else {
+                format!("{host}:{port}")
+            }
+        }
+    };
+    let dogstatsd = use_dog == Some(true);
+    let protocol = match a.statsd_protocol {
+        Some(p) => p,
+        None => match var(env, "STATSD_PROTOCOL").map(|p| p.trim().to_ascii_lowercase()) {
+            Some(p) if p.starts_with("udp") => StatsdProtocol::Udp,
+            Some(p) if p.starts_with("tcp") => StatsdProtocol::Tcp,
+            Some(p) => return Err(err("STATSD_PROTOCOL", format!("'{p}' is not udp or tcp"))),
+            // gostats' statsd sink dials tcp; datadog-go sends udp.
+            None if dogstatsd => StatsdProtocol::Udp,
+            None => StatsdProtocol::Tcp,
+        },
+    };
+    let (tags_name, tags) = match &a.statsd_tags {
+        Some(t) => ("--statsd-tags", Some(t.clone())),
+        None => ("EXTRA_TAGS", var(env, "EXTRA_TAGS")),
+    };
+    let flush_interval = match &a.stats_flush_interval {
+        Some(d) => parse_duration("--stats-flush-interval", d)?,
+        None => match var(env, "STATS_FLUSH_INTERVAL") {
+            Some(d) => parse_duration("STATS_FLUSH_INTERVAL", &d)?,
+            None => Duration::from_secs(10),
+        },
+    };
+    if flush_interval.is_zero() {
+        return Err(err("STATS_FLUSH_INTERVAL", "must be more than 0"));
+    }
+    Ok(Some(StatsdSettings {
+        addr,
+        protocol,
+        dogstatsd,
+        tags: parse_tags(tags_name, tags.as_deref().unwrap_or(""))?,
+        flush_interval,
+    }))
+}
+
+/// envconfig's map syntax, as their `EXTRA_TAGS` is read: `k:v,k2:v2`. Values are cleaned
+/// like gostats does before putting them in a name (`.`, `:` and `|` become `_`).
+pub fn parse_tags(name: &str, s: &str) -> Result<Vec<(String, String)>, SettingsError> {
+    let mut tags = Vec::new();
+    for pair in s.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+        let (k, v) = pair
+            .split_once(':')
+            .ok_or_else(|| err(name, format!("invalid map item: \"{pair}\"")))?;
+        if k.is_empty() || v.is_empty() {
+            continue;
+        }
+        let v: String = v
+            .chars()
+            .map(|c| if matches!(c, '.' | ':' | '|') { '_' } else { c })
+            .collect();
+        tags.retain(|(key, _): &(String, String)| key != k);
+        tags.push((k.to_string(), v));
+    }
+    tags.sort();
+    Ok(tags)
+}
+
+fn tracing(a: &TelemetryArgs, env: Env<'_>) -> Result<Option<TracingSettings>, SettingsError> {
+    let enabled = match a.tracing {
+        Some(t) => t,
+        None => bool_var(env, "TRACING_ENABLED")?.unwrap_or(false),
+    };
+    if !enabled {
+        return Ok(None);
+    }
+    let protocol = match a.tracing_protocol {
+        Some(p) => p,
+        None => {
+            match var(env, "TRACING_EXPORTER_PROTOCOL").map(|p| p.trim().to_ascii_lowercase()) {
+                None => TracingProtocol::Http,
+                Some(p) if p == "http" => TracingProtocol::Http,
+                Some(p) if p == "grpc" => TracingProtocol::Grpc,
+                Some(p) => {
+                    return Err(err(
+                        "TRACING_EXPORTER_PROTOCOL",
+                        format!("'{p}' is not http or grpc"),
+                    ));
+                }
+            }
+        }
+    };
+    let sampling_rate = match a.tracing_sampling_rate {
+        Some(r) => r,
+        None => num_var(env, "TRACING_SAMPLING_RATE")?.unwrap_or(1.0),
+    };
+    if !(0.0..=1.0).contains(&sampling_rate) {
+        return Err(err("TRACING_SAMPLING_RATE", "must be between 0 and 1"));
+    }
+    Ok(Some(TracingSettings {
+        protocol,
+        service_name: var(env, "TRACING_SERVICE_NAME").unwrap_or_else(|| "RateLimit".into()),
+        service_namespace: var(env, "TRACING_SERVICE_NAMESPACE"),
+        service_instance_id: var(env, "TRACING_SERVICE_INSTANCE_ID"),
+        sampling_rate,
+    }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn resolve_env(pairs: &[(&str, &str)]) -> Result<TelemetrySettings, SettingsError> {
+        let env = |k: &str| {
+            pairs
+                .iter()
+                .find(|(n, _)| *n == k)
+                .map(|(_, v)| v.to_string())
+        };
+        resolve(&TelemetryArgs::default(), &env)
+    }
+
+    #[test]
+    fn statsd_is_off_unless_their_variables_ask() {
+        assert_eq!(resolve_env(&[]).unwrap().statsd, None);
+        assert_eq!(
+            resolve_env(&[("USE_STATSD", "false"), ("STATSD_PORT", "9125")])
+                .unwrap()
+                .statsd,
+            None
+        );
+        let s = resolve_env(&[("USE_STATSD", "true")])
+            .unwrap()
+            .statsd
+            .unwrap();
+        assert_eq!(
+            (s.addr.as_str(), s.protocol, s.dogstatsd),
+            ("localhost:8125", StatsdProtocol::Tcp, false)
+        );
+        assert_eq!(s.flush_interval, Duration::from_secs(10));
+        // Their default USE_STATSD=true makes STATSD_HOST alone enough.
+        let s = resolve_env(&[("STATSD_HOST", "exporter"), ("STATSD_PORT", "9125")])
+            .unwrap()
+            .statsd
+            .unwrap();
+        assert_eq!(s.addr, "exporter:9125");
+        let s = resolve_env(&[("USE_DOG_STATSD", "true"), ("EXTRA_TAGS", "b:2.0,a:x|y")])
+            .unwrap()
+            .statsd
+            .unwrap();
+        assert_eq!((s.protocol, s.dogstatsd), (StatsdProtocol::Udp, true));
+        assert_eq!(
+            s.tags,
+            [("a".into(), "x_y".into()), ("b".into(), "2_0".into())]
+        );
+        assert_eq!(
+            resolve_env(&[("USE_STATSD", "true"), ("DISABLE_STATS", "true")])
+                .unwrap()
+                .statsd,
+            None
+        );
+    }
+
+    #[test]
+    fn statsd_errors_name_the_variable() {
+        let e = resolve_env(&[("USE_STATSD", "true"), ("USE_DOG_STATSD", "true")]).unwrap_err();
+        assert!(
+            e.to_string()
+                .contains("unable to use more than one stats sink"),
+            "{e}"
+        );
+        let e = resolve_env(&[("USE_STATSD", "true"), ("EXTRA_TAGS", "novalue")]).unwrap_err();
+        assert_eq!(e.name, "EXTRA_TAGS");
+        let e = resolve_env(&[("USE_STATSD", "true"), ("STATSD_PROTOCOL", "quic")]).unwrap_err();
+        assert_eq!(e.name, "STATSD_PROTOCOL");
+    }
+
+    #[test]
+    fn tracing_defaults_are_theirs() {
+        assert_eq!(resolve_env(&[]).unwrap().tracing, None);
+        let t = resolve_env(&[("TRACING_ENABLED", "true")])
+            .unwrap()
+            .tracing
+            .unwrap();
+        assert_eq!(t.protocol, TracingProtocol::Http);
+        assert_eq!(t.service_name, "RateLimit");
+        assert_eq!(t.sampling_rate, 1.0);
+        let e = resolve_env(&[("TRACING_ENABLED", "true"), ("TRACING_SAMPLING_RATE", "2")])
+            .unwrap_err();
+        assert_eq!(e.name, "TRACING_SAMPLING_RATE");
+        let e = resolve_env(&[
+            ("TRACING_ENABLED", "true"),
+            ("TRACING_EXPORTER_PROTOCOL", "zipkin"),
+        ])
+        .unwrap_err();
+        assert_eq!(e.name, "TRACING_EXPORTER_PROTOCOL");
+    }
+}
