@@ -13,3 +13,4 @@ mod redis_store;
 mod redis_vs_native;
 mod reload;
 mod service;
+mod telemetry;

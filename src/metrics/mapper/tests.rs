@@ -184,7 +184,10 @@ mappings:
     // matches neither mapping and keeps its escaped name); sluice's own metrics stay.
     assert!(!text.contains("dom_a"), "{text}");
     assert!(!text.contains("within_limit{"), "{text}");
-    assert!(text.contains("ratelimit_service_rate_limit___overflow___within_limit 0\n"), "{text}");
+    assert!(
+        text.contains("ratelimit_service_rate_limit___overflow___within_limit 0\n"),
+        "{text}"
+    );
     assert!(text.contains("sluice_rules_loaded"), "{text}");
     // Unmapped service stats keep their escaped statsd names.
     assert!(
