@@ -239,6 +239,20 @@ fn tracing(a: &TelemetryArgs, env: Env<'_>) -> Result<Option<TracingSettings>, S
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::settings::ServeArgs;
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct Wrap {
+        #[command(flatten)]
+        serve: ServeArgs,
+    }
+
+    impl ServeArgs {
+        fn parse_from(args: [&str; 1]) -> ServeArgs {
+            Wrap::parse_from(args).serve
+        }
+    }
 
     fn resolve_env(pairs: &[(&str, &str)]) -> Result<TelemetrySettings, SettingsError> {
         let env = |k: &str| {
@@ -303,6 +317,19 @@ mod tests {
         assert_eq!(e.name, "EXTRA_TAGS");
         let e = resolve_env(&[("USE_STATSD", "true"), ("STATSD_PROTOCOL", "quic")]).unwrap_err();
         assert_eq!(e.name, "STATSD_PROTOCOL");
+    }
+
+    #[test]
+    fn what_would_change_meaning_is_refused() {
+        let args = ServeArgs::parse_from(["serve"]);
+        for (k, v) in [
+            ("USE_DOG_STATSD_MOGRIFIERS", "A"),
+            ("PROMETHEUS_RESPONSE_TIME_AS_MILLISECONDS", "true"),
+        ] {
+            let env = |n: &str| (n == k).then(|| v.to_string());
+            let e = crate::settings::Settings::resolve(&args, &env).unwrap_err();
+            assert_eq!(e.name, k);
+        }
     }
 
     #[test]
