@@ -345,7 +345,7 @@ mod telemetry;
 use parse::err;
 pub use parse::{SettingsError, parse_addr, parse_bool, parse_duration};
 pub use telemetry::{
-    StatsdProtocol, StatsdSettings, TelemetryArgs, TelemetrySettings, TracingProtocol,
+    Mogrifier, StatsdProtocol, StatsdSettings, TelemetryArgs, TelemetrySettings, TracingProtocol,
     TracingSettings,
 };
 

@@ -197,3 +197,39 @@ async fn statsd_stays_off_without_their_variables() {
         "{refused}"
     );
 }
+
+#[tokio::test]
+async fn dogstatsd_mogrifiers_rename_and_tag() {
+    let (sock, port) = udp_listener();
+    let mut s = sluice()
+        .file("rules.yaml", super::RULES)
+        .env("USE_STATSD", "false")
+        .env("USE_DOG_STATSD", "true")
+        .env("STATSD_HOST", "127.0.0.1")
+        .env("STATSD_PORT", port.to_string())
+        .env("EXTRA_TAGS", "env:test")
+        .env("USE_DOG_STATSD_MOGRIFIERS", "HITS")
+        .env(
+            "DOG_STATSD_MOGRIFIER_HITS_PATTERN",
+            r"^ratelimit\.service\.rate_limit\.([^.]+)\.(.+)\.total_hits$",
+        )
+        .env("DOG_STATSD_MOGRIFIER_HITS_NAME", "ratelimit.hits")
+        .env("DOG_STATSD_MOGRIFIER_HITS_TAGS", "domain:$1,key:$2")
+        .env("STATS_FLUSH_INTERVAL", "1h")
+        .start()
+        .await;
+    let mut c = s.client().await;
+    call(&mut c, req("d", vec![desc(&[("k", "x")])])).await;
+    s.signal("TERM");
+    assert!(s.wait_exit(Duration::from_secs(15)).await.is_some());
+    let lines = read_udp(&sock, Duration::from_secs(2), |_| false);
+    assert!(
+        lines.contains(&"ratelimit.hits:1|c|#env:test,domain:d,key:k".to_string()),
+        "{lines:?}"
+    );
+    // Names no pattern matches are sent unchanged.
+    assert!(
+        lines.contains(&"ratelimit.service.rate_limit.d.k.within_limit:1|c|#env:test".to_string()),
+        "{lines:?}"
+    );
+}

@@ -229,12 +229,6 @@ fn unsupported(env: Env<'_>) -> Result<(), SettingsError> {
             "unix-socket gRPC listeners are not supported; use GRPC_HOST/GRPC_PORT",
         ));
     }
-    if var(env, "USE_DOG_STATSD_MOGRIFIERS").is_some() {
-        return Err(err(
-            "USE_DOG_STATSD_MOGRIFIERS",
-            "DogStatsD mogrifiers are not supported; stats keep their names (EXTRA_TAGS adds tags)",
-        ));
-    }
     if bool_var(env, "PROMETHEUS_RESPONSE_TIME_AS_MILLISECONDS")?.unwrap_or(false) {
         return Err(err(
             "PROMETHEUS_RESPONSE_TIME_AS_MILLISECONDS",

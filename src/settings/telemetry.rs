@@ -73,6 +73,18 @@ pub struct StatsdSettings {
     /// Sorted by key; values already sanitized like gostats (`.`, `:`, `|` → `_`).
     pub tags: Vec<(String, String)>,
     pub flush_interval: Duration,
+    /// DogStatsD only: `USE_DOG_STATSD_MOGRIFIERS`, in the order listed.
+    pub mogrifiers: Vec<Mogrifier>,
+}
+
+/// Their godogstats mogrifier: a regex on the stat name; the first that matches renames it
+/// and adds tags, with `$n` standing for its captures.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Mogrifier {
+    pub pattern: String,
+    pub name: String,
+    /// Sorted by key.
+    pub tags: Vec<(String, String)>,
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -165,13 +177,71 @@ fn statsd(a: &TelemetryArgs, env: Env<'_>) -> Result<Option<StatsdSettings>, Set
     if flush_interval.is_zero() {
         return Err(err("STATS_FLUSH_INTERVAL", "must be more than 0"));
     }
+    let mogrifiers = match var(env, "USE_DOG_STATSD_MOGRIFIERS") {
+        Some(list) if dogstatsd => mogrifiers(&list, env)?,
+        _ => Vec::new(),
+    };
     Ok(Some(StatsdSettings {
         addr,
         protocol,
         dogstatsd,
         tags: parse_tags(tags_name, tags.as_deref().unwrap_or(""))?,
         flush_interval,
+        mogrifiers,
     }))
+}
+
+/// `DOG_STATSD_MOGRIFIER_<NAME>_PATTERN`, `_NAME` and `_TAGS` for each listed name, with
+/// their checks and messages.
+fn mogrifiers(list: &str, env: Env<'_>) -> Result<Vec<Mogrifier>, SettingsError> {
+    let mut out = Vec::new();
+    for key in list.split(',').map(str::trim).filter(|k| !k.is_empty()) {
+        let prefix = format!("DOG_STATSD_MOGRIFIER_{key}");
+        let pattern = var(env, &format!("{prefix}_PATTERN")).ok_or_else(|| {
+            err(
+                "USE_DOG_STATSD_MOGRIFIERS",
+                format!("no PATTERN specified for mogrifier {key}"),
+            )
+        })?;
+        if let Err(e) = regex::Regex::new(&pattern) {
+            return Err(err(
+                &format!("{prefix}_PATTERN"),
+                format!("failed to compile pattern for {key}: {pattern}: {e}"),
+            ));
+        }
+        let name = var(env, &format!("{prefix}_NAME")).ok_or_else(|| {
+            err(
+                "USE_DOG_STATSD_MOGRIFIERS",
+                format!("no NAME specified for mogrifier {key}"),
+            )
+        })?;
+        let tags_var = format!("{prefix}_TAGS");
+        let mut tags = Vec::new();
+        for pair in var(env, &tags_var)
+            .unwrap_or_default()
+            .split(',')
+            .map(str::trim)
+            .filter(|p| !p.is_empty())
+        {
+            let (k, v) = pair
+                .split_once(':')
+                .ok_or_else(|| err(&tags_var, format!("invalid map item: \"{pair}\"")))?;
+            if k.is_empty() || v.is_empty() {
+                return Err(err(
+                    &tags_var,
+                    format!("no key or value specified for tag {k} for mogrifier {key}"),
+                ));
+            }
+            tags.push((k.to_string(), v.to_string()));
+        }
+        tags.sort();
+        out.push(Mogrifier {
+            pattern,
+            name,
+            tags,
+        });
+    }
+    Ok(out)
 }
 
 /// envconfig's map syntax, as their `EXTRA_TAGS` is read: `k:v,k2:v2`. Values are cleaned
@@ -322,14 +392,44 @@ mod tests {
     #[test]
     fn what_would_change_meaning_is_refused() {
         let args = ServeArgs::parse_from(["serve"]);
-        for (k, v) in [
-            ("USE_DOG_STATSD_MOGRIFIERS", "A"),
-            ("PROMETHEUS_RESPONSE_TIME_AS_MILLISECONDS", "true"),
-        ] {
-            let env = |n: &str| (n == k).then(|| v.to_string());
-            let e = crate::settings::Settings::resolve(&args, &env).unwrap_err();
-            assert_eq!(e.name, k);
-        }
+        let k = "PROMETHEUS_RESPONSE_TIME_AS_MILLISECONDS";
+        let env = |n: &str| (n == k).then(|| "true".to_string());
+        let e = crate::settings::Settings::resolve(&args, &env).unwrap_err();
+        assert_eq!(e.name, k);
+    }
+
+    #[test]
+    fn mogrifiers_are_read_for_dogstatsd_in_order() {
+        let dog = [
+            ("USE_DOG_STATSD", "true"),
+            ("USE_DOG_STATSD_MOGRIFIERS", "B,A"),
+            ("DOG_STATSD_MOGRIFIER_A_PATTERN", "^x$"),
+            ("DOG_STATSD_MOGRIFIER_A_NAME", "y"),
+            ("DOG_STATSD_MOGRIFIER_B_PATTERN", "^ratelimit\\.(.*)$"),
+            ("DOG_STATSD_MOGRIFIER_B_NAME", "rl.$1"),
+            ("DOG_STATSD_MOGRIFIER_B_TAGS", "z:$1,a:b"),
+        ];
+        let m = resolve_env(&dog).unwrap().statsd.unwrap().mogrifiers;
+        assert_eq!(m.len(), 2);
+        assert_eq!((m[0].name.as_str(), m[1].name.as_str()), ("rl.$1", "y"));
+        assert_eq!(
+            m[0].tags,
+            [("a".into(), "b".into()), ("z".into(), "$1".into())]
+        );
+        let mut missing = dog.to_vec();
+        missing.retain(|(k, _)| *k != "DOG_STATSD_MOGRIFIER_A_NAME");
+        let e = resolve_env(&missing).unwrap_err();
+        assert!(
+            e.message.contains("no NAME specified for mogrifier A"),
+            "{e}"
+        );
+        let mut bad = dog.to_vec();
+        bad.push(("DOG_STATSD_MOGRIFIER_A_PATTERN", "("));
+        bad.retain(|(k, v)| !(*k == "DOG_STATSD_MOGRIFIER_A_PATTERN" && *v == "^x$"));
+        assert_eq!(
+            resolve_env(&bad).unwrap_err().name,
+            "DOG_STATSD_MOGRIFIER_A_PATTERN"
+        );
     }
 
     #[test]

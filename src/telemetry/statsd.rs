@@ -24,6 +24,8 @@ use cadence::{BufferedUdpMetricSink, MetricSink, StatsdClient};
 // std's Mutex: cadence requires sinks to be RefUnwindSafe.
 use std::sync::Mutex;
 
+use regex::Regex;
+
 use crate::metrics::Metrics;
 use crate::metrics::statsd::RESPONSE_TIME;
 use crate::settings::{StatsdProtocol, StatsdSettings};
@@ -61,6 +63,9 @@ impl Statsd {
     }
 }
 
+/// A compiled mogrifier: pattern, name template, tag templates.
+type Mogrify = (Regex, String, Vec<(String, String)>);
+
 struct Flusher {
     settings: StatsdSettings,
     metrics: Arc<Metrics>,
@@ -69,6 +74,8 @@ struct Flusher {
     suffix: String,
     /// Last error reported, so a down collector logs once, not every interval.
     failing: bool,
+    /// DogStatsD mogrifiers (pattern, name template, tag templates), first match wins.
+    mogrifiers: Vec<Mogrify>,
 }
 
 impl Flusher {
@@ -82,13 +89,33 @@ impl Flusher {
                 .map(|(k, v)| format!(".__{k}={v}"))
                 .collect()
         };
+        // Patterns were compiled once already when the settings were read.
+        let mogrifiers = settings
+            .mogrifiers
+            .iter()
+            .filter_map(|m| Some((Regex::new(&m.pattern).ok()?, m.name.clone(), m.tags.clone())))
+            .collect();
         Flusher {
             settings,
             metrics,
             client: None,
             suffix,
             failing: false,
+            mogrifiers,
         }
+    }
+
+    /// Their godogstats mogrify: the first pattern that matches renames the stat and adds
+    /// its tags (after `EXTRA_TAGS`); `$n` is the n-th capture.
+    fn mogrify(&self, name: &str) -> (String, Vec<(String, String)>) {
+        for (re, rename, tags) in &self.mogrifiers {
+            if let Some(c) = re.captures(name) {
+                let fill = |t: &str| dollar_digits(t, |i| c.get(i).map_or("", |m| m.as_str()));
+                let tags = tags.iter().map(|(k, v)| (k.clone(), fill(v))).collect();
+                return (fill(rename), tags);
+            }
+        }
+        (name.to_string(), Vec::new())
     }
 
     fn run(mut self, stopped: &mpsc::Receiver<()>) {
@@ -160,22 +187,29 @@ impl Flusher {
             return;
         };
         let mut error = None;
-        let mut name = String::with_capacity(128);
-        let suffix = &self.suffix;
-        let mut named = |base: &str| -> String {
-            name.clear();
-            name.push_str(base);
-            name.push_str(suffix);
-            name.clone()
+        let named = |base: &str| -> (String, Vec<(String, String)>) {
+            if self.mogrifiers.is_empty() {
+                (format!("{base}{}", self.suffix), Vec::new())
+            } else {
+                self.mogrify(base)
+            }
         };
         self.metrics.statsd_counters(|stat, delta| {
-            if let Err(e) = client.count_with_tags(&named(stat), delta).try_send() {
+            let (name, tags) = named(stat);
+            let mut line = client.count_with_tags(&name, delta);
+            for (k, v) in &tags {
+                line = line.with_tag(k, v);
+            }
+            if let Err(e) = line.try_send() {
                 error.get_or_insert(e);
             }
         });
-        let timer = named(RESPONSE_TIME);
+        let (timer, timer_tags) = named(RESPONSE_TIME);
         self.metrics.statsd_timings(|ms, samples| {
             let mut line = client.time_with_tags(&timer, ms);
+            for (k, v) in &timer_tags {
+                line = line.with_tag(k, v);
+            }
             if samples > 1 {
                 // One line stands for `samples` calls (statsd's sample rate).
                 line = line.with_sampling_rate(1.0 / samples as f64);
@@ -211,6 +245,24 @@ impl Flusher {
     }
 }
 
+/// Replace `$n` (digits) with `cap(n)`, as their mogrifier templates do.
+fn dollar_digits<'a>(template: &str, cap: impl Fn(usize) -> &'a str) -> String {
+    let mut out = String::new();
+    let mut rest = template;
+    while let Some(i) = rest.find('$') {
+        out.push_str(&rest[..i]);
+        let after = &rest[i + 1..];
+        let n = after.bytes().take_while(u8::is_ascii_digit).count();
+        match after[..n].parse::<usize>() {
+            Ok(idx) => out.push_str(cap(idx)),
+            Err(_) => out.push('$'),
+        }
+        rest = &after[n..];
+    }
+    out.push_str(rest);
+    out
+}
+
 /// Newline-terminated lines over one TCP connection (gostats' default transport).
 struct TcpSink(Mutex<BufWriter<TcpStream>>);
 
@@ -227,5 +279,19 @@ impl MetricSink for TcpSink {
             .lock()
             .map_err(|_| io::Error::other("poisoned"))?
             .flush()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn dollar_digits_like_their_templates() {
+        let caps = ["all", "one", "two"];
+        let cap = |i: usize| caps.get(i).copied().unwrap_or("");
+        assert_eq!(dollar_digits("a.$1.$2.$0.$9", cap), "a.one.two.all.");
+        assert_eq!(dollar_digits("cost$", cap), "cost$");
+        assert_eq!(dollar_digits("$x", cap), "$x");
     }
 }
