@@ -86,6 +86,10 @@ pub struct Metrics {
     pub global_shadow_mode: IntCounter,
     pub store_latency: Histogram,
     pub store_errors: IntCounterVec,
+    /// Live connections of each Redis store (`store`: `redis`, `redis_per_second`).
+    pub store_connections: IntGaugeVec,
+    /// 1 while a Redis store can decide (connected, not refusing writes), else 0.
+    pub store_ready: IntGaugeVec,
     pub rules_loaded: IntGauge,
     pub domains_loaded: IntGauge,
     pub domain_not_found: IntCounter,
@@ -186,6 +190,19 @@ impl Metrics {
             &["store", "kind"],
         ));
         reg(Box::new(store_errors.clone()));
+        let store_gauge = |name: &str, help: &str| {
+            let g = must(IntGaugeVec::new(Opts::new(name, help), &["store"]));
+            reg(Box::new(g.clone()));
+            g
+        };
+        let store_connections = store_gauge(
+            "sluice_store_connections",
+            "Live connections of each Redis store.",
+        );
+        let store_ready = store_gauge(
+            "sluice_store_ready",
+            "1 while a Redis store can decide (connected, accepting writes).",
+        );
         let overflow_total = must(IntCounterVec::new(
             Opts::new(
                 "sluice_metrics_overflow_total",
@@ -246,6 +263,8 @@ impl Metrics {
             ),
             store_latency: store_latency.with_label_values(&[store]),
             store_errors,
+            store_connections,
+            store_ready,
             rules_loaded: gauge("sluice_rules_loaded", "Rules in the active config."),
             domains_loaded: gauge("sluice_domains_loaded", "Domains in the active config."),
             statsd_timings: None,
@@ -255,22 +274,10 @@ impl Metrics {
         }
     }
 
-    /// Keep response times for statsd's timer as well (one more atomic add per request).
-    pub fn enable_statsd_timings(&mut self) {
-        self.statsd_timings = Some(statsd::Timings::default());
-    }
-
-    /// Render through a `PROMETHEUS_MAPPER_YAML` mapping (see `mapper.rs`).
-    pub fn set_mapper(&mut self, mapper: mapper::Mapper) {
-        self.mapper = Some(mapper);
-    }
-
-    /// One `ShouldRateLimit` call's latency: the Prometheus histogram and, when statsd is
-    /// on, the whole-millisecond timer their statsd sink reports.
-    pub fn observe_response_time(&self, elapsed: std::time::Duration) {
-        self.response_time.observe(elapsed.as_secs_f64());
-        if let Some(t) = &self.statsd_timings {
-            t.record(elapsed);
+    /// Create the error series of another store (the per-second Redis), so they start at 0.
+    pub fn add_store(&self, store: &str) {
+        for kind in ["unavailable", "timeout", "backend"] {
+            self.store_errors.with_label_values(&[store, kind]);
         }
     }
 

@@ -74,6 +74,20 @@ impl Timings {
 }
 
 impl Metrics {
+    /// Keep response times for statsd's timer as well (one more atomic add per request).
+    pub fn enable_statsd_timings(&mut self) {
+        self.statsd_timings = Some(Timings::default());
+    }
+
+    /// One `ShouldRateLimit` call's latency: the Prometheus histogram and, when statsd is
+    /// on, the whole-millisecond timer their statsd sink reports.
+    pub fn observe_response_time(&self, elapsed: Duration) {
+        self.response_time.observe(elapsed.as_secs_f64());
+        if let Some(t) = &self.statsd_timings {
+            t.record(elapsed);
+        }
+    }
+
     /// Values of the service counters, in [`SERVICE_STATS`] order.
     fn service_values(&self) -> [u64; 6] {
         [

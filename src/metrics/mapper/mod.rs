@@ -351,5 +351,12 @@ pub fn escape(name: &str) -> String {
 
 mod render;
 
+impl super::Metrics {
+    /// Render through a `PROMETHEUS_MAPPER_YAML` mapping.
+    pub fn set_mapper(&mut self, mapper: Mapper) {
+        self.mapper = Some(mapper);
+    }
+}
+
 #[cfg(test)]
 mod tests;
