@@ -20,4 +20,5 @@ mod reload;
 mod schema;
 mod service;
 mod startup;
+mod telemetry;
 mod xds;

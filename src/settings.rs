@@ -159,6 +159,9 @@ pub struct ServeArgs {
     /// listeners, so load balancers stop sending first [default: 0s]
     #[arg(long, value_name = "DURATION", env = "SLUICE_SHUTDOWN_DELAY")]
     pub shutdown_delay: Option<String>,
+
+    #[command(flatten)]
+    pub telemetry: TelemetryArgs,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -285,6 +288,8 @@ pub struct Settings {
     pub worker_threads: Option<usize>,
     /// Health requires at least one loaded domain (HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED).
     pub healthy_requires_config: bool,
+    /// statsd, the Prometheus mapping file and tracing (`settings/telemetry.rs`).
+    pub telemetry: TelemetrySettings,
     /// Notes on accepted-but-ignored compatibility variables, logged at startup.
     pub notes: Vec<String>,
 }
@@ -312,6 +317,7 @@ impl Default for Settings {
             shutdown_delay: Duration::ZERO,
             worker_threads: None,
             healthy_requires_config: false,
+            telemetry: TelemetrySettings::default(),
             notes: Vec::new(),
         }
     }
@@ -322,12 +328,17 @@ mod explain;
 mod parse;
 mod redis;
 mod redis_url;
+mod telemetry;
 mod xds;
 
 pub use explain::ExplainArgs;
 use parse::err;
 pub use parse::{SettingsError, parse_addr, parse_bool, parse_duration};
 pub use redis::{RedisArgs, RedisSettings, RedisTlsFiles, RedisType, TimeSource};
+pub use telemetry::{
+    Mogrifier, StatsdProtocol, StatsdSettings, TelemetryArgs, TelemetrySettings, TracingProtocol,
+    TracingSettings,
+};
 pub use xds::{ConfigSource, XdsBackoff, XdsSettings, XdsTls};
 
 impl Settings {

@@ -9,6 +9,7 @@
 
 use std::collections::HashMap;
 use std::sync::Arc;
+use std::sync::atomic::AtomicU64;
 
 use parking_lot::RwLock;
 use prometheus::{
@@ -32,7 +33,24 @@ pub struct RuleCounters {
     pub near_limit: IntCounter,
     pub within_limit: IntCounter,
     pub shadow_mode: IntCounter,
+    /// Denials answered from the local over-limit cache without asking the store.
+    pub over_limit_with_local_cache: IntCounter,
+    /// The sanitized stats key, as it appears in statsd names (`statsd.rs`).
+    statsd_key: Box<str>,
+    /// Values last sent to statsd, in [`RULE_STATS`] order (only the flusher touches them).
+    statsd_sent: [AtomicU64; 6],
 }
+
+/// The per-rule statistics, in the order of [`RuleCounters::values`]: their names in statsd
+/// (`ratelimit.service.rate_limit.<key>.<stat>`) and the suffix of the Prometheus family.
+pub const RULE_STATS: [&str; 6] = [
+    "total_hits",
+    "over_limit",
+    "near_limit",
+    "within_limit",
+    "shadow_mode",
+    "over_limit_with_local_cache",
+];
 
 /// One hit's outcome, in the terms of their statistics.
 #[derive(Clone, Copy, Debug)]
@@ -55,7 +73,7 @@ pub struct Metrics {
     registry: Registry,
     near_limit_ratio: f32,
     max_series: usize,
-    rule: [IntCounterVec; 5],
+    rule: [IntCounterVec; 6],
     keys: RwLock<HashMap<Arc<str>, Arc<RuleCounters>>>,
     overflow: Arc<RuleCounters>,
     pub overflow_total: IntCounterVec,
@@ -75,6 +93,12 @@ pub struct Metrics {
     pub rules_loaded: IntGauge,
     pub domains_loaded: IntGauge,
     pub domain_not_found: IntCounter,
+    /// Response times in whole milliseconds for statsd's timer, when statsd is on.
+    statsd_timings: Option<statsd::Timings>,
+    /// Values of the service counters last sent to statsd.
+    statsd_sent: statsd::Sent,
+    /// A `PROMETHEUS_MAPPER_YAML` mapping applied when rendering.
+    mapper: Option<mapper::Mapper>,
 }
 
 impl std::fmt::Debug for Metrics {
@@ -110,8 +134,16 @@ impl Metrics {
             ),
             rule_vec("within_limit", "Hits within the limit of a rule."),
             rule_vec("shadow_mode", "Over-limit hits allowed by shadow mode."),
+            rule_vec(
+                "over_limit_with_local_cache",
+                "Over-limit hits answered by the local cache without a store call.",
+            ),
         ];
-        let overflow = Arc::new(counters(&rule, ["", "", "", OVERFLOW_DESCRIPTOR]));
+        let overflow = Arc::new(counters(
+            &rule,
+            ["", "", "", OVERFLOW_DESCRIPTOR],
+            OVERFLOW_DESCRIPTOR,
+        ));
 
         let counter = |name: &str, help: &str, labels: &[(&str, &str)]| {
             let mut opts = Opts::new(name, help);
@@ -235,6 +267,9 @@ impl Metrics {
             store_ready,
             rules_loaded: gauge("sluice_rules_loaded", "Rules in the active config."),
             domains_loaded: gauge("sluice_domains_loaded", "Domains in the active config."),
+            statsd_timings: None,
+            statsd_sent: statsd::Sent::default(),
+            mapper: None,
             registry,
         }
     }
@@ -270,7 +305,7 @@ impl Metrics {
             parts.next().unwrap_or(""),
             key.as_str(),
         ];
-        let c = Arc::new(counters(&self.rule, labels));
+        let c = Arc::new(counters(&self.rule, labels, &key));
         keys.insert(Arc::from(stats_key), c.clone());
         c
     }
@@ -308,16 +343,34 @@ impl Metrics {
         }
     }
 
-    /// Prometheus text exposition.
+    /// Prometheus text exposition (through the mapper when one is set).
     pub fn render(&self) -> String {
+        let mut families = self.registry.gather();
+        if let Some(m) = &self.mapper {
+            families = m.apply(families);
+        }
         let mut buf = Vec::new();
         // Encoding into a Vec cannot fail for well-formed families.
-        let _ = TextEncoder::new().encode(&self.registry.gather(), &mut buf);
+        let _ = TextEncoder::new().encode(&families, &mut buf);
         String::from_utf8(buf).unwrap_or_default()
     }
 }
 
-fn counters(rule: &[IntCounterVec; 5], labels: [&str; 4]) -> RuleCounters {
+impl RuleCounters {
+    /// Current values, in [`RULE_STATS`] order.
+    pub fn values(&self) -> [u64; 6] {
+        [
+            self.total_hits.get(),
+            self.over_limit.get(),
+            self.near_limit.get(),
+            self.within_limit.get(),
+            self.shadow_mode.get(),
+            self.over_limit_with_local_cache.get(),
+        ]
+    }
+}
+
+fn counters(rule: &[IntCounterVec; 6], labels: [&str; 4], statsd_key: &str) -> RuleCounters {
     let c = |i: usize| rule[i].with_label_values(&labels);
     RuleCounters {
         total_hits: c(0),
@@ -325,55 +378,17 @@ fn counters(rule: &[IntCounterVec; 5], labels: [&str; 4]) -> RuleCounters {
         near_limit: c(2),
         within_limit: c(3),
         shadow_mode: c(4),
+        over_limit_with_local_cache: c(5),
+        statsd_key: statsd_key.into(),
+        statsd_sent: Default::default(),
     }
 }
 
-/// Their `SanitizeStatName`: `:` and `|` become `_`, and the dots of IPv4-looking
-/// substrings become `_` so an address does not split into levels.
-pub fn sanitize(key: &str) -> String {
-    let mut out: Vec<u8> = key
-        .bytes()
-        .map(|b| if b == b':' || b == b'|' { b'_' } else { b })
-        .collect();
-    let bytes = out.clone();
-    let mut i = 0;
-    while i < bytes.len() {
-        if bytes[i].is_ascii_digit() && (i == 0 || !bytes[i - 1].is_ascii_digit()) {
-            // Try to read d{1,3}(.d{1,3}){3} starting here.
-            let mut j = i;
-            let mut dots = Vec::new();
-            let mut ok = true;
-            for part in 0..4 {
-                let start = j;
-                while j < bytes.len() && bytes[j].is_ascii_digit() && j - start < 3 {
-                    j += 1;
-                }
-                if j == start {
-                    ok = false;
-                    break;
-                }
-                if part < 3 {
-                    if j < bytes.len() && bytes[j] == b'.' {
-                        dots.push(j);
-                        j += 1;
-                    } else {
-                        ok = false;
-                        break;
-                    }
-                }
-            }
-            if ok {
-                for d in dots {
-                    out[d] = b'_';
-                }
-                i = j;
-                continue;
-            }
-        }
-        i += 1;
-    }
-    String::from_utf8(out).unwrap_or_else(|_| key.to_string())
-}
+pub mod mapper;
+mod sanitize;
+pub mod statsd;
+
+pub use sanitize::sanitize;
 
 #[cfg(test)]
 mod tests;

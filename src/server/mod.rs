@@ -25,8 +25,10 @@ pub use listeners::Listeners;
 
 use crate::config::{LoadOptions, RateLimitConfig};
 use crate::metrics::Metrics;
+use crate::metrics::mapper::Mapper;
 use crate::service::{RateLimitService, grpc};
 use crate::settings::{ConfigSource, Settings};
+use crate::telemetry::Telemetry;
 
 #[derive(Debug, thiserror::Error)]
 pub enum ServerError {
@@ -40,6 +42,10 @@ pub enum ServerError {
     Io(#[from] std::io::Error),
     #[error("gRPC server: {0}")]
     Grpc(#[from] tonic::transport::Error),
+    #[error(transparent)]
+    Mapper(#[from] crate::metrics::mapper::MapperError),
+    #[error(transparent)]
+    Telemetry(#[from] crate::telemetry::TelemetryError),
 }
 
 /// Serve until `shutdown` is cancelled, then stop accepting, let in-flight requests finish
@@ -53,15 +59,8 @@ pub async fn run(
         tracing::warn!("{note}");
     }
     crate::tls::install_crypto_provider();
-    let metrics = Arc::new(Metrics::new(
-        settings.decision.near_limit_ratio,
-        settings.metrics_max_series,
-        if settings.redis.is_some() {
-            "redis"
-        } else {
-            "memory"
-        },
-    ));
+    let metrics = Arc::new(build_metrics(&settings)?);
+    let telemetry = Telemetry::start(&settings.telemetry, &metrics)?;
     let opts = LoadOptions {
         merge_domains: settings.merge_domains,
     };
@@ -74,12 +73,10 @@ pub async fn run(
         metrics.add_store(name);
     }
     tracing::info!(store = store.name(), "store configured");
-    let service = Arc::new(RateLimitService::new(
-        config,
-        store,
-        metrics,
-        settings.decision.clone(),
-    ));
+    let service = Arc::new(
+        RateLimitService::new(config, store, metrics, settings.decision.clone())
+            .with_tracer(telemetry.tracer()),
+    );
     let (health, grpc_routes) = grpc::routes(service.clone(), settings.healthy_requires_config);
     health.refresh().await;
 
@@ -93,6 +90,7 @@ pub async fn run(
         && !wait_for_first_config(loaded, &listeners, &shutdown).await?
     {
         background.cancel();
+        telemetry.shutdown().await;
         return Ok(());
     }
 
@@ -101,7 +99,39 @@ pub async fn run(
     let servers = listeners.serve(&settings, &service, &health, grpc_routes, &drain)?;
     let result = shutdown::supervise(servers, &settings, &shutdown, &health, &drain).await;
     background.cancel();
+    telemetry.shutdown().await;
     result
+}
+
+/// The registry, with statsd timings when statsd is on and the mapping file when given.
+fn build_metrics(settings: &Settings) -> Result<Metrics, ServerError> {
+    let store = if settings.redis.is_some() {
+        "redis"
+    } else {
+        "memory"
+    };
+    let mut metrics = Metrics::new(
+        settings.decision.near_limit_ratio,
+        settings.metrics_max_series,
+        store,
+    );
+    if settings.telemetry.statsd.is_some() {
+        metrics.enable_statsd_timings();
+    }
+    if let Some(path) = &settings.telemetry.metrics_mapper {
+        let mapper = Mapper::load(path)?;
+        if !mapper.ignored.is_empty() {
+            tracing::warn!(
+                path = %path.display(),
+                fields = ?mapper.ignored,
+                "PROMETHEUS_MAPPER_YAML: these fields are not applied (sluice keeps its \
+                 histogram in seconds and exports no summaries)"
+            );
+        }
+        tracing::info!(path = %path.display(), "PROMETHEUS_MAPPER_YAML applied to /metrics");
+        metrics.set_mapper(mapper);
+    }
+    Ok(metrics)
 }
 
 /// The rule files at startup, or `None` when they have errors (logged with file and line;

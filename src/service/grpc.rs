@@ -14,6 +14,7 @@ use tonic::{Request, Response, Status};
 
 use super::RateLimitService;
 use super::health::Health;
+use crate::telemetry::Headers;
 
 /// Every gRPC service sluice serves, and the health state that drives the health service.
 pub fn routes(service: Arc<RateLimitService>, requires_config: bool) -> (Arc<Health>, Routes) {
@@ -33,10 +34,28 @@ impl RateLimitServiceApi for GrpcService {
         &self,
         request: Request<RateLimitRequest>,
     ) -> Result<Response<RateLimitResponse>, Status> {
+        let req = request.get_ref();
+        // No span (nor header lookup) unless tracing is on.
+        let span = self.0.tracer().map(|t| {
+            t.request(
+                &Metadata(request.metadata()),
+                &req.domain,
+                req.descriptors.len(),
+            )
+        });
         self.0
-            .should_rate_limit(request.get_ref())
+            .should_rate_limit_traced(req, span)
             .await
             .map(Response::new)
             .map_err(|e| e.to_status())
+    }
+}
+
+/// gRPC metadata as trace-context headers (`traceparent`, `b3`, `x-b3-*`).
+struct Metadata<'a>(&'a tonic::metadata::MetadataMap);
+
+impl Headers for Metadata<'_> {
+    fn get(&self, name: &str) -> Option<&str> {
+        self.0.get(name).and_then(|v| v.to_str().ok())
     }
 }

@@ -31,6 +31,7 @@ use crate::limiter::{self, Modes};
 use crate::metrics::{Metrics, RuleCounters};
 use crate::settings::DecisionSettings;
 use crate::store::{Backend, StoreError};
+use crate::telemetry::{RequestSpan, Tracer};
 
 impl EntryRef for Entry {
     fn key(&self) -> &str {
@@ -103,6 +104,8 @@ pub struct RateLimitService {
     store: Arc<Backend>,
     metrics: Arc<Metrics>,
     settings: DecisionSettings,
+    /// Present only when tracing is on: otherwise no span is ever created.
+    tracer: Option<Arc<Tracer>>,
 }
 
 impl RateLimitService {
@@ -127,7 +130,18 @@ impl RateLimitService {
             store,
             metrics,
             settings,
+            tracer: None,
         }
+    }
+
+    /// Trace each call and store call (`telemetry::trace`).
+    pub fn with_tracer(mut self, tracer: Option<Arc<Tracer>>) -> RateLimitService {
+        self.tracer = tracer;
+        self
+    }
+
+    pub fn tracer(&self) -> Option<&Tracer> {
+        self.tracer.as_deref()
     }
 
     /// Swap in a new config atomically: requests in flight keep the one they started with.
@@ -156,12 +170,25 @@ impl RateLimitService {
         &self,
         req: &RateLimitRequest,
     ) -> Result<RateLimitResponse, ServiceError> {
+        self.should_rate_limit_traced(req, None).await
+    }
+
+    /// `ShouldRateLimit` inside a request span (gRPC, when tracing is on).
+    pub async fn should_rate_limit_traced(
+        &self,
+        req: &RateLimitRequest,
+        span: Option<RequestSpan>,
+    ) -> Result<RateLimitResponse, ServiceError> {
         let started = Instant::now();
         self.metrics.total_requests.inc();
-        let result = self.evaluate(req).await;
-        self.metrics
-            .response_time
-            .observe(started.elapsed().as_secs_f64());
+        let result = self.evaluate(req, span.as_ref()).await;
+        self.metrics.observe_response_time(started.elapsed());
+        if let Some(span) = span {
+            span.finish(match &result {
+                Ok(r) => Ok(response::code_name(r.overall_code)),
+                Err(e) => Err(e),
+            });
+        }
         match &result {
             Ok(resp) => tracing::debug!(
                 domain = %req.domain,
@@ -185,7 +212,11 @@ impl RateLimitService {
         result
     }
 
-    async fn evaluate(&self, req: &RateLimitRequest) -> Result<RateLimitResponse, ServiceError> {
+    async fn evaluate(
+        &self,
+        req: &RateLimitRequest,
+        span: Option<&RequestSpan>,
+    ) -> Result<RateLimitResponse, ServiceError> {
         validate::validate(req, &self.settings)?;
         let active = self.config.load();
         // After the request checks, as theirs: an empty domain is still the client's error.
@@ -213,10 +244,15 @@ impl RateLimitService {
             global_shadow: self.settings.shadow_mode,
         };
         let started = Instant::now();
+        let mut store_span = span.map(|s| s.store(self.store.name()));
         let decision = limiter::decide(&*self.store, &plans, modes).await;
         self.metrics
             .store_latency
             .observe(started.elapsed().as_secs_f64());
+        if let (Some(s), Err(e)) = (&mut store_span, &decision) {
+            s.failed(e);
+        }
+        drop(store_span);
         let decision = decision.inspect_err(|e| {
             self.metrics
                 .store_errors

@@ -50,6 +50,11 @@ fn pb_code(c: Code) -> PbCode {
     }
 }
 
+/// The response code's protobuf name (`OK`, `OVER_LIMIT`), for traces.
+pub(super) fn code_name(code: i32) -> &'static str {
+    PbCode::try_from(code).map_or("UNKNOWN", |c| c.as_str_name())
+}
+
 pub(super) fn pb_unit(u: Unit) -> PbUnit {
     match u {
         Unit::Second => PbUnit::Second,

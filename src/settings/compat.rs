@@ -184,6 +184,8 @@ pub(super) fn resolve(args: &ServeArgs, env: Env<'_>) -> Result<Settings, Settin
     s.healthy_requires_config =
         bool_var(env, "HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED")?.unwrap_or(false);
 
+    s.telemetry = super::telemetry::resolve(&args.telemetry, env)?;
+
     unsupported(env)?;
     ignored(env, &mut s.notes);
     Ok(s)
@@ -228,6 +230,13 @@ fn unsupported(env: Env<'_>) -> Result<(), SettingsError> {
             "unix-socket gRPC listeners are not supported; use GRPC_HOST/GRPC_PORT",
         ));
     }
+    if bool_var(env, "PROMETHEUS_RESPONSE_TIME_AS_MILLISECONDS")?.unwrap_or(false) {
+        return Err(err(
+            "PROMETHEUS_RESPONSE_TIME_AS_MILLISECONDS",
+            "ratelimit_service_response_time_seconds is always in seconds here; remove the \
+             setting and its factor of 1000 in dashboards",
+        ));
+    }
     if bool_var(env, "GRPC_SERVER_USE_TLS")?.unwrap_or(false) {
         return Err(err(
             "GRPC_SERVER_USE_TLS",
@@ -240,13 +249,6 @@ fn unsupported(env: Env<'_>) -> Result<(), SettingsError> {
 /// Their settings that have no effect here; each one set is reported once at startup.
 fn ignored(env: Env<'_>, notes: &mut Vec<String>) {
     const IGNORED: &[(&str, &str)] = &[
-        (
-            "USE_STATSD",
-            "statsd is not supported; metrics are served on /metrics",
-        ),
-        ("STATSD_HOST", "statsd is not supported"),
-        ("STATSD_PORT", "statsd is not supported"),
-        ("USE_DOG_STATSD", "DogStatsD is not supported"),
         (
             "EXPIRATION_JITTER_MAX_SECONDS",
             "Redis TTLs are exact; no jitter is added",
@@ -269,12 +271,14 @@ fn ignored(env: Env<'_>, notes: &mut Vec<String>) {
             "every request is one pipeline already",
         ),
         ("REDIS_PIPELINE_LIMIT", "deprecated and ignored"),
-        ("TRACING_ENABLED", "tracing export is not supported"),
         (
             "CONFIG_GRPC_XDS_SERVER_CONNECT_RETRY_INTERVAL",
             "xDS reconnects follow XDS_CLIENT_BACKOFF_*",
         ),
-        ("DISABLE_STATS", "metrics are always collected"),
+        (
+            "DISABLE_STATS",
+            "metrics are always collected and served on /metrics (no statsd is sent)",
+        ),
     ];
     for (name, why) in IGNORED {
         if let Some(v) = var(env, name) {

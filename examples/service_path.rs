@@ -1,0 +1,75 @@
+//! Instructions per `ShouldRateLimit` through the service, without the network: the memory
+//! store, one descriptor, N calls on one thread. For callgrind, which counts instructions
+//! exactly where timings on a shared machine do not:
+//!
+//! `valgrind --tool=callgrind target/release/examples/service_path 20000`
+//!
+//! BENCHMARKS.md records what it showed for the telemetry hooks (tracing and statsd off).
+
+use std::sync::Arc;
+
+use envoy_types::pb::envoy::extensions::common::ratelimit::v3::RateLimitDescriptor;
+use envoy_types::pb::envoy::extensions::common::ratelimit::v3::rate_limit_descriptor::Entry;
+use envoy_types::pb::envoy::service::ratelimit::v3::RateLimitRequest;
+use sluice::config::{LoadOptions, RateLimitConfig};
+use sluice::limit::ManualClock;
+use sluice::metrics::Metrics;
+use sluice::service::RateLimitService;
+use sluice::settings::DecisionSettings;
+use sluice::store::Backend;
+use sluice::store::memory::MemoryStore;
+
+const RULES: &str = "domain: d\ndescriptors:\n  - key: k\n    rate_limit: {unit: second, requests_per_unit: 1000000000}\n";
+
+fn main() {
+    let calls: u64 = std::env::args()
+        .nth(1)
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(20_000);
+    let dir = std::env::temp_dir().join(format!("sluice-service-path-{}", std::process::id()));
+    let _ = std::fs::create_dir_all(&dir);
+    let file = dir.join("rules.yaml");
+    if let Err(e) = std::fs::write(&file, RULES) {
+        eprintln!("cannot write {}: {e}", file.display());
+        return;
+    }
+    let config = match RateLimitConfig::load(&[file], &LoadOptions::default()) {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("config: {e:?}");
+            return;
+        }
+    };
+    let _ = std::fs::remove_dir_all(&dir);
+    let clock = Arc::new(ManualClock::new(1_700_000_000_000));
+    let service = RateLimitService::new(
+        Some(config),
+        Arc::new(Backend::Memory(MemoryStore::new(clock))),
+        Arc::new(Metrics::new(0.8, 10_000, "memory")),
+        DecisionSettings::default(),
+    );
+    let request = RateLimitRequest {
+        domain: "d".into(),
+        descriptors: vec![RateLimitDescriptor {
+            entries: vec![Entry {
+                key: "k".into(),
+                value: "v".into(),
+            }],
+            ..Default::default()
+        }],
+        hits_addend: 1,
+    };
+    let Ok(runtime) = tokio::runtime::Builder::new_current_thread().build() else {
+        return;
+    };
+    let ok = runtime.block_on(async {
+        let mut ok = 0u64;
+        for _ in 0..calls {
+            if service.should_rate_limit(&request).await.is_ok() {
+                ok += 1;
+            }
+        }
+        ok
+    });
+    println!("{ok} of {calls} calls answered");
+}
