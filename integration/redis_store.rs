@@ -9,6 +9,7 @@ mod cluster;
 mod keys;
 mod ops;
 mod protocol;
+mod slowlog;
 
 use std::sync::Arc;
 use std::time::Duration;

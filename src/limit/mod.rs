@@ -159,9 +159,14 @@ impl fmt::Display for Algorithm {
 pub const DEFAULT_BUCKETS: u32 = 10;
 /// Allowed `buckets` range.
 pub const BUCKETS_RANGE: std::ops::RangeInclusive<u32> = 2..=1000;
-/// Largest `requests_per_unit` a `sliding_log` accepts: the log keeps one entry per admitted
-/// hit (about 130 bytes each in Redis), so this caps a key at roughly 1.3 MB.
+/// Largest `requests_per_unit` a `sliding_log` accepts: the log keeps one run per distinct
+/// millisecond with admitted hits (about 60 bytes each in Redis), so this caps a key at
+/// roughly 0.6 MB.
 pub const SLIDING_LOG_MAX: u32 = 10_000;
+/// A `sliding_log` or `sliding_window` refund takes from at most this many of the newest runs
+/// (distinct timestamps / sub-windows), so its work is bounded whatever its cost
+/// (docs/algorithms.md).
+pub const SLIDING_LOG_REFUND_RUNS: usize = 64;
 /// Largest `capacity × unit` (in request-milliseconds) for which the bucket algorithms'
 /// integer arithmetic stays exact in Redis Lua's doubles (2^53).
 pub const MAX_EXACT_SCALED: u64 = 1 << 53;

@@ -16,10 +16,8 @@ for i = 1, nk do
   local code = l.code
   if code == 1 then
     fw_load(l, now)
-  elseif code == 2 then
-    sw_load(l, now)
-  elseif code == 3 then
-    sl_load(l, now)
+  elseif code <= 3 then
+    rn_load(l, now)
   elseif l.R == 0 then
     -- inert
   elseif code == 4 then
@@ -85,10 +83,8 @@ if write then
     if refund or all_ok or l.od then
       if code == 1 then
         fw_write(l, now, n, slack, not refund)
-      elseif code == 2 then
-        sw_write(l, now, n, slack, not refund)
-      elseif code == 3 then
-        sl_write(l, now, n, slack, nonce, not refund)
+      elseif code <= 3 then
+        rn_write(l, now, n, slack, not refund)
       elseif l.R > 0 then
         if refund then
           l.u = max(0, l.u - n * l.W)
@@ -129,10 +125,8 @@ for i = 1, nk do
   local remaining, reset, retry, penalized = 0, 0, -1, 0
   if code == 1 then
     reset = l.ws + l.W - now
-  elseif code == 2 then
-    reset = sw_reset(l, now)
-  elseif code == 3 then
-    reset = sl_reset(l, now)
+  elseif code <= 3 then
+    reset = rn_reset(l, now)
   elseif l.R > 0 then
     reset = l.lag + ceil(l.u / l.R)
   end
@@ -149,10 +143,8 @@ for i = 1, nk do
     if code == 1 then
       -- The window end even when n > C: envoyproxy/ratelimit's answer.
       retry = reset
-    elseif code == 2 then
-      retry = sw_retry(l, now, n)
-    elseif code == 3 then
-      retry = sl_retry(l, now, n)
+    elseif code <= 3 then
+      retry = rn_retry(l, now, n)
     elseif l.R > 0 and n <= l.C then
       retry = l.lag + ceil((l.u - (l.Cs - n * l.W)) / l.R)
     end
