@@ -314,6 +314,21 @@ pub struct Check<'a> {
     pub refund: bool,
 }
 
+/// How the checks of one request are charged together.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Charge {
+    /// Each check by its own decision (docs/algorithms.md "One check").
+    #[default]
+    Each,
+    /// envoyproxy/ratelimit's `STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT`: when any check of the
+    /// request is denied, no admitted check of it is charged; denied checks follow their own
+    /// rules (overdraft limits are charged, penalties lock).
+    StopWhenOver,
+    /// As [`Charge::StopWhenOver`], with a denial already known for this request (a check
+    /// answered from the local over-limit cache): no admitted check is charged.
+    Held,
+}
+
 /// The store's answer for one limit of one check.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
 pub struct LimitResult {

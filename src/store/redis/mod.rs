@@ -1,18 +1,24 @@
-//! The Redis store: one Lua script per check (every limit of a descriptor decided atomically),
-//! all checks of a request in one round trip.
+//! The Redis store: ONE Lua script call per request on a single node (every descriptor and
+//! every limit of it, decided in order, each descriptor atomically, the request as a whole
+//! atomically), one per slot on a cluster; one round trip either way.
 //!
-//! - Single node: the `EVALSHA`s of one `run()` go in one pipeline on one connection. Commands
-//!   that come back `NOSCRIPT` (after `SCRIPT FLUSH`, a restart, a failover) are resent, alone,
-//!   behind a `SCRIPT LOAD`: resending the others would charge them twice.
-//! - Cluster: the keys of one check share a hash tag (one slot), different checks usually do
-//!   not, so each check is its own `EVALSHA`, all sent concurrently on the cluster connection
-//!   (one round trip of latency; `Script::invoke_async` handles `NOSCRIPT` per call).
+//! - Single node: the request's call goes in one pipeline on one connection, with other
+//!   requests' calls (`batch.rs`). Calls that come back `NOSCRIPT` (after `SCRIPT FLUSH`, a
+//!   restart, a failover) are resent, alone, behind a `SCRIPT LOAD`: resending the others
+//!   would charge them twice. A request with more than [`MAX_LIMITS_PER_CALL`] limits is
+//!   split over several calls of the same pipeline, so no call holds Redis long.
+//! - Cluster: the keys of one descriptor share a hash tag (one slot); descriptors are grouped
+//!   by slot, one `EVALSHA` per group, all sent concurrently on the cluster connection (one
+//!   round trip of latency; `Script::invoke_async` handles `NOSCRIPT` per call).
+//! - Stop-increment ([`Charge::StopWhenOver`]) is decided inside the script when the request
+//!   is one call; over several calls, a dry run comes first (two round trips, not atomic).
 //! - Connections live in a small ring (see `conn.rs`); a request never connects, never checks
-//!   a connection out of a pool, and never waits longer than `request_timeout`.
+//!   a connection out of a pool, and never waits longer than `request_timeout` per round trip.
 //! - Time: `TIME` inside the script, or the injected [`Clock`] in local mode.
 //!
 //! Keys: `<prefix>{<tag>}:<code>:<unit s>:<buckets>:<slot>` and the same plus `:p` for the
-//! penalty lock; the tag is the descriptor's [`StateTag`] in base64url.
+//! penalty lock (sent only for limits with a penalty); the tag is the descriptor's
+//! [`StateTag`] in base64url.
 
 mod batch;
 mod config;
@@ -21,7 +27,6 @@ mod pipeline;
 mod script;
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use deadpool_redis::redis::cluster::ClusterClientBuilder;
@@ -31,13 +36,13 @@ use deadpool_redis::redis::{
 };
 use tokio_util::sync::{CancellationToken, DropGuard};
 
-use crate::limit::{Check, Clock, LimitResult, LimitSpec, StateTag};
+use crate::limit::{Charge, Check, Clock, LimitResult, LimitSpec, StateTag};
 use crate::store::{Store, StoreError};
 
 pub use config::{RedisConfig, RedisConfigError, TimeSource};
 use conn::{Backoff, Conn, Connector, Ring};
 pub use script::SCRIPT;
-use script::{CallContext, Invocation, parse_reply};
+use script::{CallContext, Invocation, Mode, parse_reply};
 
 /// State in Redis (single node or cluster). See the module documentation.
 pub struct RedisStore {
@@ -49,8 +54,6 @@ pub struct RedisStore {
     slack_ms: u64,
     prefix: String,
     request_timeout: Duration,
-    nonce_seed: u64,
-    nonce_counter: AtomicU64,
     /// Stops the reconnect task when the store is dropped.
     _stop: DropGuard,
 }
@@ -119,8 +122,6 @@ impl RedisStore {
             slack_ms: cfg.effective_slack_ms(),
             prefix: cfg.key_prefix,
             request_timeout: cfg.request_timeout,
-            nonce_seed: nonce_seed(),
-            nonce_counter: AtomicU64::new(0),
             _stop: stop.drop_guard(),
         })
     }
@@ -154,13 +155,6 @@ impl RedisStore {
         script::lock_key(&self.prefix, &tag.to_base64url(), spec)
     }
 
-    /// Unique per `EVALSHA` (sliding-log members embed it, so two calls in one ms never
-    /// collide, including across sluice instances).
-    fn nonce(&self) -> String {
-        let n = self.nonce_counter.fetch_add(1, Ordering::Relaxed);
-        format!("{:x}.{n:x}", self.nonce_seed)
-    }
-
     async fn exec(&self, conn: Conn, calls: Vec<Invocation>) -> Result<Vec<Value>, RedisError> {
         match conn {
             Conn::Single(batcher) => batcher.exec(calls).await,
@@ -168,7 +162,7 @@ impl RedisStore {
         }
     }
 
-    /// One `EVALSHA` per check, concurrently (checks usually live on different slots).
+    /// One `EVALSHA` per call (one per slot), concurrently.
     async fn exec_cluster(
         &self,
         conn: ClusterConnection,
@@ -184,28 +178,44 @@ impl RedisStore {
     }
 }
 
-impl Store for RedisStore {
-    async fn run(
-        &self,
-        checks: &[Check<'_>],
-        out: &mut Vec<LimitResult>,
-    ) -> Result<(), StoreError> {
-        let ctx = CallContext {
-            now_ms: match self.time_source {
-                TimeSource::Local => Some(self.clock.now_ms()),
-                TimeSource::Redis => None,
-            },
-            slack_ms: self.slack_ms,
-            prefix: &self.prefix,
-        };
-        let calls: Vec<Invocation> = checks
-            .iter()
-            .filter(|c| !c.limits.is_empty())
-            .map(|c| Invocation::new(ctx, c, &self.nonce()))
-            .collect();
-        if calls.is_empty() {
-            return Ok(());
+/// Most limits in one script call: a request bigger than this (up to 64 descriptors with
+/// several limits each) is split over several calls of one pipeline, so no call holds Redis
+/// long (the SLOWLOG test).
+const MAX_LIMITS_PER_CALL: usize = 16;
+
+impl RedisStore {
+    /// The checks (indexes into `checks`) of each script call: on a single node, in order,
+    /// as few calls as [`MAX_LIMITS_PER_CALL`] allows (one for any ordinary request); on a
+    /// cluster, one group per slot (first-seen order), split the same way.
+    fn groups(&self, checks: &[Check<'_>]) -> Vec<Vec<usize>> {
+        let mut groups: Vec<(u16, usize, Vec<usize>)> = Vec::new();
+        for (i, c) in checks.iter().enumerate() {
+            if c.limits.is_empty() {
+                continue;
+            }
+            let slot = if self.cluster {
+                script::slot(&c.tag.to_base64url())
+            } else {
+                0
+            };
+            let k = c.limits.len();
+            match groups.iter_mut().rev().find(|g| g.0 == slot) {
+                Some(g) if g.1 + k <= MAX_LIMITS_PER_CALL || g.2.is_empty() => {
+                    g.1 += k;
+                    g.2.push(i);
+                }
+                _ => groups.push((slot, k, vec![i])),
+            }
         }
+        groups.into_iter().map(|g| g.2).collect()
+    }
+
+    /// Send `calls` in one round trip (one pipeline, or concurrent calls on a cluster) and
+    /// decode every reply: one result per limit, per call, in call order.
+    async fn round_trip(
+        &self,
+        calls: Vec<Invocation>,
+    ) -> Result<Vec<Vec<LimitResult>>, StoreError> {
         let sizes: Vec<usize> = calls.iter().map(|c| c.limits).collect();
         // The breaker: with no live connection, fail now rather than connect or wait.
         let Some(lease) = self.ring.pick() else {
@@ -254,8 +264,83 @@ impl Store for RedisStore {
                 values.len()
             )));
         }
+        let mut out = Vec::with_capacity(sizes.len());
         for (&limits, value) in sizes.iter().zip(&values) {
-            parse_reply(value, limits, out)?;
+            let mut results = Vec::with_capacity(limits);
+            parse_reply(value, limits, &mut results)?;
+            out.push(results);
+        }
+        Ok(out)
+    }
+}
+
+impl Store for RedisStore {
+    async fn run_with(
+        &self,
+        checks: &[Check<'_>],
+        charge: Charge,
+        out: &mut Vec<LimitResult>,
+    ) -> Result<(), StoreError> {
+        let ctx = CallContext {
+            now_ms: match self.time_source {
+                TimeSource::Local => Some(self.clock.now_ms()),
+                TimeSource::Redis => None,
+            },
+            slack_ms: self.slack_ms,
+            prefix: &self.prefix,
+        };
+        let groups = self.groups(checks);
+        let build = |mode: Mode| -> Vec<Invocation> {
+            groups
+                .iter()
+                .map(|g| Invocation::new(ctx, mode, g.iter().map(|&i| &checks[i])))
+                .collect()
+        };
+        let mode = match charge {
+            Charge::Each => Mode::Each,
+            Charge::Held => Mode::Held,
+            // One call decides atomically whether the request has a denial.
+            Charge::StopWhenOver if groups.len() <= 1 => Mode::Stop,
+            // Over several calls (cluster slots, a very large request) it cannot: a dry run
+            // first (a round trip that writes nothing), then the charge. Another request may
+            // slip in between, as with envoyproxy/ratelimit's GET-then-INCRBY.
+            Charge::StopWhenOver => {
+                let dry = self.round_trip(build(Mode::Dry)).await?;
+                let denied = groups.iter().zip(&dry).any(|(g, results)| {
+                    let mut at = 0;
+                    g.iter().any(|&i| {
+                        let c = &checks[i];
+                        let r = &results[at..at + c.limits.len()];
+                        at += c.limits.len();
+                        !c.refund && r.iter().any(|r| !r.allowed)
+                    })
+                });
+                if denied { Mode::Held } else { Mode::Stop }
+            }
+        };
+        if groups.is_empty() {
+            return Ok(());
+        }
+        let replies = self.round_trip(build(mode)).await?;
+        if groups.len() == 1 || !self.cluster {
+            // In request order already.
+            for r in replies {
+                out.extend(r);
+            }
+            return Ok(());
+        }
+        // Cluster: back into request order.
+        let mut per_check: Vec<&[LimitResult]> = vec![&[]; checks.len()];
+        for (g, results) in groups.iter().zip(&replies) {
+            let mut at = 0;
+            for &i in g {
+                let k = checks[i].limits.len();
+                per_check[i] = &results[at..at + k];
+                at += k;
+            }
+        }
+        for r in per_check {
+            out.extend_from_slice(r);
         }
         Ok(())
     }
@@ -294,18 +379,4 @@ fn is_transient(kind: ServerErrorKind) -> bool {
             | ServerErrorKind::ClusterDown
             | ServerErrorKind::TryAgain
     )
-}
-
-/// A per-instance random-enough seed without a RNG dependency: time, pid and an address.
-fn nonce_seed() -> u64 {
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_nanos())
-        .unwrap_or(0);
-    let local = 0u8;
-    let mut h = xxhash_rust::xxh3::Xxh3::new();
-    h.update(&nanos.to_le_bytes());
-    h.update(&std::process::id().to_le_bytes());
-    h.update(&(std::ptr::addr_of!(local) as usize).to_le_bytes());
-    h.digest()
 }
