@@ -32,6 +32,8 @@ pub struct RuleCounters {
     pub near_limit: IntCounter,
     pub within_limit: IntCounter,
     pub shadow_mode: IntCounter,
+    /// Their `over_limit_with_local_cache`: over-limit hits answered from the local cache.
+    pub over_limit_with_local_cache: IntCounter,
 }
 
 /// One hit's outcome, in the terms of their statistics.
@@ -49,13 +51,15 @@ pub struct HitStats {
     pub penalized: bool,
     /// Per-rule shadow mode turned the denial into OK.
     pub shadowed: bool,
+    /// Answered from the local over-limit cache.
+    pub cached: bool,
 }
 
 pub struct Metrics {
     registry: Registry,
     near_limit_ratio: f32,
     max_series: usize,
-    rule: [IntCounterVec; 5],
+    rule: [IntCounterVec; 6],
     keys: RwLock<HashMap<Arc<str>, Arc<RuleCounters>>>,
     overflow: Arc<RuleCounters>,
     pub overflow_total: IntCounterVec,
@@ -106,6 +110,10 @@ impl Metrics {
             ),
             rule_vec("within_limit", "Hits within the limit of a rule."),
             rule_vec("shadow_mode", "Over-limit hits allowed by shadow mode."),
+            rule_vec(
+                "over_limit_with_local_cache",
+                "Over-limit hits answered from the local over-limit cache, without the store.",
+            ),
         ];
         let overflow = Arc::new(counters(&rule, ["", "", "", OVERFLOW_DESCRIPTOR]));
 
@@ -259,7 +267,8 @@ impl Metrics {
         let near = (h.limit as f32 * self.near_limit_ratio).floor() as u64;
         let after = h.before.saturating_add(h.hits);
         if h.over {
-            let over = if h.penalized || h.before >= h.limit {
+            // From the cache: theirs counts the whole hit as over, and as cached.
+            let over = if h.cached || h.penalized || h.before >= h.limit {
                 h.hits
             } else {
                 c.near_limit
@@ -267,6 +276,9 @@ impl Metrics {
                 after.saturating_sub(h.limit).max(1)
             };
             c.over_limit.inc_by(over);
+            if h.cached {
+                c.over_limit_with_local_cache.inc_by(h.hits);
+            }
             if h.shadowed {
                 c.shadow_mode.inc_by(over);
             }
@@ -291,7 +303,7 @@ impl Metrics {
     }
 }
 
-fn counters(rule: &[IntCounterVec; 5], labels: [&str; 4]) -> RuleCounters {
+fn counters(rule: &[IntCounterVec; 6], labels: [&str; 4]) -> RuleCounters {
     let c = |i: usize| rule[i].with_label_values(&labels);
     RuleCounters {
         total_hits: c(0),
@@ -299,6 +311,7 @@ fn counters(rule: &[IntCounterVec; 5], labels: [&str; 4]) -> RuleCounters {
         near_limit: c(2),
         within_limit: c(3),
         shadow_mode: c(4),
+        over_limit_with_local_cache: c(5),
     }
 }
 
@@ -364,6 +377,7 @@ mod tests {
                 over,
                 penalized: false,
                 shadowed: false,
+                cached: false,
             },
         );
         [

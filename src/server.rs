@@ -14,6 +14,7 @@ use tonic::transport::server::TcpIncoming;
 use crate::config::{ConfigError, LoadOptions, RateLimitConfig};
 use crate::http::{self, HttpState};
 use crate::limit::SystemClock;
+use crate::limiter::OverLimitCache;
 use crate::metrics::Metrics;
 use crate::reload::{self, Reloader};
 use crate::service::RateLimitService;
@@ -126,12 +127,17 @@ pub async fn run(
 
     let store = Arc::new(build_store(&settings)?);
     tracing::info!(store = store.name(), "store configured");
-    let service = Arc::new(RateLimitService::new(
-        config,
-        store,
-        metrics,
-        settings.decision.clone(),
-    ));
+    let cache = OverLimitCache::new(settings.local_cache_bytes, Arc::new(SystemClock));
+    if cache.is_some() {
+        tracing::info!(
+            bytes = settings.local_cache_bytes,
+            "local over-limit cache enabled"
+        );
+    }
+    let service = Arc::new(
+        RateLimitService::new(config, store, metrics, settings.decision.clone())
+            .with_local_cache(cache),
+    );
     let (reporter, health_service) = tonic_health::server::health_reporter();
     let health = Arc::new(Health::new(
         service.clone(),

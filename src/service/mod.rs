@@ -25,7 +25,7 @@ use envoy_types::pb::envoy::extensions::common::ratelimit::v3::rate_limit_descri
 use envoy_types::pb::envoy::service::ratelimit::v3::{RateLimitRequest, RateLimitResponse};
 
 use crate::config::{EntryRef, RateLimitConfig};
-use crate::limiter::{self, Modes};
+use crate::limiter::{self, Modes, OverLimitCache};
 use crate::metrics::{Metrics, RuleCounters};
 use crate::settings::DecisionSettings;
 use crate::store::{Backend, StoreError};
@@ -80,6 +80,8 @@ pub struct RateLimitService {
     store: Arc<Backend>,
     metrics: Arc<Metrics>,
     settings: DecisionSettings,
+    /// The local over-limit cache (`LOCAL_CACHE_SIZE_IN_BYTES`), if enabled.
+    cache: Option<OverLimitCache>,
 }
 
 impl RateLimitService {
@@ -96,7 +98,15 @@ impl RateLimitService {
             store,
             metrics,
             settings,
+            cache: None,
         }
+    }
+
+    /// Answer descriptors known to be over their limit from `cache` (see
+    /// [`limiter::local_cache`]).
+    pub fn with_local_cache(mut self, cache: Option<OverLimitCache>) -> RateLimitService {
+        self.cache = cache;
+        self
     }
 
     /// Swap in a new config atomically: requests in flight keep the one they started with.
@@ -172,9 +182,10 @@ impl RateLimitService {
 
         let modes = Modes {
             global_shadow: self.settings.shadow_mode,
+            stop_increment: self.settings.stop_increment,
         };
         let started = Instant::now();
-        let decision = limiter::decide(&*self.store, &plans, modes).await;
+        let decision = limiter::decide(&*self.store, self.cache.as_ref(), &plans, modes).await;
         self.metrics
             .store_latency
             .observe(started.elapsed().as_secs_f64());
