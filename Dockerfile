@@ -16,7 +16,7 @@
 #     moment SIGTERM arrives;
 #   - gRPC  grpc.health.v1.Health/Check on :8081, service "" or "ratelimit"
 #     (Kubernetes `grpc:` probes, Envoy `grpc_health_check`).
-# See examples/kubernetes/deployment.yaml and docker-compose.yml.
+# See examples/kubernetes/base/deployment.yaml and docker-compose.yml.
 
 # Keep the builder's Debian release equal to the runtime's (bookworm = debian12):
 # the binary links against the builder's glibc. The Rust version is the toolchain
@@ -76,5 +76,5 @@ ENTRYPOINT ["/usr/local/bin/sluice"]
 # An explicit --config wins over SLUICE_CONFIG and envoyproxy/ratelimit's
 # RUNTIME_ROOT/RUNTIME_SUBDIRECTORY/RUNTIME_APPDIRECTORY. To configure the rule
 # directory through those variables instead, run the image with the arguments
-# `serve` alone (examples/kubernetes/deployment.yaml does).
+# `serve` alone (examples/kubernetes/base/deployment.yaml does).
 CMD ["serve", "--config", "/etc/sluice/config"]

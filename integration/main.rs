@@ -3,12 +3,16 @@
 
 mod support;
 
+mod alerts;
+mod architecture;
 mod cli;
 mod conformance;
+mod dashboards;
 mod deploy;
 mod ops;
 mod redis_binary;
 mod redis_store;
 mod redis_vs_native;
 mod reload;
+mod schema;
 mod service;

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The runs behind BENCHMARKS.md: the release binary on the memory store and on a local
-# redis-server, 1 and 4 descriptors per request, driven by examples/loadgen.rs.
+# redis-server, 1 and 4 descriptors per request, driven by examples/loadgen/main.rs.
 #
 #   scripts/bench.sh                 # every run, default settings
 #   WORKERS=1 scripts/bench.sh       # sluice with --worker-threads 1

@@ -11,6 +11,7 @@
 //! - [`metrics`]: the Prometheus registry and cached handles.
 //! - [`http`]: `/healthcheck`, `/json`, `/metrics`, `/rlconfig`.
 //! - [`server`]: wires listeners, services and shutdown together.
+//! - [`tls`]: TLS plumbing shared by Redis and gRPC (the crypto provider, certificates).
 
 pub mod config;
 pub mod http;
@@ -22,3 +23,4 @@ pub mod server;
 pub mod service;
 pub mod settings;
 pub mod store;
+pub mod tls;

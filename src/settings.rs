@@ -5,7 +5,7 @@
 //! work unchanged), then the default. Compatibility variables are read through a lookup
 //! function rather than `std::env`, so tests can supply them.
 
-use std::net::{SocketAddr, ToSocketAddrs};
+use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -208,21 +208,6 @@ pub enum HeaderStyle {
     Ietf,
 }
 
-/// A settings error: names the setting and the offending value.
-#[derive(Debug, thiserror::Error)]
-#[error("invalid setting {name}: {message}")]
-pub struct SettingsError {
-    pub name: String,
-    pub message: String,
-}
-
-fn err(name: &str, message: impl Into<String>) -> SettingsError {
-    SettingsError {
-        name: name.to_string(),
-        message: message.into(),
-    }
-}
-
 /// Bounds on one request (oversized input → INVALID_ARGUMENT).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct RequestLimits {
@@ -362,6 +347,11 @@ impl Default for Settings {
 }
 
 mod compat;
+mod parse;
+mod redis;
+
+use parse::err;
+pub use parse::{SettingsError, parse_addr, parse_bool, parse_duration};
 
 impl Settings {
     /// Resolve `serve` arguments against compatibility variables read through `env`.
@@ -375,49 +365,6 @@ impl Settings {
     /// Resolve from the process environment.
     pub fn from_env(args: &ServeArgs) -> Result<Settings, SettingsError> {
         Settings::resolve(args, &|name| std::env::var(name).ok())
-    }
-}
-
-/// Parse an address such as `0.0.0.0:8081`, `[::]:8081`, `localhost:8081` or `:8081`.
-pub fn parse_addr(name: &str, s: &str) -> Result<SocketAddr, SettingsError> {
-    let s = s.trim();
-    let full = if let Some(port) = s.strip_prefix(':') {
-        format!("0.0.0.0:{port}")
-    } else {
-        s.to_string()
-    };
-    if let Ok(a) = full.parse::<SocketAddr>() {
-        return Ok(a);
-    }
-    full.to_socket_addrs()
-        .ok()
-        .and_then(|mut it| it.next())
-        .ok_or_else(|| err(name, format!("'{s}' is not a listen address (host:port)")))
-}
-
-/// Parse a duration in Go (`10ms`, `1.5s`, `1h30m`) or humantime syntax.
-pub fn parse_duration(name: &str, s: &str) -> Result<Duration, SettingsError> {
-    let t = s.trim();
-    if t == "0" {
-        return Ok(Duration::ZERO);
-    }
-    humantime::parse_duration(t).map_err(|e| {
-        err(
-            name,
-            format!("'{s}' is not a duration ({e}); use e.g. 10ms, 2s, 1m"),
-        )
-    })
-}
-
-/// Parse a boolean the way Go's `strconv.ParseBool` does (what envoyproxy/ratelimit uses).
-pub fn parse_bool(name: &str, s: &str) -> Result<bool, SettingsError> {
-    match s.trim() {
-        "1" | "t" | "T" | "true" | "TRUE" | "True" => Ok(true),
-        "0" | "f" | "F" | "false" | "FALSE" | "False" => Ok(false),
-        other => Err(err(
-            name,
-            format!("'{other}' is not a boolean (true/false)"),
-        )),
     }
 }
 

@@ -5,5 +5,7 @@
 
 pub mod model;
 pub mod model_store;
+pub mod opskit;
+pub mod promql;
 pub mod redis;
 pub mod sluice;

@@ -1,0 +1,274 @@
+//! `examples/envoy.yaml`, the bootstrap the compose demo runs and the Kubernetes example
+//! reuses, and the Envoy config fragments shared with the Istio EnvoyFilter: the rate
+//! limit filter's settings, the descriptors its `rate_limits` actions build, clusters'
+//! endpoints. Parsed once; what the other files claim about Envoy is checked against it.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::OnceLock;
+
+use serde_yaml::Value;
+
+use super::binary::Entry;
+use super::files::{at, port_at, scalar, seq_at, str_at, yaml};
+
+pub const ENVOY_YAML: &str = "examples/envoy.yaml";
+
+pub const RATELIMIT_FILTER: &str = "envoy.filters.http.ratelimit";
+const RATELIMIT_TYPE: &str =
+    "type.googleapis.com/envoy.extensions.filters.http.ratelimit.v3.RateLimit";
+const ROUTER_FILTER: &str = "envoy.filters.http.router";
+
+/// The descriptor one `rate_limits` entry produces (keys as Envoy names them).
+fn descriptor(rate_limit: &Value, what: &str) -> Vec<Entry> {
+    seq_at(rate_limit, "actions")
+        .iter()
+        .map(|action| {
+            let (kind, body) = action
+                .as_mapping()
+                .and_then(|m| m.iter().next())
+                .map(|(k, v)| (k.as_str().unwrap_or(""), v))
+                .unwrap_or_else(|| panic!("{what}: bad action {action:?}"));
+            let named = |default: &str| {
+                body.get("descriptor_key")
+                    .and_then(Value::as_str)
+                    .unwrap_or(default)
+                    .to_string()
+            };
+            let fixed = || Some(str_at(body, "descriptor_value").to_string());
+            match kind {
+                "source_cluster" => ("source_cluster".into(), None),
+                "destination_cluster" => ("destination_cluster".into(), None),
+                "remote_address" => ("remote_address".into(), None),
+                "masked_remote_address" => ("masked_remote_address".into(), None),
+                "request_headers" => (str_at(body, "descriptor_key").into(), None),
+                "query_parameters" => (str_at(body, "descriptor_key").into(), None),
+                "metadata" => (str_at(body, "descriptor_key").into(), None),
+                "generic_key" => (named("generic_key"), fixed()),
+                "header_value_match" => (named("header_match"), fixed()),
+                "query_parameter_value_match" => (named("query_match"), fixed()),
+                other => panic!("{what}: action `{other}` is not understood by this test"),
+            }
+        })
+        .collect()
+}
+
+pub fn descriptors(rate_limits: &[Value], what: &str) -> Vec<Vec<Entry>> {
+    rate_limits.iter().map(|r| descriptor(r, what)).collect()
+}
+
+/// `socket_address`es of a cluster's `load_assignment`.
+pub fn cluster_endpoints(cluster: &Value) -> Vec<(String, u16)> {
+    let mut out = Vec::new();
+    for group in seq_at(cluster, "load_assignment.endpoints") {
+        for lb in seq_at(group, "lb_endpoints") {
+            let sa = at(lb, "endpoint.address.socket_address");
+            out.push((str_at(sa, "address").to_string(), port_at(sa, "port_value")));
+        }
+    }
+    assert!(!out.is_empty(), "cluster without endpoints: {cluster:?}");
+    out
+}
+
+pub fn speaks_http2(cluster: &Value) -> bool {
+    // (Extension names contain dots, so no `at` here.)
+    cluster
+        .get("typed_extension_protocol_options")
+        .and_then(|o| o.get("envoy.extensions.upstreams.http.v3.HttpProtocolOptions"))
+        .and_then(|o| o.get("explicit_http_config"))
+        .and_then(|c| c.get("http2_protocol_options"))
+        .is_some()
+        // The deprecated cluster-level field (the istio.io sample still uses it).
+        || cluster.get("http2_protocol_options").is_some()
+}
+
+// What every deployment here relies on from the rate limit filter's config, one claim
+// per function so that each file's tests name the claim that fails.
+
+/// The filter is the v3 RateLimit filter and calls sluice over the v3 RLS API.
+pub fn assert_ratelimit_filter_speaks_v3(config: &Value, what: &str) {
+    assert_eq!(str_at(config, "@type"), RATELIMIT_TYPE, "{what}");
+    assert_eq!(
+        str_at(config, "rate_limit_service.transport_api_version"),
+        "V3",
+        "{what}: sluice speaks only the v3 RLS API"
+    );
+}
+
+pub fn assert_ratelimit_filter_fails_open(config: &Value, what: &str) {
+    assert_eq!(
+        at(config, "failure_mode_deny").as_bool(),
+        Some(false),
+        "{what}: the examples fail open (say so explicitly)"
+    );
+}
+
+pub fn assert_ratelimit_filter_sends_draft_03_headers(config: &Value, what: &str) {
+    assert_eq!(
+        str_at(config, "enable_x_ratelimit_headers"),
+        "DRAFT_VERSION_03",
+        "{what}"
+    );
+}
+
+/// The filter's (domain, rate limit cluster name).
+pub fn ratelimit_filter_target(config: &Value) -> (String, String) {
+    let domain = str_at(config, "domain").to_string();
+    let cluster = str_at(
+        config,
+        "rate_limit_service.grpc_service.envoy_grpc.cluster_name",
+    )
+    .to_string();
+    (domain, cluster)
+}
+
+pub struct Bootstrap {
+    pub domain: String,
+    /// Where the rate limit filter's gRPC calls go.
+    pub rls: Vec<(String, u16)>,
+    /// Every other cluster's endpoints, by cluster name.
+    pub upstreams: BTreeMap<String, Vec<(String, u16)>>,
+    pub descriptors: Vec<Vec<Entry>>,
+    pub listener_ports: Vec<u16>,
+    pub admin_port: Option<u16>,
+    /// Each HTTP connection manager's HTTP filter names, in order.
+    http_filters: Vec<Vec<String>>,
+    /// Each HTTP connection manager's rate limit filter `typed_config`.
+    ratelimit_filters: Vec<Value>,
+    rls_cluster: String,
+    clusters: BTreeMap<String, Value>,
+    /// The clusters routes send requests to.
+    routed: BTreeSet<String>,
+}
+
+fn parse_bootstrap(b: &Value, what: &str) -> Bootstrap {
+    let clusters: BTreeMap<String, Value> = seq_at(b, "static_resources.clusters")
+        .iter()
+        .map(|c| (str_at(c, "name").to_string(), c.clone()))
+        .collect();
+    let mut domain = None;
+    let mut rls_cluster = None;
+    let mut descs = Vec::new();
+    let mut routed = BTreeSet::new();
+    let mut listener_ports = Vec::new();
+    let mut http_filter_names = Vec::new();
+    let mut ratelimit_filters = Vec::new();
+    for listener in seq_at(b, "static_resources.listeners") {
+        listener_ports.push(port_at(listener, "address.socket_address.port_value"));
+        for chain in seq_at(listener, "filter_chains") {
+            for filter in seq_at(chain, "filters") {
+                if str_at(filter, "name") != "envoy.filters.network.http_connection_manager" {
+                    continue;
+                }
+                let hcm = at(filter, "typed_config");
+                let http_filters = seq_at(hcm, "http_filters");
+                http_filter_names.push(
+                    http_filters
+                        .iter()
+                        .map(|f| str_at(f, "name").to_string())
+                        .collect(),
+                );
+                let rl = http_filters
+                    .iter()
+                    .find(|f| str_at(f, "name") == RATELIMIT_FILTER)
+                    .unwrap_or_else(|| panic!("{what}: no {RATELIMIT_FILTER} filter"));
+                let config = at(rl, "typed_config");
+                let (d, c) = ratelimit_filter_target(config);
+                ratelimit_filters.push(config.clone());
+                domain = Some(d);
+                rls_cluster = Some(c);
+                for vhost in seq_at(hcm, "route_config.virtual_hosts") {
+                    descs.extend(descriptors(seq_at(vhost, "rate_limits"), what));
+                    for route in seq_at(vhost, "routes") {
+                        routed.insert(str_at(route, "route.cluster").to_string());
+                        descs.extend(descriptors(seq_at(route, "route.rate_limits"), what));
+                    }
+                }
+            }
+        }
+    }
+    let domain = domain.unwrap_or_else(|| panic!("{what}: no HTTP connection manager"));
+    let rls_cluster = rls_cluster.expect("rate limit cluster");
+    let rls = clusters
+        .get(&rls_cluster)
+        .unwrap_or_else(|| panic!("{what}: cluster `{rls_cluster}` is not defined"));
+    let upstreams = clusters
+        .iter()
+        .filter(|(name, _)| **name != rls_cluster)
+        .map(|(name, c)| (name.clone(), cluster_endpoints(c)))
+        .collect();
+    let admin_port = scalar(at(b, "admin.address.socket_address.port_value"))
+        .map(|p| p.parse().expect("admin port"));
+    Bootstrap {
+        domain,
+        rls: cluster_endpoints(rls),
+        upstreams,
+        descriptors: descs,
+        listener_ports,
+        admin_port,
+        http_filters: http_filter_names,
+        ratelimit_filters,
+        rls_cluster,
+        clusters,
+        routed,
+    }
+}
+
+/// `examples/envoy.yaml`, parsed once for every test that relies on it.
+pub fn envoy_bootstrap() -> &'static Bootstrap {
+    static BOOTSTRAP: OnceLock<Bootstrap> = OnceLock::new();
+    BOOTSTRAP.get_or_init(|| parse_bootstrap(&yaml(ENVOY_YAML), ENVOY_YAML))
+}
+
+#[test]
+fn envoy_router_is_the_last_http_filter() {
+    let boot = envoy_bootstrap();
+    for names in &boot.http_filters {
+        assert_eq!(
+            names.last().map(String::as_str),
+            Some(ROUTER_FILTER),
+            "{ENVOY_YAML}: the router must be the last HTTP filter"
+        );
+    }
+}
+
+#[test]
+fn envoy_ratelimit_filter_speaks_the_v3_api() {
+    for config in &envoy_bootstrap().ratelimit_filters {
+        assert_ratelimit_filter_speaks_v3(config, ENVOY_YAML);
+    }
+}
+
+#[test]
+fn envoy_ratelimit_filter_fails_open() {
+    for config in &envoy_bootstrap().ratelimit_filters {
+        assert_ratelimit_filter_fails_open(config, ENVOY_YAML);
+    }
+}
+
+#[test]
+fn envoy_ratelimit_filter_sends_draft_03_ratelimit_headers() {
+    for config in &envoy_bootstrap().ratelimit_filters {
+        assert_ratelimit_filter_sends_draft_03_headers(config, ENVOY_YAML);
+    }
+}
+
+#[test]
+fn envoy_rate_limit_cluster_speaks_http2() {
+    let boot = envoy_bootstrap();
+    let rls_cluster = &boot.rls_cluster;
+    assert!(
+        speaks_http2(&boot.clusters[rls_cluster]),
+        "{ENVOY_YAML}: cluster `{rls_cluster}` must speak HTTP/2 (gRPC)"
+    );
+}
+
+#[test]
+fn envoy_routes_only_to_defined_clusters() {
+    let boot = envoy_bootstrap();
+    for c in &boot.routed {
+        assert!(
+            boot.clusters.contains_key(c),
+            "{ENVOY_YAML}: routes to undefined cluster `{c}`"
+        );
+    }
+}

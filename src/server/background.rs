@@ -1,0 +1,71 @@
+//! Tasks that live as long as the process: the health refresher and the config sources
+//! (file watcher, SIGHUP). Each stops when its cancellation token fires.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio_util::sync::CancellationToken;
+
+use crate::config::LoadOptions;
+use crate::reload::{self, Reloader};
+use crate::service::RateLimitService;
+use crate::service::health::Health;
+use crate::settings::Settings;
+
+/// How often health is re-evaluated (store connectivity can change at any time).
+const HEALTH_INTERVAL: Duration = Duration::from_millis(250);
+
+pub(super) fn spawn_health_refresh(health: Arc<Health>, stop: CancellationToken) {
+    tokio::spawn(async move {
+        let mut tick = tokio::time::interval(HEALTH_INTERVAL);
+        loop {
+            tokio::select! {
+                _ = stop.cancelled() => break,
+                _ = tick.tick() => health.refresh().await,
+            }
+        }
+    });
+}
+
+/// Reload on file changes (when watching is on) and on SIGHUP.
+pub(super) fn spawn_config_reloading(
+    settings: &Settings,
+    opts: LoadOptions,
+    service: Arc<RateLimitService>,
+    stop: CancellationToken,
+) {
+    let reloader = Arc::new(Reloader::new(settings.config_paths.clone(), opts, service));
+    if settings.watch_config
+        && let Err(e) = reloader
+            .clone()
+            .spawn_watcher(reload::DEFAULT_DEBOUNCE, stop.clone())
+    {
+        tracing::warn!(error = %e, "config watching unavailable; reload with SIGHUP");
+    }
+    spawn_sighup(reloader, stop);
+}
+
+#[cfg(unix)]
+fn spawn_sighup(reloader: Arc<Reloader>, stop: CancellationToken) {
+    use tokio::signal::unix::{SignalKind, signal};
+    let Ok(mut hup) = signal(SignalKind::hangup()) else {
+        tracing::warn!("cannot install the SIGHUP handler");
+        return;
+    };
+    tokio::spawn(async move {
+        loop {
+            tokio::select! {
+                _ = stop.cancelled() => break,
+                got = hup.recv() => {
+                    if got.is_none() { break }
+                    tracing::info!("SIGHUP: reloading config");
+                    let r = reloader.clone();
+                    let _ = tokio::task::spawn_blocking(move || r.reload()).await;
+                }
+            }
+        }
+    });
+}
+
+#[cfg(not(unix))]
+fn spawn_sighup(_: Arc<Reloader>, _: CancellationToken) {}
