@@ -39,7 +39,9 @@
 --   * those functions capture no locals of the chunk (each captured local costs as much as a
 --     table): they take now, n, slack as arguments and call redis.call, string.format,
 --     math.* through the globals; the chunk-level code uses locals;
---   * one table per limit holds its parameters and state, one per check its limits;
+--   * one table per limit holds its parameters and state; the checks are one flat table;
+--   * main.lua is straight-line loops: a local function would be a closure, with an upvalue
+--     per chunk local it reads, created on every call;
 --   * numeric arguments are coerced with `+ 0` (one conversion; tonumber does two), which
 --     raises Lua's arithmetic error on a non-numeric argument.
 
@@ -76,14 +78,15 @@ local EXACT = 9007199254740992
 
 -- The arguments, validated before anything is read or written: a malformed call is an error
 -- reply that leaves no partial change behind. (x % 1 ~= 0 also rejects nan and inf.)
--- CHECKS[j] = { n, refund, limits = { l1 .. lk } }; l: a limit's parameters (code, key,
--- lock, W, C, R, od, pen, Cs = C*W, L = Lmax) and state: u = usage (requests for the window
--- algorithms 1-3, a scaled level in [0, L] for the buckets 4-6), lag and ts (buckets),
--- used = used_before, ok, and the algorithm's own fields. A bucket with R = 0 is inert: no
--- state, capacity 0 (only peeks pass), never charged; penalty locks still apply.
+-- LIMITS: every limit of every check, in order; CHK: 3 values per check (n, refund, k), flat
+-- (tables are what a call pays for). A limit l holds its parameters (code, key, lock, W, C,
+-- R, od, pen, Cs = C*W, L = Lmax) and state: u = usage (requests for the window algorithms
+-- 1-3, a scaled level in [0, L] for the buckets 4-6), lag and ts (buckets), used =
+-- used_before, ok, and the algorithm's own fields. A bucket with R = 0 is inert: no state,
+-- capacity 0 (only peeks pass), never charged; penalty locks still apply.
 -- USES[code]: some limit uses the algorithm.
-local CHECKS, USES = {}, { false, false, false, false, false, false }
-local nargv, a, kx = #ARGV, 4, 1
+local LIMITS, CHK, USES = { false }, { false, false, false }, { false, false, false, false, false, false }
+local nargv, a, kx, nl, nc = #ARGV, 4, 1, 0, 0
 while a <= nargv do
   local n, refund, k = ARGV[a], ARGV[a + 1], ARGV[a + 2]
   if k == nil then
@@ -94,7 +97,8 @@ while a <= nargv do
     or a + 2 + 7 * k > nargv then
     error({ err = 'ERR sluice: n, refund or k of a check is invalid' })
   end
-  local limits = {}
+  CHK[nc + 1], CHK[nc + 2], CHK[nc + 3] = n, refund == '1', k
+  nc = nc + 3
   for i = 1, k do
     local base = a + 2 + 7 * (i - 1)
     local code, W, C = ARGV[base + 1] + 0, ARGV[base + 3] + 0, ARGV[base + 4] + 0
@@ -132,10 +136,10 @@ while a <= nargv do
     if bad then
       error({ err = fmt('ERR sluice: invalid parameters for limit %d', i) })
     end
-    limits[i] = l
+    nl = nl + 1
+    LIMITS[nl] = l
     USES[code] = true
   end
-  CHECKS[#CHECKS + 1] = { n = n, refund = refund == '1', limits = limits }
   a = a + 3 + 7 * k
 end
 if kx - 1 ~= #KEYS or a - 1 ~= nargv then
