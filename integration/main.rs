@@ -9,6 +9,7 @@ mod cli;
 mod conformance;
 mod dashboards;
 mod deploy;
+mod local_cache;
 mod ops;
 mod redis_binary;
 mod redis_store;
