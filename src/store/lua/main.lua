@@ -15,7 +15,7 @@
 -- check is denied (then no admitted check is charged); then the pass that decides, writes and
 -- reports, check after check. Every other mode is the second pass alone.
 local held = mode == '2'
-local out = { now }
+local out = { now, 0, 0, 0, 0, 0, 0 } -- presized for one limit
 local first_pass = 2
 if mode == '1' and nc > 3 then
   first_pass = 1
@@ -28,7 +28,11 @@ for pass = first_pass, 2 do
     for i = at + 1, at + k do
       local l = LIMITS[i]
       local code = l.code
-      l.left, l.locked = nil, nil
+      -- (Only cleared when set by a first pass: assigning a missing field, even nil, can
+      -- grow the table.)
+      if l.left then
+        l.left = nil
+      end
       if code == 1 then
         fw_load(l, now)
       elseif code <= 3 then
