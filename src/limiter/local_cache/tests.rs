@@ -116,7 +116,7 @@ async fn smaller_costs_refunds_and_changed_limits_go_to_the_store() {
     // A changed limit (a reload) misses.
     let raised = [spec(Algorithm::TokenBucket, 100, Unit::Second)];
     lab.hit(&l, 5, false).await;
-    assert_eq!(verdict(&lab.hit(&raised, 5, false).await).1, false);
+    assert!(!verdict(&lab.hit(&raised, 5, false).await).1);
     // A refund drops the entry: its denial may end early.
     lab.hit(&l, 5, false).await;
     assert_eq!(verdict(&lab.hit(&l, 5, false).await), (false, true));
@@ -139,7 +139,7 @@ fn what_must_not_be_cached() {
     let tb = spec(Algorithm::TokenBucket, 5, Unit::Second);
     // A fixed window (overdraft, their default) denied until its window end: cached.
     assert_eq!(
-        cacheable_for(&[fw.clone()], &[denied(Some(300))]),
+        cacheable_for(std::slice::from_ref(&fw), &[denied(Some(300))]),
         Some(300)
     );
     // An overdraft bucket is charged by every denied hit: a cached answer would lose them.
@@ -174,7 +174,10 @@ fn what_must_not_be_cached() {
         Some(300)
     );
     // Never (cost above capacity): the longest unit.
-    assert_eq!(cacheable_for(&[tb.clone()], &[denied(None)]), Some(1000));
+    assert_eq!(
+        cacheable_for(std::slice::from_ref(&tb), &[denied(None)]),
+        Some(1000)
+    );
     // Nothing denied: nothing to cache.
     assert_eq!(cacheable_for(&[tb], &[allowed]), None);
 }
