@@ -10,6 +10,7 @@ mod keys;
 mod ops;
 mod protocol;
 mod slowlog;
+mod stop_increment;
 
 use std::sync::Arc;
 use std::time::Duration;
