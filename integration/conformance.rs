@@ -18,6 +18,7 @@
 //! where `C·W` must exceed 2^53) so real-time TTLs outlive the few milliseconds a scenario
 //! takes, and no scenario relies on state surviving past its TTL.
 
+mod operator;
 mod scenarios;
 
 use std::hash::{BuildHasher, Hasher};
@@ -32,6 +33,7 @@ use sluice::store::{Store, StoreError};
 
 use crate::support::redis::RedisServer;
 
+pub use operator::*;
 pub use scenarios::*;
 
 /// Generates `mod $name` with one test per scenario, running on stores made by `$make`.
@@ -58,6 +60,10 @@ macro_rules! conformance_suite {
                 config_change_keeps_state,
                 state_is_forgotten_after_its_ttl,
                 concurrent_hits_are_counted_exactly,
+                multiplied_fixed_windows_align_to_the_whole_window,
+                every_algorithm_runs_over_the_multiplied_window,
+                changing_the_multiplier_starts_fresh_state,
+                reset_forgets_counters_and_penalties_of_one_descriptor,
             );
         }
     };
@@ -99,6 +105,14 @@ impl Store for RedisUnderTest {
         out: &mut Vec<LimitResult>,
     ) -> impl Future<Output = Result<(), StoreError>> + Send {
         self.store.run_with(checks, charge, out)
+    }
+
+    fn reset(
+        &self,
+        tag: StateTag,
+        limits: &[LimitSpec],
+    ) -> impl Future<Output = Result<u64, StoreError>> + Send {
+        self.store.reset(tag, limits)
     }
 
     fn is_ready(&self) -> bool {

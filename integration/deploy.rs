@@ -1,6 +1,7 @@
 //! The deployment files agree with each other and with the binary: `Dockerfile`,
-//! `.dockerignore`, `docker-compose.yml`, `examples/envoy.yaml`, the demo rules,
-//! `examples/kubernetes/` (its kustomize overlays) and `examples/istio/envoyfilter.yaml`.
+//! `.dockerignore`, `docker-compose.yml`, `examples/envoy.yaml`, the demo rules, the
+//! bundled rules (`config/`), `examples/kubernetes/` (its kustomize overlays) and
+//! `examples/istio/envoyfilter.yaml`.
 //!
 //! Nothing runs in a container here (there is no Docker engine in CI): the files are
 //! parsed, sluice's settings are resolved from each file's command line and environment
@@ -14,6 +15,7 @@
 mod binary;
 mod files;
 
+mod bundled;
 mod compose;
 mod docker;
 mod envoy;

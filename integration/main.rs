@@ -3,15 +3,18 @@
 
 mod support;
 
+mod admin;
 mod alerts;
 mod architecture;
 mod cli;
 mod conformance;
 mod dashboards;
 mod deploy;
+mod explain;
 mod local_cache;
 mod ops;
 mod redis_binary;
+mod redis_conn;
 mod redis_store;
 mod redis_vs_native;
 mod reload;

@@ -10,6 +10,7 @@ use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_response::{Code, 
 use crate::support::sluice::*;
 
 mod requests;
+mod windows;
 
 const RULES: &str = r#"
 domain: test

@@ -38,6 +38,9 @@ pub enum Command {
     Serve(Box<ServeArgs>),
     /// Validate rule files or directories; print every error.
     Check(CheckArgs),
+    /// Which rule a descriptor matches and why, offline over rule files: each level of the
+    /// walk, the rule, its limits, stats key and Redis keys.
+    Explain(ExplainArgs),
 }
 
 #[derive(Debug, Args)]
@@ -54,22 +57,6 @@ pub struct CheckArgs {
 pub enum LogFormat {
     Text,
     Json,
-}
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
-pub enum RedisType {
-    Single,
-    Cluster,
-}
-
-pub use crate::store::redis::TimeSource;
-
-fn parse_time_source(s: &str) -> Result<TimeSource, String> {
-    match s.trim().to_ascii_lowercase().as_str() {
-        "redis" => Ok(TimeSource::Redis),
-        "local" => Ok(TimeSource::Local),
-        _ => Err(format!("'{s}' is not redis or local")),
-    }
 }
 
 #[derive(Debug, Args)]
@@ -93,6 +80,11 @@ pub struct ServeArgs {
     /// Separate listener for Prometheus metrics (also PROMETHEUS_ADDR with USE_PROMETHEUS=true)
     #[arg(long, value_name = "ADDR", env = "SLUICE_METRICS_ADDR")]
     pub metrics_addr: Option<String>,
+    /// Admin listener (a descriptor's state: GET to peek, DELETE to reset; no
+    /// authentication, see the README before exposing it), or `off`
+    /// [default: 127.0.0.1:8082]
+    #[arg(long, value_name = "ADDR|off", env = "SLUICE_ADMIN_ADDR")]
+    pub admin_addr: Option<String>,
     /// Path of the metrics endpoint on the separate listener [default: /metrics] (also PROMETHEUS_PATH)
     #[arg(long, value_name = "PATH", env = "SLUICE_METRICS_PATH")]
     pub metrics_path: Option<String>,
@@ -103,30 +95,8 @@ pub struct ServeArgs {
     #[arg(long, num_args = 0..=1, default_missing_value = "true", env = "SLUICE_WATCH_CONFIG")]
     pub watch_config: Option<bool>,
 
-    /// Redis URL: redis://host:port/db, rediss://… (TLS), unix:///path; comma-separated node
-    /// list for a cluster. Without it the in-memory store is used
-    /// (also REDIS_URL with REDIS_SOCKET_TYPE, REDIS_AUTH, REDIS_TLS)
-    #[arg(long, value_name = "URL", env = "SLUICE_REDIS_URL")]
-    pub redis_url: Option<String>,
-    /// single or cluster [default: single] (also REDIS_TYPE)
-    #[arg(long, value_enum, env = "SLUICE_REDIS_TYPE")]
-    pub redis_type: Option<RedisType>,
-    /// Redis connections kept open (multiplexed) [default: 4] (also REDIS_POOL_SIZE)
-    #[arg(long, value_name = "N", env = "SLUICE_REDIS_POOL_SIZE")]
-    pub redis_pool_size: Option<usize>,
-    /// Deadline of one Redis round trip; past it the request fails with UNAVAILABLE
-    /// [default: 10ms]
-    #[arg(long, value_name = "DURATION", env = "SLUICE_REDIS_TIMEOUT")]
-    pub redis_timeout: Option<String>,
-    /// Deadline to establish a Redis connection [default: 1s] (also REDIS_TIMEOUT)
-    #[arg(long, value_name = "DURATION", env = "SLUICE_REDIS_CONNECT_TIMEOUT")]
-    pub redis_connect_timeout: Option<String>,
-    /// Clock the Redis scripts use [default: redis]
-    #[arg(long, value_name = "redis|local", value_parser = parse_time_source, env = "SLUICE_REDIS_TIME_SOURCE")]
-    pub redis_time_source: Option<TimeSource>,
-    /// Prefix of every Redis key [default: sluice:] (also CACHE_KEY_PREFIX)
-    #[arg(long, value_name = "PREFIX", env = "SLUICE_CACHE_KEY_PREFIX")]
-    pub cache_key_prefix: Option<String>,
+    #[command(flatten)]
+    pub redis: RedisArgs,
 
     /// Never deny: OVER_LIMIT answers become OK (also SHADOW_MODE)
     #[arg(long, num_args = 0..=1, default_missing_value = "true", env = "SLUICE_SHADOW_MODE")]
@@ -231,19 +201,6 @@ impl Default for RequestLimits {
 }
 
 #[derive(Clone, Debug, PartialEq)]
-pub struct RedisSettings {
-    /// Node URLs (one for single, several for cluster).
-    pub urls: Vec<String>,
-    pub redis_type: RedisType,
-    pub pool_size: usize,
-    pub request_timeout: Duration,
-    pub connect_timeout: Duration,
-    pub time_source: TimeSource,
-    /// `None`: the store's default (`sluice:`).
-    pub key_prefix: Option<String>,
-}
-
-#[derive(Clone, Debug, PartialEq)]
 pub struct HeaderSettings {
     pub enabled: bool,
     pub style: HeaderStyle,
@@ -303,6 +260,8 @@ pub struct Settings {
     pub http_addr: SocketAddr,
     pub metrics_addr: Option<SocketAddr>,
     pub metrics_path: String,
+    /// The admin listener; `None`: disabled.
+    pub admin_addr: Option<SocketAddr>,
     /// `None`: the in-memory store.
     pub redis: Option<RedisSettings>,
     pub decision: DecisionSettings,
@@ -331,6 +290,8 @@ impl Default for Settings {
             http_addr: SocketAddr::from(([0, 0, 0, 0], 8080)),
             metrics_addr: None,
             metrics_path: "/metrics".into(),
+            // Loopback only: the admin listener has no authentication.
+            admin_addr: Some(SocketAddr::from(([127, 0, 0, 1], 8082))),
             redis: None,
             decision: DecisionSettings::default(),
             metrics_max_series: 10_000,
@@ -347,11 +308,15 @@ impl Default for Settings {
 }
 
 mod compat;
+mod explain;
 mod parse;
 mod redis;
+mod redis_url;
 
+pub use explain::ExplainArgs;
 use parse::err;
 pub use parse::{SettingsError, parse_addr, parse_bool, parse_duration};
+pub use redis::{RedisArgs, RedisSettings, RedisTlsFiles, RedisType, TimeSource};
 
 impl Settings {
     /// Resolve `serve` arguments against compatibility variables read through `env`.

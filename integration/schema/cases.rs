@@ -161,6 +161,29 @@ pub(super) fn inline_cases() -> Vec<(String, bool)> {
         (limit("unit: second, replaces: [{name: ''}]"), false),
         (limit("unit: second, replaces: [{}]"), false),
         (limit("unit: second, replaces: [{name: b, unit: x}]"), false),
+        // Windows of several units: an integer of at least 1 (null is the default, 1), not
+        // with unlimited.
+        (
+            limit("unit: minute, requests_per_unit: 5, unit_multiplier: 5"),
+            true,
+        ),
+        (
+            limit("unit: minute, requests_per_unit: 5, unit_multiplier: 1"),
+            true,
+        ),
+        (
+            limit("unit: minute, requests_per_unit: 5, unit_multiplier: ~"),
+            true,
+        ),
+        (
+            limit("unit: minute, requests_per_unit: 5, unit_multiplier: 0"),
+            false,
+        ),
+        (
+            limit("unit: minute, requests_per_unit: 5, unit_multiplier: '5'"),
+            false,
+        ),
+        (limit("unlimited: true, unit_multiplier: 5"), false),
         // Keys at the wrong level.
         (desc("key: k, name: x"), false),
         (desc("key: k, unit: second"), false),

@@ -3,9 +3,11 @@
 
 #![allow(dead_code)]
 
+pub mod certs;
 pub mod model;
 pub mod model_store;
 pub mod opskit;
 pub mod promql;
 pub mod redis;
+pub mod sentinel;
 pub mod sluice;

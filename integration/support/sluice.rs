@@ -31,11 +31,14 @@ pub struct Builder {
 }
 
 pub fn sluice() -> Builder {
+    // The admin listener's default port (8082) would collide between parallel tests: every
+    // instance gets a kernel-chosen one unless a test says otherwise.
+    let env = BTreeMap::from([("SLUICE_ADMIN_ADDR".to_owned(), "127.0.0.1:0".to_owned())]);
     Builder {
         files: Vec::new(),
         config_args: true,
         args: Vec::new(),
-        env: BTreeMap::new(),
+        env,
     }
 }
 
@@ -110,6 +113,7 @@ impl Builder {
                         let _ = tx.send((
                             v["grpc"].as_str().map(String::from),
                             v["http"].as_str().map(String::from),
+                            v["admin"].as_str().map(String::from),
                         ));
                     }
                     logs.lock().unwrap().push(line);
@@ -117,9 +121,9 @@ impl Builder {
             });
         }
         let deadline = Instant::now() + Duration::from_secs(20);
-        let (grpc, http) = loop {
+        let (grpc, http, admin) = loop {
             match rx.recv_timeout(Duration::from_millis(50)) {
-                Ok((Some(g), Some(h))) => break (g, h),
+                Ok((Some(g), Some(h), a)) => break (g, h, a),
                 Ok(_) => return Err("serving line without addresses".into()),
                 Err(_) => {
                     if let Ok(Some(status)) = child.try_wait() {
@@ -143,6 +147,10 @@ impl Builder {
             child,
             grpc: grpc.parse().map_err(|e| format!("grpc addr {grpc}: {e}"))?,
             http: http.parse().map_err(|e| format!("http addr {http}: {e}"))?,
+            admin: match admin {
+                Some(a) => Some(a.parse().map_err(|e| format!("admin addr {a}: {e}"))?),
+                None => None,
+            },
             logs,
             config_dir: config,
             _dir: dir,
@@ -154,6 +162,8 @@ pub struct Sluice {
     child: Child,
     pub grpc: SocketAddr,
     pub http: SocketAddr,
+    /// The admin listener, unless disabled.
+    pub admin: Option<SocketAddr>,
     logs: Arc<Mutex<Vec<String>>>,
     pub config_dir: PathBuf,
     _dir: TempDir,

@@ -26,6 +26,7 @@ mod metadata;
 mod raw;
 mod scalars;
 mod stats;
+mod trace;
 mod tree;
 mod validate;
 mod yaml;
@@ -44,6 +45,7 @@ use serde::Deserialize;
 use crate::limit::{LimitSpec, StateTag};
 
 pub use discover::discover;
+pub use trace::{Children, How, Step, Trace};
 pub use tree::Domain;
 
 /// One rule file's content and the name its errors are reported under.
@@ -198,6 +200,11 @@ impl RateLimitConfig {
 
     pub fn domain_count(&self) -> usize {
         self.domains.len()
+    }
+
+    /// The loaded domains' names, in no particular order.
+    pub fn domain_names(&self) -> impl Iterator<Item = &str> {
+        self.domains.keys().map(|d| &**d)
     }
 
     /// `/rlconfig`: one line per limit, sorted.

@@ -48,6 +48,7 @@ pub(super) struct RawLimit {
     pub buckets: Option<u32>,
     pub overdraft: Option<bool>,
     pub penalty_seconds: Option<u32>,
+    pub unit_multiplier: Option<u32>,
 }
 
 pub(super) fn decode(content: &str, ctx: &Ctx) -> Result<RawRoot, serde_yaml::Error> {
@@ -250,6 +251,7 @@ impl Fields for RawLimit {
             "buckets" => self.buckets = int(map)?,
             "overdraft" => self.overdraft = field(map, ctx, Flag { ctx, key }, key, FLAG)?,
             "penalty_seconds" => self.penalty_seconds = int(map)?,
+            "unit_multiplier" => self.unit_multiplier = int(map)?,
             _ => skip(map)?,
         }
         Ok(())

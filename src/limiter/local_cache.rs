@@ -76,7 +76,7 @@ fn fingerprint(limits: &[LimitSpec]) -> u64 {
         h.update(&l.requests_per_unit.to_le_bytes());
         h.update(&l.burst.to_le_bytes());
         h.update(&l.buckets.to_le_bytes());
-        h.update(&l.unit.millis().to_le_bytes());
+        h.update(&l.window_ms().to_le_bytes());
         h.update(&l.penalty_ms.to_le_bytes());
     }
     h.digest()
@@ -93,7 +93,7 @@ pub fn cacheable_for(limits: &[LimitSpec], results: &[LimitResult]) -> Option<u6
         }
         denied = true;
         // "Never" (cost above capacity): any horizon is exact; the longest unit.
-        let horizon = limits.iter().map(|l| l.unit.millis()).max().unwrap_or(0);
+        let horizon = limits.iter().map(LimitSpec::window_ms).max().unwrap_or(0);
         until = until.max(r.retry_ms.unwrap_or(horizon));
     }
     if !denied || until == 0 {

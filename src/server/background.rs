@@ -15,13 +15,28 @@ use crate::settings::Settings;
 /// How often health is re-evaluated (store connectivity can change at any time).
 const HEALTH_INTERVAL: Duration = Duration::from_millis(250);
 
-pub(super) fn spawn_health_refresh(health: Arc<Health>, stop: CancellationToken) {
+/// Every tick: probe Redis stores that refuse writes (so recovery is seen without
+/// traffic), publish each store's connections and readiness, and re-evaluate health.
+pub(super) fn spawn_health_refresh(
+    health: Arc<Health>,
+    service: Arc<RateLimitService>,
+    stop: CancellationToken,
+) {
     tokio::spawn(async move {
         let mut tick = tokio::time::interval(HEALTH_INTERVAL);
         loop {
             tokio::select! {
                 _ = stop.cancelled() => break,
-                _ = tick.tick() => health.refresh().await,
+                _ = tick.tick() => {
+                    let store = service.store();
+                    store.probe().await;
+                    let metrics = service.metrics();
+                    for (name, connected, ready) in store.redis_pools() {
+                        metrics.store_connections.with_label_values(&[name]).set(connected as i64);
+                        metrics.store_ready.with_label_values(&[name]).set(i64::from(ready));
+                    }
+                    health.refresh().await;
+                }
             }
         }
     });

@@ -30,6 +30,8 @@ pub enum ServerError {
     Config(Vec<ConfigError>),
     #[error(transparent)]
     Redis(#[from] crate::store::redis::RedisConfigError),
+    #[error("redis tls: {0}")]
+    Tls(#[from] crate::tls::TlsError),
     #[error("{0}")]
     Io(#[from] std::io::Error),
     #[error("gRPC server: {0}")]
@@ -61,6 +63,9 @@ pub async fn run(
     };
     let config = load_initial_config(&settings, &opts, &metrics)?;
     let store = Arc::new(store::build(&settings)?);
+    for (name, _, _) in store.redis_pools() {
+        metrics.add_store(name);
+    }
     tracing::info!(store = store.name(), "store configured");
     let cache = OverLimitCache::new(settings.local_cache_bytes, Arc::new(SystemClock));
     if cache.is_some() {
@@ -78,7 +83,7 @@ pub async fn run(
 
     // Tasks that end with the process, not with the listeners.
     let background = CancellationToken::new();
-    background::spawn_health_refresh(health.clone(), background.clone());
+    background::spawn_health_refresh(health.clone(), service.clone(), background.clone());
     background::spawn_config_reloading(&settings, opts, service.clone(), background.clone());
 
     // Listeners drain when `drain` fires, after health has gone NOT_SERVING.

@@ -6,11 +6,13 @@
 //!
 //! One file per job: this one holds the shared state ([`RateLimitService`]) and the request
 //! flow; `validate` (bounds and their messages), `plan` (matching → plans, `replaces`),
-//! `record` (per-rule statistics), `response` (decision → response), `health`, and the two
-//! codecs, `grpc` and `json`.
+//! `record` (per-rule statistics), `response` (decision → response), `health`, the two
+//! codecs, `grpc` and `json`, and `inspect` (operator queries: `/explain`, a descriptor's
+//! state peeked or reset).
 
 pub mod grpc;
 pub mod health;
+pub mod inspect;
 pub mod json;
 mod plan;
 mod record;
@@ -192,7 +194,7 @@ impl RateLimitService {
         let decision = decision.inspect_err(|e| {
             self.metrics
                 .store_errors
-                .with_label_values(&[self.store.name(), e.kind()])
+                .with_label_values(&[e.store().unwrap_or(self.store.name()), e.kind()])
                 .inc();
         })?;
         if decision.global_shadowed {

@@ -98,8 +98,13 @@ pub(super) fn resolve(args: &ServeArgs, env: Env<'_>) -> Result<Settings, Settin
     if !s.metrics_path.starts_with('/') {
         return Err(err("--metrics-path", "must start with '/'"));
     }
+    s.admin_addr = match args.admin_addr.as_deref().map(str::trim) {
+        None => s.admin_addr,
+        Some("off") => None,
+        Some(a) => Some(parse_addr("--admin-addr", a)?),
+    };
 
-    s.redis = resolve_redis(args, env, &mut s.notes)?;
+    s.redis = resolve_redis(&args.redis, env)?;
 
     let d = &mut s.decision;
     d.shadow_mode = match args.shadow_mode {

@@ -218,6 +218,31 @@ fn kubernetes_redis_tls_overlay_connects_over_tls() {
 }
 
 #[test]
+fn kubernetes_redis_tls_overlay_resolves_the_private_ca_and_client_certificate() {
+    let pod = sluice_pod_of("redis-tls");
+    let tls = &pod.settings.redis.as_ref().expect("Redis").tls;
+    let path = |p: &Option<std::path::PathBuf>, what: &str| {
+        p.as_ref()
+            .unwrap_or_else(|| panic!("the binary resolves no {what}"))
+            .display()
+            .to_string()
+    };
+    assert_eq!(path(&tls.ca_cert, "CA"), "/etc/sluice/redis-tls/ca.crt");
+    assert_eq!(
+        path(&tls.client_cert, "client certificate"),
+        "/etc/sluice/redis-tls/tls.crt"
+    );
+    assert_eq!(
+        path(&tls.client_key, "client key"),
+        "/etc/sluice/redis-tls/tls.key"
+    );
+    assert!(
+        !tls.skip_hostname_verification,
+        "the Redis certificate names `redis`: verify it"
+    );
+}
+
+#[test]
 fn kubernetes_redis_tls_overlay_reads_ca_and_client_certificate_from_a_secret() {
     let pod = sluice_pod_of("redis-tls");
     let template = at(pod.deployment, "spec.template");

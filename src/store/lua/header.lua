@@ -6,7 +6,7 @@
 -- earlier one charged, as separate calls would); the request as a whole is atomic too.
 --
 -- KEYS, per check, per limit, in order (all under the descriptor's hash tag; none built in Lua):
---   the state key   <prefix>{<tag>}:<code>:<unit s>:<buckets>:<slot>
+--   the state key   <prefix>{<tag>}:<code>:<window s>:<buckets>:<slot>
 --   then, only for a limit with a penalty (penalty_ms > 0), its lock key (same + ':p'),
 --   value lock_until ('%d' ms)
 -- ARGV:

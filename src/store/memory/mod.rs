@@ -68,11 +68,13 @@ struct Shard {
     sweep_at: usize,
 }
 
-/// A limit's state identity: the descriptor's tag and the packed `StateIdentity`.
+/// A limit's state identity: the descriptor's tag, the packed `StateIdentity` and its
+/// window (no larger than the tag's padding: the key stays 32 bytes).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 struct Key {
     tag: u128,
     id: u64,
+    window_s: u64,
 }
 
 impl Key {
@@ -81,17 +83,18 @@ impl Key {
         Key {
             tag: tag.0,
             id: u64::from(id.algorithm.code())
-                | (id.unit as u64) << 8
                 | u64::from(id.buckets) << 16
                 | u64::from(id.slot) << 48,
+            window_s: id.window_seconds,
         }
     }
 }
 
 impl Hash for Key {
     fn hash<H: Hasher>(&self, state: &mut H) {
-        // One write: distinct identities under one tag stay distinct (`id < 2^56`).
-        state.write_u128(self.tag ^ u128::from(self.id) << 64);
+        // One write: identities under one tag differ in `id` (high half) or in the window
+        // (low half); a collision would only cost a comparison, `Eq` sees every field.
+        state.write_u128(self.tag ^ (u128::from(self.id) << 64) ^ u128::from(self.window_s));
     }
 }
 
@@ -266,6 +269,18 @@ impl MemoryStore {
         self.len() == 0
     }
 
+    /// [`Store::reset`] at an explicit `now_ms`: remove the states of `limits` under `tag`;
+    /// how many were still live.
+    pub fn reset_at(&self, tag: StateTag, limits: &[LimitSpec], now_ms: u64) -> u64 {
+        let mut shard = self.shard(tag).lock();
+        let removed = limits
+            .iter()
+            .filter_map(|spec| shard.map.remove(&Key::new(tag, spec)))
+            .filter(|st| st.is_live(now_ms))
+            .count();
+        removed as u64
+    }
+
     /// The stored state of `spec` under `tag`, if any (tests and debugging).
     pub fn state(&self, tag: StateTag, spec: &LimitSpec) -> Option<LimitState> {
         self.shard(tag)
@@ -294,5 +309,9 @@ impl Store for MemoryStore {
         // Fully synchronous: no await while a shard lock is held.
         self.run_at_with(checks, charge, self.clock.now_ms(), out);
         Ok(())
+    }
+
+    async fn reset(&self, tag: StateTag, limits: &[LimitSpec]) -> Result<u64, StoreError> {
+        Ok(self.reset_at(tag, limits, self.clock.now_ms()))
     }
 }

@@ -5,7 +5,7 @@
 //! - Single node: the request's call goes in one pipeline on one connection, with other
 //!   requests' calls (`batch.rs`). Calls that come back `NOSCRIPT` (after `SCRIPT FLUSH`, a
 //!   restart, a failover) are resent, alone, behind a `SCRIPT LOAD`: resending the others
-//!   would charge them twice. A request with more than [`MAX_LIMITS_PER_CALL`] limits is
+//!   would charge them twice. A request with more than 16 limits (`calls.rs`) is
 //!   split over several calls of the same pipeline, so no call holds Redis long.
 //! - Cluster: the keys of one descriptor share a hash tag (one slot); descriptors are grouped
 //!   by slot, one `EVALSHA` per group, all sent concurrently on the cluster connection (one
@@ -16,37 +16,46 @@
 //!   a connection out of a pool, and never waits longer than `request_timeout` per round trip.
 //! - Time: `TIME` inside the script, or the injected [`Clock`] in local mode.
 //!
-//! Keys: `<prefix>{<tag>}:<code>:<unit s>:<buckets>:<slot>` and the same plus `:p` for the
+//! Keys: `<prefix>{<tag>}:<code>:<window s>:<buckets>:<slot>` and the same plus `:p` for the
 //! penalty lock (sent only for limits with a penalty); the tag is the descriptor's
 //! [`StateTag`] in base64url.
 
 mod batch;
+mod calls;
 mod config;
 mod conn;
+mod connect;
+mod health;
 mod pipeline;
+mod reset;
 mod script;
+mod sentinel;
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use deadpool_redis::redis::cluster::ClusterClientBuilder;
 use deadpool_redis::redis::cluster_async::ClusterConnection;
-use deadpool_redis::redis::{
-    AsyncConnectionConfig, ErrorKind, RedisError, Script, ServerErrorKind, Value,
-};
+use deadpool_redis::redis::{ErrorKind, RedisError, Script, ServerErrorKind, Value};
 use tokio_util::sync::{CancellationToken, DropGuard};
 
-use crate::limit::{Charge, Check, Clock, LimitResult, LimitSpec, StateTag};
+use crate::limit::{Algorithm, Charge, Check, Clock, LimitResult, LimitSpec, StateTag, Unit};
 use crate::store::{Store, StoreError};
 
-pub use config::{RedisConfig, RedisConfigError, TimeSource};
-use conn::{Backoff, Conn, Connector, Ring};
+pub use config::{
+    DEFAULT_KEY_PREFIX, RedisConfig, RedisConfigError, RedisTls, SentinelConfig, TimeSource,
+    check_prefix,
+};
+use conn::{Backoff, Conn, Ring};
+use connect::Connector;
+use health::Refusals;
 pub use script::SCRIPT;
-use script::{CallContext, Invocation, Mode, parse_reply};
+use script::{CallContext, Invocation, Mode};
 
 /// State in Redis (single node or cluster). See the module documentation.
 pub struct RedisStore {
     ring: Arc<Ring>,
+    /// Calls refused by a server that will not write (see `health.rs`).
+    refusals: Refusals,
     cluster: bool,
     script: Script,
     clock: Arc<dyn Clock>,
@@ -54,6 +63,8 @@ pub struct RedisStore {
     slack_ms: u64,
     prefix: String,
     request_timeout: Duration,
+    /// How long a `reset` (an admin command) may take.
+    admin_timeout: Duration,
     /// Stops the reconnect task when the store is dropped.
     _stop: DropGuard,
 }
@@ -63,38 +74,17 @@ impl RedisStore {
     /// inside a tokio runtime. Until a connection is up, [`Store::is_ready`] is false and
     /// `run()` fails with [`StoreError::Unavailable`].
     pub fn new(cfg: RedisConfig, clock: Arc<dyn Clock>) -> Result<RedisStore, RedisConfigError> {
-        if cfg.key_prefix.contains(['{', '}']) {
-            return Err(RedisConfigError::PrefixBraces(cfg.key_prefix));
-        }
+        check_prefix(&cfg.key_prefix)?;
         let runtime =
             tokio::runtime::Handle::try_current().map_err(|_| RedisConfigError::NoRuntime)?;
+        // Every path that may open a TLS connection gets the crypto provider, not only the
+        // server's startup (tests and embedders build stores directly).
+        crate::tls::install_crypto_provider();
         let pool_size = cfg.pool_size.max(1);
-        let cluster = !cfg.cluster_nodes.is_empty();
-        let connector = if cluster {
-            let client = ClusterClientBuilder::new(cfg.cluster_nodes.clone())
-                .connection_timeout(cfg.connect_timeout)
-                .retries(3)
-                .build()
-                .map_err(|e| RedisConfigError::Url(e.to_string()))?;
-            Connector::Cluster(Box::new(client))
-        } else {
-            // No response timeout on the connection itself: every request is bounded by
-            // `request_timeout` around it, and the preload by `connect_timeout`.
-            let conn_cfg = AsyncConnectionConfig::new()
-                .set_connection_timeout(Some(cfg.connect_timeout))
-                .set_response_timeout(None);
-            let manager = deadpool_redis::Manager::new_with_config(cfg.url.as_str(), conn_cfg)
-                .map_err(|e| RedisConfigError::Url(e.to_string()))?;
-            let pool = deadpool_redis::Pool::builder(manager)
-                .max_size(pool_size)
-                .runtime(deadpool_redis::Runtime::Tokio1)
-                .create_timeout(Some(cfg.connect_timeout))
-                .wait_timeout(Some(cfg.connect_timeout))
-                .build()
-                .map_err(|e| RedisConfigError::Pool(e.to_string()))?;
-            Connector::Single(pool)
-        };
+        let cluster = !cfg.cluster_nodes.is_empty() && cfg.sentinel.is_none();
+        let connector = Connector::new(&cfg, pool_size)?;
         let ring = Arc::new(Ring::new(
+            cfg.name,
             pool_size,
             cfg.breaker_timeouts,
             cfg.request_timeout,
@@ -106,6 +96,7 @@ impl RedisStore {
             max: cfg.reconnect_backoff_max.max(cfg.reconnect_backoff_min),
             connect_timeout: cfg.connect_timeout,
         };
+        connector.spawn_watchers(&ring, &stop);
         runtime.spawn(conn::reconnect_loop(
             ring.clone(),
             connector,
@@ -115,6 +106,7 @@ impl RedisStore {
         ));
         Ok(RedisStore {
             ring,
+            refusals: Refusals::new(cfg.refusal_grace),
             cluster,
             script,
             clock,
@@ -122,6 +114,7 @@ impl RedisStore {
             slack_ms: cfg.effective_slack_ms(),
             prefix: cfg.key_prefix,
             request_timeout: cfg.request_timeout,
+            admin_timeout: cfg.connect_timeout + cfg.request_timeout,
             _stop: stop.drop_guard(),
         })
     }
@@ -140,6 +133,37 @@ impl RedisStore {
         self.ring.connected()
     }
 
+    /// While writes are being refused, try one: a real check on a key of the store's own (a
+    /// per-second window no request can fill), so recovery is seen without traffic. Does
+    /// nothing otherwise. Called by the health refresher.
+    pub async fn probe(&self) {
+        if !self.refusals.refusing() {
+            return;
+        }
+        let limits = [LimitSpec {
+            requests_per_unit: 1_000_000_000,
+            unit: Unit::Second,
+            unit_multiplier: 1,
+            algorithm: Algorithm::FixedWindow,
+            burst: 1_000_000_000,
+            buckets: 0,
+            overdraft: true,
+            penalty_ms: 0,
+            name: None,
+            slot: 0,
+        }];
+        let check = Check {
+            tag: StateTag::compute("sluice.health", [("probe", "")]),
+            limits: &limits,
+            cost: 1,
+            refund: false,
+        };
+        let mut out = Vec::with_capacity(1);
+        if let Err(e) = self.run(&[check], &mut out).await {
+            tracing::debug!(error = %e, "redis health probe failed");
+        }
+    }
+
     /// SHA1 of [`SCRIPT`], as used by `EVALSHA`.
     pub fn script_sha(&self) -> &str {
         self.script.get_hash()
@@ -147,12 +171,17 @@ impl RedisStore {
 
     /// The key holding `spec`'s state for the descriptor `tag`.
     pub fn state_key(&self, tag: StateTag, spec: &LimitSpec) -> String {
-        script::state_key(&self.prefix, &tag.to_base64url(), spec)
+        state_key(&self.prefix, tag, spec)
     }
 
     /// The key holding `spec`'s penalty lock for the descriptor `tag`.
     pub fn lock_key(&self, tag: StateTag, spec: &LimitSpec) -> String {
-        script::lock_key(&self.prefix, &tag.to_base64url(), spec)
+        lock_key(&self.prefix, tag, spec)
+    }
+
+    /// The prefix of every key.
+    pub fn key_prefix(&self) -> &str {
+        &self.prefix
     }
 
     async fn exec(&self, conn: Conn, calls: Vec<Invocation>) -> Result<Vec<Value>, RedisError> {
@@ -178,100 +207,15 @@ impl RedisStore {
     }
 }
 
-/// Most limits in one script call: a request bigger than this (up to 64 descriptors with
-/// several limits each) is split over several calls of one pipeline, so no call holds Redis
-/// long (the SLOWLOG test).
-const MAX_LIMITS_PER_CALL: usize = 16;
+/// The key a store with key prefix `prefix` keeps `spec`'s state in for the descriptor
+/// `tag` (`sluice explain` shows it without a store).
+pub fn state_key(prefix: &str, tag: StateTag, spec: &LimitSpec) -> String {
+    script::state_key(prefix, &tag.to_base64url(), spec)
+}
 
-impl RedisStore {
-    /// The checks (indexes into `checks`) of each script call: on a single node, in order,
-    /// as few calls as [`MAX_LIMITS_PER_CALL`] allows (one for any ordinary request); on a
-    /// cluster, one group per slot (first-seen order), split the same way.
-    fn groups(&self, checks: &[Check<'_>]) -> Vec<Vec<usize>> {
-        let mut groups: Vec<(u16, usize, Vec<usize>)> = Vec::new();
-        for (i, c) in checks.iter().enumerate() {
-            if c.limits.is_empty() {
-                continue;
-            }
-            let slot = if self.cluster {
-                script::slot(&c.tag.to_base64url())
-            } else {
-                0
-            };
-            let k = c.limits.len();
-            match groups.iter_mut().rev().find(|g| g.0 == slot) {
-                Some(g) if g.1 + k <= MAX_LIMITS_PER_CALL || g.2.is_empty() => {
-                    g.1 += k;
-                    g.2.push(i);
-                }
-                _ => groups.push((slot, k, vec![i])),
-            }
-        }
-        groups.into_iter().map(|g| g.2).collect()
-    }
-
-    /// Send `calls` in one round trip (one pipeline, or concurrent calls on a cluster) and
-    /// decode every reply: one result per limit, per call, in call order.
-    async fn round_trip(
-        &self,
-        calls: Vec<Invocation>,
-    ) -> Result<Vec<Vec<LimitResult>>, StoreError> {
-        let sizes: Vec<usize> = calls.iter().map(|c| c.limits).collect();
-        // The breaker: with no live connection, fail now rather than connect or wait.
-        let Some(lease) = self.ring.pick() else {
-            return Err(StoreError::Unavailable("redis is not connected".to_owned()));
-        };
-        let values =
-            match tokio::time::timeout(self.request_timeout, self.exec(lease.conn.clone(), calls))
-                .await
-            {
-                Err(_) => {
-                    self.ring.timed_out(&lease);
-                    return Err(StoreError::Timeout(self.request_timeout));
-                }
-                Ok(Err(e)) if is_connection_error(&e) => {
-                    self.ring.broken(&lease);
-                    return Err(StoreError::Unavailable(e.to_string()));
-                }
-                Ok(Err(e)) if matches!(e.kind(), ErrorKind::Server(k) if is_transient(k)) => {
-                    return Err(StoreError::Unavailable(e.to_string()));
-                }
-                Ok(Err(e)) => return Err(StoreError::Backend(e.to_string())),
-                Ok(Ok(values)) => values,
-            };
-        self.ring.succeeded(&lease);
-        // Per-command errors that say "wrong server" or "not now" rather than "bad call".
-        for v in &values {
-            if let Value::ServerError(e) = v {
-                match e.kind() {
-                    // Connected to a demoted primary (failover behind a DNS name or proxy):
-                    // reconnect so the name is resolved again.
-                    Some(ServerErrorKind::ReadOnly) => {
-                        self.ring.broken(&lease);
-                        return Err(StoreError::Unavailable(e.to_string()));
-                    }
-                    Some(k) if is_transient(k) => {
-                        return Err(StoreError::Unavailable(e.to_string()));
-                    }
-                    _ => {}
-                }
-            }
-        }
-        if values.len() != sizes.len() {
-            return Err(StoreError::Backend(format!(
-                "expected {} replies, got {}",
-                sizes.len(),
-                values.len()
-            )));
-        }
-        let mut out = Vec::with_capacity(sizes.len());
-        for (&limits, value) in sizes.iter().zip(&values) {
-            let mut results = Vec::with_capacity(limits);
-            parse_reply(value, limits, &mut results)?;
-            out.push(results);
-        }
-        Ok(out)
-    }
+/// The key of `spec`'s penalty lock: [`state_key`] plus `:p`.
+pub fn lock_key(prefix: &str, tag: StateTag, spec: &LimitSpec) -> String {
+    script::lock_key(prefix, &tag.to_base64url(), spec)
 }
 
 impl Store for RedisStore {
@@ -345,8 +289,13 @@ impl Store for RedisStore {
         Ok(())
     }
 
+    async fn reset(&self, tag: StateTag, limits: &[LimitSpec]) -> Result<u64, StoreError> {
+        self.delete_state(tag, limits).await
+    }
+
+    /// Connected, and not refusing writes for longer than the grace period.
     fn is_ready(&self) -> bool {
-        self.ring.connected() > 0
+        self.ring.connected() > 0 && !self.refusals.sustained()
     }
 }
 
