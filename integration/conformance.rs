@@ -24,7 +24,9 @@ mod scenarios;
 use std::hash::{BuildHasher, Hasher};
 use std::sync::Arc;
 
-use sluice::limit::{Algorithm, Check, Clock, LimitResult, LimitSpec, ManualClock, StateTag, Unit};
+use sluice::limit::{
+    Algorithm, Charge, Check, Clock, LimitResult, LimitSpec, ManualClock, StateTag, Unit,
+};
 use sluice::store::memory::MemoryStore;
 use sluice::store::redis::{RedisConfig, RedisStore, TimeSource};
 use sluice::store::{Store, StoreError};
@@ -96,12 +98,13 @@ pub struct RedisUnderTest {
 }
 
 impl Store for RedisUnderTest {
-    fn run(
+    fn run_with(
         &self,
         checks: &[Check<'_>],
+        charge: Charge,
         out: &mut Vec<LimitResult>,
     ) -> impl Future<Output = Result<(), StoreError>> + Send {
-        self.store.run(checks, out)
+        self.store.run_with(checks, charge, out)
     }
 
     fn reset(

@@ -11,6 +11,7 @@ mod conformance;
 mod dashboards;
 mod deploy;
 mod explain;
+mod local_cache;
 mod ops;
 mod redis_binary;
 mod redis_conn;

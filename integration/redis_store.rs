@@ -9,6 +9,8 @@ mod cluster;
 mod keys;
 mod ops;
 mod protocol;
+mod slowlog;
+mod stop_increment;
 
 use std::sync::Arc;
 use std::time::Duration;

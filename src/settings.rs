@@ -104,6 +104,15 @@ pub struct ServeArgs {
     /// Treat every rule as quota_mode (also QUOTA_MODE)
     #[arg(long, num_args = 0..=1, default_missing_value = "true", env = "SLUICE_QUOTA_MODE")]
     pub quota_mode: Option<bool>,
+    /// When any descriptor of a request is over its limit, charge no other descriptor of it
+    /// (also STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT)
+    #[arg(long, num_args = 0..=1, default_missing_value = "true", env = "SLUICE_STOP_INCREMENT_WHEN_OVER_LIMIT")]
+    pub stop_increment_when_over_limit: Option<bool>,
+    /// Memory for the local over-limit cache: descriptors over their limit are answered
+    /// without the store until their denial ends; 0 disables it [default: 0]
+    /// (also LOCAL_CACHE_SIZE_IN_BYTES)
+    #[arg(long, value_name = "BYTES", env = "SLUICE_LOCAL_CACHE_SIZE_BYTES")]
+    pub local_cache_size_bytes: Option<usize>,
     /// Fraction of a limit above which hits count as near_limit [default: 0.8] (also NEAR_LIMIT_RATIO)
     #[arg(long, value_name = "RATIO", env = "SLUICE_NEAR_LIMIT_RATIO")]
     pub near_limit_ratio: Option<f32>,
@@ -240,6 +249,8 @@ impl Default for HeaderSettings {
 pub struct DecisionSettings {
     pub shadow_mode: bool,
     pub quota_mode: bool,
+    /// STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT.
+    pub stop_increment: bool,
     pub near_limit_ratio: f32,
     pub headers: HeaderSettings,
     pub dynamic_metadata: bool,
@@ -251,6 +262,7 @@ impl Default for DecisionSettings {
         DecisionSettings {
             shadow_mode: false,
             quota_mode: false,
+            stop_increment: false,
             near_limit_ratio: 0.8,
             headers: HeaderSettings::default(),
             dynamic_metadata: false,
@@ -280,6 +292,8 @@ pub struct Settings {
     pub redis: Option<RedisSettings>,
     pub decision: DecisionSettings,
     pub metrics_max_series: usize,
+    /// Budget of the local over-limit cache, in bytes; 0: disabled.
+    pub local_cache_bytes: usize,
     pub log_level: String,
     pub log_format: LogFormat,
     pub shutdown_grace: Duration,
@@ -311,6 +325,7 @@ impl Default for Settings {
             redis: None,
             decision: DecisionSettings::default(),
             metrics_max_series: 10_000,
+            local_cache_bytes: 0,
             log_level: "info".into(),
             log_format: LogFormat::Text,
             shutdown_grace: Duration::from_secs(10),

@@ -219,9 +219,5 @@ descriptors:
     assert_eq!(r.statuses[0].limit_remaining, 9);
     assert!(s.wait_healthy(Duration::from_secs(5)).await);
     // Settings without an effect here are reported, not silently dropped.
-    assert!(
-        s.logs()
-            .iter()
-            .any(|l| l.contains("LOCAL_CACHE_SIZE_IN_BYTES"))
-    );
+    assert!(s.logs().iter().any(|l| l.contains("RUNTIME_WATCH_ROOT")));
 }

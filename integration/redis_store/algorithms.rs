@@ -75,13 +75,13 @@ async fn sliding_window_spread_hits() {
     assert_eq!(env.hit1(t, &l, 1).await, deny(601, Some(1), 10));
     env.at(1100);
     assert_eq!(env.hit1(t, &l, 1).await, allow(3, 1100, 6));
-    // The expired sub-window was deleted by the write, and the bookkeeping is exact.
+    // Runs: score = sub-window index, member = 'cum:cnt'; the expired sub-window 0 was
+    // pruned by the write.
     let key = env.store.state_key(t, &l);
     let cur0 = env.t0 / 100;
-    let s: String = env.server.query(&["HGET", &key, "s"]);
-    assert_eq!(s, "7");
-    let old: Option<String> = env.server.query(&["HGET", &key, &cur0.to_string()]);
-    assert_eq!(old, None);
+    let runs: Vec<String> = env.server.query(&["ZRANGE", &key, "0", "-1", "WITHSCORES"]);
+    let at = |j: u64| (cur0 + j).to_string();
+    assert_eq!(runs, ["7:3", &at(3), "10:3", &at(6), "11:1", &at(11)]);
 }
 
 #[tokio::test]
@@ -104,20 +104,22 @@ async fn sliding_log_exact_retry_from_the_kth_oldest_entry() {
     // The entry at 0 is out of (now - W, now]: 2 left.
     assert_eq!(env.hit1(t, &l, 1).await, allow(0, 1000, 2));
     let key = env.store.state_key(t, &l);
-    let members: Vec<String> = env.server.query(&["ZRANGE", &key, "0", "-1"]);
+    let runs: Vec<String> = env.server.query(&["ZRANGE", &key, "0", "-1", "WITHSCORES"]);
+    // Run-length entries, score = ts, member = 'cum:cnt'; the expired run at 0 is pruned by
+    // the write.
+    let (a, b, c) = (env.t0 + 100, env.t0 + 200, env.t0 + 1000);
     assert_eq!(
-        members.len(),
-        3,
-        "expired entry pruned by the write: {members:?}"
+        runs,
+        [
+            "2:1",
+            &a.to_string(),
+            "3:1",
+            &b.to_string(),
+            "4:1",
+            &c.to_string()
+        ],
+        "{runs:?}"
     );
-    for m in &members {
-        let parts: Vec<&str> = m.split(':').collect();
-        assert_eq!(parts.len(), 3, "member {m}");
-        assert!(
-            parts[0].parse::<u64>().is_ok() && parts[1] == "1",
-            "member {m}"
-        );
-    }
 }
 
 /// The three bucket algorithms make identical decisions; one trace for all of them.

@@ -56,7 +56,7 @@ async fn script_flush_is_recovered_without_double_counting() {
 }
 
 #[tokio::test]
-async fn one_round_trip_per_request_n_evalsha_and_no_ping() {
+async fn one_round_trip_and_one_evalsha_per_request_and_no_ping() {
     let env = Env::new().await;
     let limits = [
         spec(Algorithm::TokenBucket, 100, Unit::Second),
@@ -70,8 +70,8 @@ async fn one_round_trip_per_request_n_evalsha_and_no_ping() {
     }
     assert_eq!(
         env.server.command_calls("evalsha"),
-        50,
-        "one EVALSHA per check"
+        10,
+        "one EVALSHA per request (5 checks of 2 limits each)"
     );
     assert_eq!(
         env.server.command_calls("ping"),

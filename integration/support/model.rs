@@ -214,12 +214,15 @@ pub(crate) fn charge(w: &mut Work, p: &P, n: i128, now: i128) {
         Work::Sliding { cur, counts } => {
             let add = n.min(EXACT - counts.values().sum::<i128>());
             if add > 0 {
-                *counts.entry(*cur).or_insert(0) += add;
+                // Counted in the newest sub-window when the clock went backwards.
+                let at = counts.keys().next_back().map_or(*cur, |&j| j.max(*cur));
+                *counts.entry(at).or_insert(0) += add;
             }
         }
         Work::Log { ts } => {
-            ts.extend(std::iter::repeat_n(now, n as usize));
-            ts.sort_unstable();
+            // Stamped with the newest timestamp when the clock went backwards.
+            let at = ts.last().map_or(now, |&newest| newest.max(now));
+            ts.extend(std::iter::repeat_n(at, n as usize));
         }
         Work::Token { t, .. } => *t = (*t - n * p.w).max(p.cs - p.lmax),
         Work::Level { l, .. } => *l = (*l + n * p.w).min(p.lmax),
@@ -232,7 +235,8 @@ pub(crate) fn refund(w: &mut Work, p: &P, n: i128) {
         Work::Fixed { c, .. } => *c = (*c - n).max(0),
         Work::Sliding { counts, .. } => {
             let mut rem = n;
-            let keys: Vec<i128> = counts.keys().rev().copied().collect();
+            // At most 64 sub-windows, newest first.
+            let keys: Vec<i128> = counts.keys().rev().take(64).copied().collect();
             for j in keys {
                 if rem == 0 {
                     break;
@@ -248,8 +252,17 @@ pub(crate) fn refund(w: &mut Work, p: &P, n: i128) {
             }
         }
         Work::Log { ts } => {
-            let keep = ts.len().saturating_sub(n as usize);
-            ts.truncate(keep);
+            // The n newest entries, from at most 64 distinct timestamps.
+            let mut rem = n;
+            let mut runs = 0;
+            while rem > 0 && runs < sluice::limit::SLIDING_LOG_REFUND_RUNS {
+                let Some(&newest) = ts.last() else { break };
+                runs += 1;
+                while rem > 0 && ts.last() == Some(&newest) {
+                    ts.pop();
+                    rem -= 1;
+                }
+            }
         }
         Work::Token { t, .. } => *t = (*t + n * p.w).min(p.cs),
         Work::Level { l, .. } => *l = (*l - n * p.w).max(0),

@@ -7,7 +7,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use parking_lot::Mutex;
-use sluice::limit::{Check, Clock, LimitResult, LimitSpec, StateIdentity, StateTag};
+use sluice::limit::{Charge, Check, Clock, LimitResult, LimitSpec, StateIdentity, StateTag};
 use sluice::store::{Store, StoreError};
 
 use super::model::{P, St, Work, fits, load, remaining, reset, retry, save, used_before};
@@ -127,11 +127,19 @@ impl ModelStore {
 }
 
 impl Store for ModelStore {
-    async fn run(
+    /// The model knows only [`Charge::Each`]; stop-increment is held equal between the two
+    /// real stores by the conformance suite.
+    async fn run_with(
         &self,
         checks: &[Check<'_>],
+        charge: Charge,
         out: &mut Vec<LimitResult>,
     ) -> Result<(), StoreError> {
+        assert_eq!(
+            charge,
+            Charge::Each,
+            "the document model has no stop-increment"
+        );
         let now = i128::from(self.clock.now_ms());
         for c in checks {
             self.check(now, c, out);

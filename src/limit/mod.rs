@@ -6,6 +6,9 @@
 //! The algorithm semantics are defined once in `docs/algorithms.md`; [`algorithm`]
 //! implements them natively (memory store) and `src/store/lua/*.lua` in Redis. Nothing here
 //! does I/O.
+//!
+//! Why this file is long: it is the whole shared vocabulary, one type per concept, each
+//! small; splitting it would scatter what every layer reads together.
 
 pub mod algorithm;
 pub mod clock;
@@ -161,9 +164,14 @@ impl fmt::Display for Algorithm {
 pub const DEFAULT_BUCKETS: u32 = 10;
 /// Allowed `buckets` range.
 pub const BUCKETS_RANGE: std::ops::RangeInclusive<u32> = 2..=1000;
-/// Largest `requests_per_unit` a `sliding_log` accepts: the log keeps one entry per admitted
-/// hit (about 130 bytes each in Redis), so this caps a key at roughly 1.3 MB.
+/// Largest `requests_per_unit` a `sliding_log` accepts: the log keeps one run per distinct
+/// millisecond with admitted hits (about 60 bytes each in Redis), so this caps a key at
+/// roughly 0.6 MB.
 pub const SLIDING_LOG_MAX: u32 = 10_000;
+/// A `sliding_log` or `sliding_window` refund takes from at most this many of the newest runs
+/// (distinct timestamps / sub-windows), so its work is bounded whatever its cost
+/// (docs/algorithms.md).
+pub const SLIDING_LOG_REFUND_RUNS: usize = 64;
 /// Longest window a limit may have (`unit × unit_multiplier`): 100 years of 365 days, in
 /// seconds. Far beyond any useful window, and it keeps every window in `u32` seconds and
 /// every `now + W` exact in Lua's doubles.
@@ -376,6 +384,21 @@ pub struct Check<'a> {
     pub cost: u64,
     /// `is_negative_hits`: give `cost` back instead of charging it. Always allowed.
     pub refund: bool,
+}
+
+/// How the checks of one request are charged together.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Charge {
+    /// Each check by its own decision (docs/algorithms.md "One check").
+    #[default]
+    Each,
+    /// envoyproxy/ratelimit's `STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT`: when any check of the
+    /// request is denied, no admitted check of it is charged; denied checks follow their own
+    /// rules (overdraft limits are charged, penalties lock).
+    StopWhenOver,
+    /// As [`Charge::StopWhenOver`], with a denial already known for this request (a check
+    /// answered from the local over-limit cache): no admitted check is charged.
+    Held,
 }
 
 /// The store's answer for one limit of one check.

@@ -10,12 +10,16 @@
 //! - [`Decision`]: the whole request: every outcome, the store's raw results, the overall
 //!   [`Code`].
 //!
-//! The limiter does no I/O except through [`Store`].
+//! The limiter does no I/O except through [`Store`]. It holds the local over-limit cache
+//! ([`local_cache`]): descriptors known to be over their limit are answered from memory.
 
 use std::ops::Range;
 
-use crate::limit::{Algorithm, Check, LimitResult, LimitSpec, StateTag};
+use crate::limit::{Algorithm, Charge, Check, LimitResult, LimitSpec, StateTag};
 use crate::store::{Store, StoreError};
+
+pub mod local_cache;
+pub use local_cache::OverLimitCache;
 
 /// The limits a metered descriptor is held to, and where they came from.
 #[derive(Clone, Debug)]
@@ -90,6 +94,8 @@ pub struct Verdict {
     pub duration_ms: u64,
     /// This descriptor's results in [`Decision::results`].
     pub results: Range<usize>,
+    /// Answered from the local over-limit cache, without the store.
+    pub cached: bool,
 }
 
 /// The decision for a whole request.
@@ -114,37 +120,101 @@ impl Decision {
 #[derive(Clone, Copy, Debug, Default)]
 pub struct Modes {
     pub global_shadow: bool,
+    /// `STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT`: when any descriptor of the request is over
+    /// its limit, no other descriptor of it is charged ([`Charge::StopWhenOver`]).
+    pub stop_increment: bool,
 }
 
-/// Decide a request: one store call for every limited descriptor, then status rules.
+/// Decide a request: one store call for every limited descriptor the local over-limit
+/// `cache` (if any) does not answer, then status rules.
 pub async fn decide<S: Store + ?Sized>(
     store: &S,
+    cache: Option<&OverLimitCache>,
     plans: &[Plan<'_>],
     modes: Modes,
 ) -> Result<Decision, StoreError> {
-    let mut checks = Vec::with_capacity(plans.len());
-    for plan in plans {
-        if let Plan::Metered(l) = plan {
-            checks.push(Check {
-                tag: l.tag,
-                limits: l.limits.as_slice(),
-                cost: l.cost,
-                refund: l.refund,
-            });
-        }
+    let metered = || {
+        plans.iter().filter_map(|p| match p {
+            Plan::Metered(l) => Some(l),
+            _ => None,
+        })
+    };
+    let expected: usize = metered().map(|l| l.limits.as_slice().len()).sum();
+    let mut results = Vec::with_capacity(expected);
+    // Descriptors answered from the cache, in metered order (empty without a cache).
+    let mut cached: Vec<Option<Vec<LimitResult>>> = Vec::new();
+    let mut sent_ms = 0;
+    if let Some(cache) = cache {
+        let now = cache.now_ms();
+        sent_ms = now;
+        cached = metered()
+            .map(|l| {
+                if l.refund {
+                    cache.forget(l.tag);
+                    return None;
+                }
+                let mut r = Vec::new();
+                cache
+                    .lookup(l.tag, l.limits.as_slice(), l.cost, now, &mut r)
+                    .then_some(r)
+            })
+            .collect();
     }
-    let mut results = Vec::with_capacity(checks.iter().map(|c| c.limits.len()).sum());
+    let from_cache: Vec<bool> = cached.iter().map(Option::is_some).collect();
+    let checks: Vec<Check<'_>> = metered()
+        .enumerate()
+        .filter(|&(i, _)| !from_cache.get(i).copied().unwrap_or(false))
+        .map(|(_, l)| Check {
+            tag: l.tag,
+            limits: l.limits.as_slice(),
+            cost: l.cost,
+            refund: l.refund,
+        })
+        .collect();
+    let charge = match (modes.stop_increment, from_cache.contains(&true)) {
+        (false, _) => Charge::Each,
+        (true, false) => Charge::StopWhenOver,
+        (true, true) => Charge::Held,
+    };
+    let mut fresh = Vec::with_capacity(expected);
     if !checks.is_empty() {
-        store.run(&checks, &mut results).await?;
+        store.run_with(&checks, charge, &mut fresh).await?;
     }
-    let expected: usize = checks.iter().map(|c| c.limits.len()).sum();
-    if results.len() != expected {
+    let sent: usize = checks.iter().map(|c| c.limits.len()).sum();
+    if fresh.len() != sent {
         return Err(StoreError::Backend(format!(
-            "store returned {} results for {expected} limits",
-            results.len()
+            "store returned {} results for {sent} limits",
+            fresh.len()
         )));
     }
-    Ok(compose(plans, results, modes))
+    // Back into plan order; remember the new denials.
+    let mut fresh = fresh.into_iter();
+    for (i, l) in metered().enumerate() {
+        let k = l.limits.as_slice().len();
+        match cached.get_mut(i).and_then(Option::take) {
+            Some(r) => results.extend(r),
+            None => {
+                let at = results.len();
+                results.extend(fresh.by_ref().take(k));
+                if let Some(cache) = cache
+                    && !l.refund
+                {
+                    cache.insert(l.tag, l.limits.as_slice(), l.cost, sent_ms, &results[at..]);
+                }
+            }
+        }
+    }
+    let mut decision = compose(plans, results, modes);
+    if from_cache.contains(&true) {
+        let metered = decision.outcomes.iter_mut().filter_map(|o| match o {
+            Outcome::Metered(v) => Some(v),
+            _ => None,
+        });
+        for (v, c) in metered.zip(from_cache) {
+            v.cached = c;
+        }
+    }
+    Ok(decision)
 }
 
 /// Turn store results into outcomes and the overall code. Pure; tested directly.
@@ -238,6 +308,7 @@ fn limited_status(
         },
         duration_ms,
         results: range,
+        cached: false,
     }
 }
 

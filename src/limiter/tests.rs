@@ -122,6 +122,7 @@ fn shadow_quota_and_global_shadow() {
         vec![ok(0, 1), denied(Some(1), 1)],
         Modes {
             global_shadow: true,
+            ..Modes::default()
         },
     );
     assert_eq!(d.overall(), Code::Ok);

@@ -67,6 +67,8 @@ pub struct HitStats {
     pub penalized: bool,
     /// Per-rule shadow mode turned the denial into OK.
     pub shadowed: bool,
+    /// Answered from the local over-limit cache.
+    pub cached: bool,
 }
 
 pub struct Metrics {
@@ -136,7 +138,7 @@ impl Metrics {
             rule_vec("shadow_mode", "Over-limit hits allowed by shadow mode."),
             rule_vec(
                 "over_limit_with_local_cache",
-                "Over-limit hits answered by the local cache without a store call.",
+                "Over-limit hits answered from the local over-limit cache, without the store.",
             ),
         ];
         let overflow = Arc::new(counters(
@@ -320,7 +322,8 @@ impl Metrics {
         let near = (h.limit as f32 * self.near_limit_ratio).floor() as u64;
         let after = h.before.saturating_add(h.hits);
         if h.over {
-            let over = if h.penalized || h.before >= h.limit {
+            // From the cache: theirs counts the whole hit as over, and as cached.
+            let over = if h.cached || h.penalized || h.before >= h.limit {
                 h.hits
             } else {
                 c.near_limit
@@ -328,6 +331,9 @@ impl Metrics {
                 after.saturating_sub(h.limit).max(1)
             };
             c.over_limit.inc_by(over);
+            if h.cached {
+                c.over_limit_with_local_cache.inc_by(h.hits);
+            }
             if h.shadowed {
                 c.shadow_mode.inc_by(over);
             }

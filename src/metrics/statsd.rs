@@ -172,6 +172,7 @@ mod tests {
             over,
             penalized: false,
             shadowed: false,
+            cached: false,
         };
         m.record_hit(&c, hit(false));
         m.total_requests.inc();

@@ -11,6 +11,7 @@ fn hit(m: &Metrics, limit: u64, before: u64, hits: u64, over: bool) -> [u64; 4] 
             over,
             penalized: false,
             shadowed: false,
+            cached: false,
         },
     );
     [

@@ -24,6 +24,8 @@ use tokio_util::sync::CancellationToken;
 pub use listeners::Listeners;
 
 use crate::config::{LoadOptions, RateLimitConfig};
+use crate::limit::SystemClock;
+use crate::limiter::OverLimitCache;
 use crate::metrics::Metrics;
 use crate::metrics::mapper::Mapper;
 use crate::service::{RateLimitService, grpc};
@@ -73,8 +75,16 @@ pub async fn run(
         metrics.add_store(name);
     }
     tracing::info!(store = store.name(), "store configured");
+    let cache = OverLimitCache::new(settings.local_cache_bytes, Arc::new(SystemClock));
+    if cache.is_some() {
+        tracing::info!(
+            bytes = settings.local_cache_bytes,
+            "local over-limit cache enabled"
+        );
+    }
     let service = Arc::new(
         RateLimitService::new(config, store, metrics, settings.decision.clone())
+            .with_local_cache(cache)
             .with_tracer(telemetry.tracer()),
     );
     let (health, grpc_routes) = grpc::routes(service.clone(), settings.healthy_requires_config);

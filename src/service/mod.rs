@@ -27,7 +27,7 @@ use envoy_types::pb::envoy::extensions::common::ratelimit::v3::rate_limit_descri
 use envoy_types::pb::envoy::service::ratelimit::v3::{RateLimitRequest, RateLimitResponse};
 
 use crate::config::{EntryRef, RateLimitConfig};
-use crate::limiter::{self, Modes};
+use crate::limiter::{self, Modes, OverLimitCache};
 use crate::metrics::{Metrics, RuleCounters};
 use crate::settings::DecisionSettings;
 use crate::store::{Backend, StoreError};
@@ -106,6 +106,8 @@ pub struct RateLimitService {
     settings: DecisionSettings,
     /// Present only when tracing is on: otherwise no span is ever created.
     tracer: Option<Arc<Tracer>>,
+    /// The local over-limit cache (`LOCAL_CACHE_SIZE_IN_BYTES`), if enabled.
+    cache: Option<OverLimitCache>,
 }
 
 impl RateLimitService {
@@ -131,6 +133,7 @@ impl RateLimitService {
             metrics,
             settings,
             tracer: None,
+            cache: None,
         }
     }
 
@@ -142,6 +145,13 @@ impl RateLimitService {
 
     pub fn tracer(&self) -> Option<&Tracer> {
         self.tracer.as_deref()
+    }
+
+    /// Answer descriptors known to be over their limit from `cache` (see
+    /// [`limiter::local_cache`]).
+    pub fn with_local_cache(mut self, cache: Option<OverLimitCache>) -> RateLimitService {
+        self.cache = cache;
+        self
     }
 
     /// Swap in a new config atomically: requests in flight keep the one they started with.
@@ -242,10 +252,11 @@ impl RateLimitService {
 
         let modes = Modes {
             global_shadow: self.settings.shadow_mode,
+            stop_increment: self.settings.stop_increment,
         };
         let started = Instant::now();
         let mut store_span = span.map(|s| s.store(self.store.name()));
-        let decision = limiter::decide(&*self.store, &plans, modes).await;
+        let decision = limiter::decide(&*self.store, self.cache.as_ref(), &plans, modes).await;
         self.metrics
             .store_latency
             .observe(started.elapsed().as_secs_f64());

@@ -51,6 +51,7 @@ impl RateLimitService {
                     over: s.over_limit,
                     penalized: r.penalized,
                     shadowed: s.shadowed,
+                    cached: s.cached,
                 },
             );
         }

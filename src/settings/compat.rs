@@ -119,6 +119,14 @@ pub(super) fn resolve(args: &ServeArgs, env: Env<'_>) -> Result<Settings, Settin
         Some(b) => b,
         None => bool_var(env, "QUOTA_MODE")?.unwrap_or(false),
     };
+    d.stop_increment = match args.stop_increment_when_over_limit {
+        Some(b) => b,
+        None => bool_var(env, "STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT")?.unwrap_or(false),
+    };
+    s.local_cache_bytes = match args.local_cache_size_bytes {
+        Some(b) => b,
+        None => num_var(env, "LOCAL_CACHE_SIZE_IN_BYTES")?.unwrap_or(0),
+    };
     d.near_limit_ratio = match args.near_limit_ratio {
         Some(r) => r,
         None => num_var(env, "NEAR_LIMIT_RATIO")?.unwrap_or(0.8),
@@ -252,14 +260,6 @@ fn ignored(env: Env<'_>, notes: &mut Vec<String>) {
         (
             "EXPIRATION_JITTER_MAX_SECONDS",
             "Redis TTLs are exact; no jitter is added",
-        ),
-        (
-            "LOCAL_CACHE_SIZE_IN_BYTES",
-            "the local over-limit cache is not used",
-        ),
-        (
-            "STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT",
-            "use overdraft: false on fixed_window rules for this behaviour",
         ),
         (
             "RUNTIME_WATCH_ROOT",

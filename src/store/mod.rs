@@ -1,7 +1,7 @@
 //! Where limit state lives. The [`Store`] trait is the only way the limiter touches state;
 //! [`memory::MemoryStore`] keeps it in process, [`redis::RedisStore`] in Redis (single node
-//! or cluster) with one Lua script per check and one round trip per request;
-//! [`per_second::PerSecond`] sends per-second limits to a second Redis.
+//! or cluster) with one Lua script call per request (per slot on a cluster) and one round
+//! trip; [`per_second::PerSecond`] sends per-second limits to a second Redis.
 //!
 //! Stores know nothing of gRPC, rule files or metrics.
 
@@ -11,7 +11,7 @@ pub mod redis;
 
 use std::future::Future;
 
-use crate::limit::{Check, LimitResult, LimitSpec, StateTag};
+use crate::limit::{Charge, Check, LimitResult, LimitSpec, StateTag};
 
 /// Why a store could not decide. Mapped to gRPC `UNAVAILABLE` by the service.
 #[derive(Debug, thiserror::Error)]
@@ -56,13 +56,24 @@ impl StoreError {
 /// Evaluates checks atomically per check (all limits of one check decided together).
 pub trait Store: Send + Sync + 'static {
     /// Evaluate every check in order, appending exactly `check.limits.len()` results per
-    /// check to `out`, in order. On error, `out` may hold a partial prefix and must be
-    /// discarded. One call is one network round trip for remote stores.
+    /// check to `out`, in order, charging them together as `charge` says. On error, `out` may
+    /// hold a partial prefix and must be discarded. One call is one network round trip for
+    /// remote stores (two for a stop-increment request split over several Redis calls).
+    fn run_with(
+        &self,
+        checks: &[Check<'_>],
+        charge: Charge,
+        out: &mut Vec<LimitResult>,
+    ) -> impl Future<Output = Result<(), StoreError>> + Send;
+
+    /// [`Store::run_with`], each check charged by its own decision.
     fn run(
         &self,
         checks: &[Check<'_>],
         out: &mut Vec<LimitResult>,
-    ) -> impl Future<Output = Result<(), StoreError>> + Send;
+    ) -> impl Future<Output = Result<(), StoreError>> + Send {
+        self.run_with(checks, Charge::Each, out)
+    }
 
     /// Forget the state of `limits` for the descriptor `tag`, counters and penalty locks
     /// alike, so its next check starts fresh (the admin listener's `DELETE`). Returns how
@@ -134,17 +145,18 @@ impl Backend {
 }
 
 impl Store for Backend {
-    async fn run(
+    async fn run_with(
         &self,
         checks: &[Check<'_>],
+        charge: Charge,
         out: &mut Vec<LimitResult>,
     ) -> Result<(), StoreError> {
         match self {
-            Backend::Memory(s) => s.run(checks, out).await,
+            Backend::Memory(s) => s.run_with(checks, charge, out).await,
             // Boxed: the Redis future is ~0.5 KB, and every request's future (moved into
             // tonic's box) would otherwise carry it, memory store included.
-            Backend::Redis(s) => Box::pin(s.run(checks, out)).await,
-            Backend::RedisPerSecond(s) => Box::pin(s.run(checks, out)).await,
+            Backend::Redis(s) => Box::pin(s.run_with(checks, charge, out)).await,
+            Backend::RedisPerSecond(s) => Box::pin(s.run_with(checks, charge, out)).await,
         }
     }
 

@@ -13,8 +13,12 @@
 //! run concurrently (each is still one pipeline), and the results are merged back in the
 //! order of the checks. A failure of either fails the request, tagged with the store's name
 //! so metrics and logs say which Redis failed.
+//!
+//! **Stop-increment** over both stores is sequential: the per-second store first, and a
+//! denial there holds the main store's descriptors; a denial on the main store cannot
+//! un-charge the per-second descriptors already admitted (not atomic across two servers).
 
-use crate::limit::{Check, LimitResult, LimitSpec, StateTag, Unit};
+use crate::limit::{Charge, Check, LimitResult, LimitSpec, StateTag, Unit};
 use crate::store::{Store, StoreError};
 
 /// Routes each check to `main` or `per_second` (see the module documentation).
@@ -31,6 +35,16 @@ pub fn is_per_second(check: &Check<'_>) -> bool {
     !check.limits.is_empty() && check.limits.iter().all(|l| l.unit == Unit::Second)
 }
 
+/// Whether any (non-refund) check of `checks` was denied in `results`.
+fn denies(checks: &[Check<'_>], results: &[LimitResult]) -> bool {
+    let mut at = 0;
+    checks.iter().any(|c| {
+        let r = results.get(at..at + c.limits.len()).unwrap_or(&[]);
+        at += c.limits.len();
+        !c.refund && r.iter().any(|r| !r.allowed)
+    })
+}
+
 fn tagged(e: StoreError) -> StoreError {
     StoreError::In {
         store: PER_SECOND,
@@ -39,17 +53,22 @@ fn tagged(e: StoreError) -> StoreError {
 }
 
 impl<S: Store> Store for PerSecond<S> {
-    async fn run(
+    async fn run_with(
         &self,
         checks: &[Check<'_>],
+        charge: Charge,
         out: &mut Vec<LimitResult>,
     ) -> Result<(), StoreError> {
         let fast = checks.iter().filter(|c| is_per_second(c)).count();
         if fast == 0 {
-            return self.main.run(checks, out).await;
+            return self.main.run_with(checks, charge, out).await;
         }
         if fast == checks.len() {
-            return self.per_second.run(checks, out).await.map_err(tagged);
+            return self
+                .per_second
+                .run_with(checks, charge, out)
+                .await
+                .map_err(tagged);
         }
         let (mut main_checks, mut fast_checks) = (Vec::new(), Vec::with_capacity(fast));
         main_checks.reserve(checks.len() - fast);
@@ -61,12 +80,28 @@ impl<S: Store> Store for PerSecond<S> {
             }
         }
         let (mut main_out, mut fast_out) = (Vec::new(), Vec::new());
-        let (main, fast) = futures::join!(
-            self.main.run(&main_checks, &mut main_out),
-            self.per_second.run(&fast_checks, &mut fast_out),
-        );
-        main?;
-        fast.map_err(tagged)?;
+        if charge == Charge::StopWhenOver {
+            // Stop-increment over two servers: the per-second store first (its bursts are
+            // what usually denies); a denial there holds the main store's descriptors. A
+            // denial on the main store cannot un-charge the per-second ones (documented).
+            self.per_second
+                .run_with(&fast_checks, charge, &mut fast_out)
+                .await
+                .map_err(tagged)?;
+            let denied = denies(&fast_checks, &fast_out);
+            let main_charge = if denied { Charge::Held } else { charge };
+            self.main
+                .run_with(&main_checks, main_charge, &mut main_out)
+                .await?;
+        } else {
+            let (main, fast) = futures::join!(
+                self.main.run_with(&main_checks, charge, &mut main_out),
+                self.per_second
+                    .run_with(&fast_checks, charge, &mut fast_out),
+            );
+            main?;
+            fast.map_err(tagged)?;
+        }
         // Each check yields exactly `limits.len()` results: deal them back in check order.
         let (mut main_out, mut fast_out) = (main_out.into_iter(), fast_out.into_iter());
         for c in checks {

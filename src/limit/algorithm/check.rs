@@ -235,11 +235,13 @@ fn hit(
     n: u64,
     now: u64,
     verdict: Option<Verdict>,
+    held: bool,
 ) -> LimitResult {
     let p = Params::new(spec);
     let (loaded, penalized, ok) = decide(spec, &p, st, n, now);
     let (all_ok, any_penalized) = verdict.unwrap_or((ok, penalized));
-    let acts = n > 0 && !any_penalized;
+    // Held (stop-increment, the request has a denial): an admitted check is not charged.
+    let acts = n > 0 && !any_penalized && !(held && all_ok);
     let after = if acts && (all_ok || spec.overdraft) {
         commit(spec, &p, st, loaded, Op::Charge(n), now)
     } else {
@@ -302,6 +304,19 @@ pub fn evaluate(
     states: &mut [LimitState],
     out: &mut Vec<LimitResult>,
 ) {
+    evaluate_held(check, now_ms, states, false, out);
+}
+
+/// [`evaluate`] for a request under stop-increment ([`crate::limit::Charge`]) that has a
+/// denied check (`held`): the check is decided and reported as usual, but if it is admitted
+/// nothing is charged.
+pub fn evaluate_held(
+    check: &Check<'_>,
+    now_ms: u64,
+    states: &mut [LimitState],
+    held: bool,
+    out: &mut Vec<LimitResult>,
+) {
     let n = check.cost;
     if check.refund {
         let limits = check.limits.iter().zip(states.iter_mut());
@@ -321,5 +336,22 @@ pub fn evaluate(
             })
     });
     let limits = check.limits.iter().zip(states.iter_mut());
-    out.extend(limits.map(|(spec, st)| hit(spec, st, n, now_ms, verdict)));
+    out.extend(limits.map(|(spec, st)| hit(spec, st, n, now_ms, verdict, held)));
+}
+
+/// Whether `check` would be admitted at `now_ms`, reading only (`states[i]`: the state of
+/// `check.limits[i]`, `None` when missing). A refund is always admitted.
+pub fn admits<'s>(
+    check: &Check<'_>,
+    now_ms: u64,
+    states: impl Iterator<Item = Option<&'s LimitState>>,
+) -> bool {
+    if check.refund {
+        return true;
+    }
+    let empty = LimitState::default();
+    check.limits.iter().zip(states).all(|(spec, st)| {
+        let st = st.unwrap_or(&empty);
+        decide(spec, &Params::new(spec), st, check.cost, now_ms).2
+    })
 }

@@ -21,7 +21,7 @@ pub mod token_bucket;
 #[cfg(test)]
 mod tests;
 
-pub use check::evaluate;
+pub use check::{admits, evaluate, evaluate_held};
 pub use fixed_window::FixedWindow;
 pub use gcra::Gcra;
 pub use leaky_bucket::LeakyBucket;

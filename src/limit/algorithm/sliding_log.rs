@@ -5,10 +5,13 @@
 //! (or one addition to the newest run), so memory is bounded by the number of distinct
 //! timestamps, never by the cost. Semantically it is the doc's list of entries. Loading is
 //! read-only ([`SlidingLog::view`]); expired runs are removed when the state is written.
+//! Redis keeps the same runs (a ZSET of `(ts, cum:cnt)`), with every call bounded: see
+//! `src/store/lua/sliding_log.lua`.
 
 use std::collections::VecDeque;
 
 use super::scaled::sat_u64;
+use crate::limit::SLIDING_LOG_REFUND_RUNS;
 
 /// Entries by timestamp, ascending, with their total.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -52,7 +55,9 @@ impl SlidingLog {
         }
     }
 
-    /// Add `n` entries at `now`.
+    /// Add `n` entries at `now`, or to the newest run when its timestamp is `≥ now` (the
+    /// same millisecond, or a clock gone backwards: the entries take the newest timestamp,
+    /// the conservative choice, so runs stay in order and Redis never inserts mid-log).
     pub fn charge(&mut self, v: &View, n: u64, now: u64) {
         self.prune(v);
         if n == 0 {
@@ -60,30 +65,25 @@ impl SlidingLog {
         }
         self.total = self.total.saturating_add(n);
         match self.runs.back_mut() {
-            Some((ts, c)) if *ts == now => *c = c.saturating_add(n),
-            Some((ts, _)) if *ts > now => {
-                // The clock went backwards: keep the runs sorted so "newest" stays the
-                // highest timestamp (Redis: ZPOPMAX).
-                let at = self.runs.partition_point(|&(ts, _)| ts < now);
-                match self.runs.get_mut(at) {
-                    Some((ts, c)) if *ts == now => *c = c.saturating_add(n),
-                    _ => self.runs.insert(at, (now, n)),
-                }
-            }
+            Some((ts, c)) if *ts >= now => *c = c.saturating_add(n),
             _ => self.runs.push_back((now, n)),
         }
     }
 
-    /// Remove the `n` newest entries (never below empty).
+    /// Remove the `n` newest entries (never below empty), reaching back at most
+    /// [`SLIDING_LOG_REFUND_RUNS`] runs: older entries are not refunded, so a refund's work is
+    /// bounded whatever its cost.
     pub fn refund(&mut self, v: &View, mut n: u64) {
         self.prune(v);
-        while n > 0 {
+        let mut touched = 0;
+        while n > 0 && touched < SLIDING_LOG_REFUND_RUNS {
             let Some((_, c)) = self.runs.back_mut() else {
                 break;
             };
             let take = n.min(*c);
             *c -= take;
             n -= take;
+            touched += 1;
             self.total = self.total.saturating_sub(take);
             if *c == 0 {
                 self.runs.pop_back();

@@ -4,11 +4,13 @@
 //! Loading is read-only ([`SlidingWindow::view`]): sub-windows the load drops are only
 //! removed when the state is written (charge or refund), as in Redis. A call costs
 //! O(dropped + live sub-windows) at worst, O(1) amortized when the clock moves forward.
+//! Redis keeps the same runs in a ZSET with every call bounded (`src/store/lua/runs.lua`).
 
 use std::collections::VecDeque;
 
 use super::USAGE_MAX;
 use super::scaled::sat_u64;
+use crate::limit::SLIDING_LOG_REFUND_RUNS;
 
 /// Non-zero counts by sub-window index, ascending, and their sum.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -88,29 +90,26 @@ impl SlidingWindow {
         }
         self.total = self.total.saturating_add(add);
         match self.subs.back_mut() {
-            Some((j, c)) if *j == v.cur => *c = c.saturating_add(add),
-            Some((j, _)) if *j > v.cur => {
-                // The clock went backwards: keep the indices sorted.
-                let at = self.subs.partition_point(|&(j, _)| j < v.cur);
-                match self.subs.get_mut(at) {
-                    Some((j, c)) if *j == v.cur => *c = c.saturating_add(add),
-                    _ => self.subs.insert(at, (v.cur, add)),
-                }
-            }
+            // The current sub-window, or a clock gone backwards: counted in the newest one
+            // (conservative; sub-windows stay in order and Redis never inserts mid-window).
+            Some((j, c)) if *j >= v.cur => *c = c.saturating_add(add),
             _ => self.subs.push_back((v.cur, add)),
         }
     }
 
-    /// Take `n` from the newest sub-windows first, never below 0; empty ones are removed.
+    /// Take `n` from the newest sub-windows first, never below 0, reaching back at most
+    /// [`SLIDING_LOG_REFUND_RUNS`] sub-windows (bounded work); empty ones are removed.
     pub fn refund(&mut self, v: &View, mut n: u64) {
         self.prune(v);
-        while n > 0 {
+        let mut touched = 0;
+        while n > 0 && touched < SLIDING_LOG_REFUND_RUNS {
             let Some((_, c)) = self.subs.back_mut() else {
                 break;
             };
             let take = n.min(*c);
             *c -= take;
             n -= take;
+            touched += 1;
             self.total = self.total.saturating_sub(take);
             if *c == 0 {
                 self.subs.pop_back();

@@ -170,6 +170,7 @@ mappings:
         over: false,
         penalized: false,
         shadowed: false,
+        cached: false,
     };
     for key in ["dom.a", "dom.b", "other.c"] {
         let c = metrics.rule_counters(key);

@@ -1,3 +1,8 @@
+//! Settings resolution: flags, `SLUICE_*` variables and their variable names.
+//!
+//! Why this file is long: one test per group of settings, all through the same resolver;
+//! each is short.
+
 use std::collections::HashMap;
 use std::path::Path;
 
@@ -219,6 +224,42 @@ fn boolean_flags_need_no_value() {
     )
     .unwrap();
     assert!(s.decision.shadow_mode && s.merge_domains && !s.decision.quota_mode);
+}
+
+#[test]
+fn local_cache_and_stop_increment() {
+    let s = serve(&[], &[]).expect("defaults");
+    assert_eq!(s.local_cache_bytes, 0);
+    assert!(!s.decision.stop_increment);
+    let s = serve(
+        &[],
+        &[
+            ("LOCAL_CACHE_SIZE_IN_BYTES", "1048576"),
+            ("STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT", "true"),
+        ],
+    )
+    .expect("their variables");
+    assert_eq!(s.local_cache_bytes, 1 << 20);
+    assert!(s.decision.stop_increment);
+    assert!(
+        !s.notes
+            .iter()
+            .any(|n| n.starts_with("LOCAL_CACHE") || n.starts_with("STOP_CACHE")),
+        "honoured, not ignored: {:?}",
+        s.notes
+    );
+    let s = serve(
+        &[
+            "--local-cache-size-bytes",
+            "4096",
+            "--stop-increment-when-over-limit",
+        ],
+        &[("LOCAL_CACHE_SIZE_IN_BYTES", "1048576")],
+    )
+    .expect("flags");
+    assert_eq!(s.local_cache_bytes, 4096);
+    assert!(s.decision.stop_increment);
+    assert!(serve(&[], &[("LOCAL_CACHE_SIZE_IN_BYTES", "lots")]).is_err());
 }
 
 #[test]

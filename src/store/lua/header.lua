@@ -1,20 +1,29 @@
--- sluice: one rate-limit check (a descriptor and its limits L1..Lk), atomically.
--- Semantics: docs/algorithms.md. This file is the first part of ONE script composed at
--- build time (header.lua, the six algorithm files, main.lua), so a check whose limits use
--- different algorithms is still a single atomic EVALSHA.
+-- sluice: the rate-limit checks of one request (descriptors D1..Dm, each with limits
+-- L1..Lk), in ONE script call. Semantics: docs/algorithms.md. This file is the first part of
+-- one script composed at build time (header.lua, fixed_window.lua, runs.lua, the bucket
+-- files, main.lua), so a request whose limits use different algorithms is still a single
+-- atomic EVALSHA. Each check is decided atomically and in order (a later check sees what an
+-- earlier one charged, as separate calls would); the request as a whole is atomic too.
 --
--- KEYS (2 per limit, all under the descriptor's hash tag, none built in Lua):
---   KEYS[2i-1]  state key of limit i   <prefix>{<tag>}:<code>:<window s>:<buckets>:<slot>
---   KEYS[2i]    penalty lock of limit i (same key + ':p'), value lock_until ('%d' ms)
+-- KEYS, per check, per limit, in order (all under the descriptor's hash tag; none built in Lua):
+--   the state key   <prefix>{<tag>}:<code>:<window s>:<buckets>:<slot>
+--   then, only for a limit with a penalty (penalty_ms > 0), its lock key (same + ':p'),
+--   value lock_until ('%d' ms)
 -- ARGV:
---   [1] now_ms ('' = read TIME)   [2] n (cost, 0 = peek)   [3] refund (0/1)
---   [4] slack_ms (added to every TTL)   [5] nonce (unique per call; sliding_log members)
---   then 7 per limit i, from 6 + 7(i-1): code, R, W, C, B, overdraft (0/1), penalty_ms
+--   [1] now_ms ('' = read TIME)   [2] slack_ms (added to every TTL)
+--   [3] mode: '0' each check charged by its own decision; '1' stop-increment
+--       (STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT: when any check of the call is denied, no
+--       admitted check is charged; denied ones follow their own rules); '2' stop-increment
+--       and the request already has a denied check elsewhere (no admitted check is charged);
+--       '3' dry run: decide and report, write nothing (the first phase of a stop-increment
+--       request split over several calls)
+--   then per check: n (cost, 0 = peek), refund (0/1), k (its number of limits), and 7 per
+--   limit: code, R, W, C, B, overdraft (0/1), penalty_ms
 --   (R is only read for the buckets, codes 4-6, and B only for sliding_window: the window
 --   algorithms have C = R, the others no sub-windows)
 -- Returns a flat array of integers:
---   now_ms, then 6 per limit: ok (0/1), remaining, reset_ms, retry_ms (-1 = none),
---   used_before, penalized (0/1)
+--   now_ms, then 6 per limit of every check, in order: ok (0/1), remaining, reset_ms,
+--   retry_ms (-1 = none), used_before, penalized (0/1)
 --
 -- Rules kept throughout (docs/algorithms.md):
 --   * every integer written or passed to redis.call goes through string.format('%d'): Lua's
@@ -30,20 +39,15 @@
 --   * those functions capture no locals of the chunk (each captured local costs as much as a
 --     table): they take now, n, slack as arguments and call redis.call, string.format,
 --     math.* through the globals; the chunk-level code uses locals;
---   * one table per limit holds its parameters and state (LIMITS);
+--   * one table per limit holds its parameters and state; the checks are one flat table;
+--   * main.lua is straight-line loops: a local function would be a closure, with an upvalue
+--     per chunk local it reads, created on every call;
 --   * numeric arguments are coerced with `+ 0` (one conversion; tonumber does two), which
 --     raises Lua's arithmetic error on a non-numeric argument.
 
 local call, fmt = redis.call, string.format
 local floor, ceil, max, min = math.floor, math.ceil, math.max, math.min
 local KEYS, ARGV = KEYS, ARGV
-
--- The arguments, validated before anything is read or written: a malformed call is an error
--- reply that leaves no partial change behind. (x % 1 ~= 0 also rejects nan and inf.)
-local nk = #KEYS / 2
-if nk % 1 ~= 0 or #ARGV ~= 5 + 7 * nk then
-  error({ err = 'ERR sluice: expected 2 KEYS and 7 ARGV per limit' })
-end
 
 local now = ARGV[1]
 if now == '' then
@@ -56,61 +60,90 @@ if now == '' then
   local t = call('TIME')
   local us = t[2] + 0
   now = t[1] * 1000 + (us - us % 1000) / 1000
-else
+elseif now ~= nil then
   now = now + 0
 end
-local n, refund, slack, nonce = ARGV[2] + 0, ARGV[3], ARGV[4] + 0, ARGV[5]
-if now < 0 or now % 1 ~= 0 or n < 0 or n % 1 ~= 0 or slack < 0 or slack % 1 ~= 0
-  or (refund ~= '0' and refund ~= '1') then
-  error({ err = 'ERR sluice: now, n, refund or slack is not a non-negative integer' })
+local slack, mode = ARGV[2], ARGV[3]
+if now == nil or slack == nil or now < 0 or now % 1 ~= 0 then
+  error({ err = 'ERR sluice: now or slack is not a non-negative integer' })
 end
-refund = refund == '1'
+slack = slack + 0
+if slack < 0 or slack % 1 ~= 0 or (mode ~= '0' and mode ~= '1' and mode ~= '2' and mode ~= '3') then
+  error({ err = 'ERR sluice: slack or mode is invalid' })
+end
 
 -- 2^53 (MAX_EXACT_SCALED): every stored usage saturates at or below it. The buckets use
 -- L = min(2^53, 2^52 * R) (docs/algorithms.md "Lmax"), so gcra's TAT stays exact too.
 local EXACT = 9007199254740992
 
--- LIMITS[i]: limit i's parameters (code, key, W, C, R, od, pen, Cs = C*W, L = Lmax) and
--- state: u = usage (requests for the window algorithms 1-3, a scaled level in [0, L] for
--- the buckets 4-6), lag and ts (buckets), used = used_before, ok, and the algorithm's own
--- fields. A bucket with R = 0 is inert: no state, capacity 0 (only peeks pass), never
--- charged; penalty locks still apply. USES[code]: some limit uses the algorithm.
-local LIMITS, USES = { false }, { false, false, false, false, false, false } -- presized
-for i = 1, nk do
-  local base = 5 + 7 * (i - 1)
-  local code, W, C = ARGV[base + 1] + 0, ARGV[base + 3] + 0, ARGV[base + 4] + 0
-  local od, pen = ARGV[base + 6], ARGV[base + 7]
-  pen = pen == '0' and 0 or pen + 0
-  if code < 1 or code > 6 or code % 1 ~= 0 then
-    error({ err = fmt('ERR sluice: unknown algorithm code %s', ARGV[base + 1]) })
+-- The arguments, validated before anything is read or written: a malformed call is an error
+-- reply that leaves no partial change behind. (x % 1 ~= 0 also rejects nan and inf.)
+-- LIMITS: every limit of every check, in order; CHK: 3 values per check (n, refund, k), flat
+-- (tables are what a call pays for). A limit l holds its parameters (code, key, lock, W, C,
+-- R, od, pen, Cs = C*W, L = Lmax) and state: u = usage (requests for the window algorithms
+-- 1-3, a scaled level in [0, L] for the buckets 4-6), lag and ts (buckets), used =
+-- used_before, ok, and the algorithm's own fields. A bucket with R = 0 is inert: no state,
+-- capacity 0 (only peeks pass), never charged; penalty locks still apply.
+-- USES[code]: some limit uses the algorithm.
+local LIMITS, CHK, USES = { false }, { false, false, false }, { false, false, false, false, false, false }
+local nargv, a, kx, nl, nc = #ARGV, 4, 1, 0, 0
+while a <= nargv do
+  local n, refund, k = ARGV[a], ARGV[a + 1], ARGV[a + 2]
+  if k == nil then
+    error({ err = 'ERR sluice: a check needs n, refund and k' })
   end
-  local l = {
-    code = code, key = KEYS[2 * i - 1], W = W, C = C, R = 0, od = od == '1', pen = pen,
-    Cs = 0, L = 0, u = 0, lag = 0, ts = 0, used = 0, ok = false,
-  }
-  -- The config guarantees these (docs/algorithms.md "Preconditions"); checked again because
-  -- a violation would divide by zero, lose exactness, or (a sliding log above
-  -- SLIDING_LOG_MAX = 10000 entries, or with overdraft) let one call add unbounded ZSET
-  -- members and block the server. Cs bounds only the buckets' scaled arithmetic (Cs <= L,
-  -- and L <= 2^53): the window algorithms never use Cs, and any C*W is legal for them.
-  local bad = W < 1 or W % 1 ~= 0 or C < 0 or C % 1 ~= 0 or pen < 0 or pen % 1 ~= 0
-    or (od ~= '0' and od ~= '1')
-  if code == 2 then
-    local B = ARGV[base + 5] + 0
-    l.B = B
-    bad = bad or B < 1 or B % 1 ~= 0
-  elseif code == 3 then
-    bad = bad or l.od or C > 10000
-  elseif code >= 4 then
-    local R = ARGV[base + 2] + 0
-    l.R, l.Cs, l.L = R, C * W, min(EXACT, 4503599627370496 * R)
-    bad = bad or R < 0 or R % 1 ~= 0 or (R > 0 and l.Cs > l.L)
+  n, k = n + 0, k + 0
+  if n < 0 or n % 1 ~= 0 or k < 0 or k % 1 ~= 0 or (refund ~= '0' and refund ~= '1')
+    or a + 2 + 7 * k > nargv then
+    error({ err = 'ERR sluice: n, refund or k of a check is invalid' })
   end
-  if bad then
-    error({ err = fmt('ERR sluice: invalid parameters for limit %d', i) })
+  CHK[nc + 1], CHK[nc + 2], CHK[nc + 3] = n, refund == '1', k
+  nc = nc + 3
+  for i = 1, k do
+    local base = a + 2 + 7 * (i - 1)
+    local code, W, C = ARGV[base + 1] + 0, ARGV[base + 3] + 0, ARGV[base + 4] + 0
+    local od, pen = ARGV[base + 6], ARGV[base + 7]
+    pen = pen == '0' and 0 or pen + 0
+    if code < 1 or code > 6 or code % 1 ~= 0 then
+      error({ err = fmt('ERR sluice: unknown algorithm code %s', ARGV[base + 1]) })
+    end
+    local l = {
+      code = code, key = KEYS[kx], W = W, C = C, R = 0, od = od == '1', pen = pen,
+      Cs = 0, L = 0, u = 0, lag = 0, ts = 0, used = 0, ok = false,
+    }
+    kx = kx + 1
+    if pen > 0 then
+      l.lock = KEYS[kx]
+      kx = kx + 1
+    end
+    -- The config guarantees these (docs/algorithms.md "Preconditions"); checked again because
+    -- a violation would divide by zero or lose exactness. Cs bounds only the buckets' scaled
+    -- arithmetic (Cs <= L, and L <= 2^53): the window algorithms never use Cs, and any C*W is
+    -- legal for them. A sliding log keeps C <= SLIDING_LOG_MAX = 10000 and no overdraft.
+    local bad = W < 1 or W % 1 ~= 0 or C < 0 or C % 1 ~= 0 or pen < 0 or pen % 1 ~= 0
+      or (od ~= '0' and od ~= '1')
+    if code == 2 then
+      local B = ARGV[base + 5] + 0
+      l.B = B
+      bad = bad or B < 1 or B % 1 ~= 0
+    elseif code == 3 then
+      bad = bad or l.od or C > 10000
+    elseif code >= 4 then
+      local R = ARGV[base + 2] + 0
+      l.R, l.Cs, l.L = R, C * W, min(EXACT, 4503599627370496 * R)
+      bad = bad or R < 0 or R % 1 ~= 0 or (R > 0 and l.Cs > l.L)
+    end
+    if bad then
+      error({ err = fmt('ERR sluice: invalid parameters for limit %d', i) })
+    end
+    nl = nl + 1
+    LIMITS[nl] = l
+    USES[code] = true
   end
-  LIMITS[i] = l
-  USES[code] = true
+  a = a + 3 + 7 * k
+end
+if kx - 1 ~= #KEYS or a - 1 ~= nargv then
+  error({ err = 'ERR sluice: KEYS and ARGV do not match the limits' })
 end
 
 -- Each algorithm file below defines, when USES its code, functions of a limit `l` that load

@@ -23,7 +23,7 @@ use self::hash::{FoldBuild, folded_mul, random_seed};
 
 use super::{Store, StoreError};
 use crate::limit::algorithm::{self, LimitState};
-use crate::limit::{Check, Clock, LimitResult, LimitSpec, StateTag};
+use crate::limit::{Charge, Check, Clock, LimitResult, LimitSpec, StateTag};
 
 mod hash;
 #[cfg(test)]
@@ -99,6 +99,56 @@ impl Hash for Key {
 }
 
 impl Shard {
+    /// One check, under this shard's lock (every limit of a check lives in its tag's shard).
+    fn run_check(
+        &mut self,
+        check: &Check<'_>,
+        now: u64,
+        held: bool,
+        min_sweep_len: usize,
+        out: &mut Vec<LimitResult>,
+    ) {
+        match check.limits {
+            [] => {}
+            [spec] => {
+                // Steady state: one lookup, updated in place.
+                let key = Key::new(check.tag, spec);
+                if let Some(st) = self.map.get_mut(&key) {
+                    algorithm::evaluate_held(check, now, std::slice::from_mut(st), held, out);
+                    if !st.is_live(now) {
+                        self.map.remove(&key);
+                    }
+                } else {
+                    let mut st = LimitState::default();
+                    let one = std::slice::from_mut(&mut st);
+                    algorithm::evaluate_held(check, now, one, held, out);
+                    if st.is_live(now) {
+                        self.insert(key, st, now, min_sweep_len);
+                    }
+                }
+            }
+            limits => {
+                // Several limits: move their states out (no clone: the deques move), decide
+                // them together, put back what is still live. Limits with the same identity
+                // (config never produces them) would share one state: the last one wins.
+                let mut scratch = std::mem::take(&mut self.scratch);
+                let tag = check.tag;
+                scratch.extend(
+                    limits
+                        .iter()
+                        .map(|spec| self.map.remove(&Key::new(tag, spec)).unwrap_or_default()),
+                );
+                algorithm::evaluate_held(check, now, &mut scratch, held, out);
+                for (spec, st) in limits.iter().zip(scratch.drain(..)) {
+                    if st.is_live(now) {
+                        self.insert(Key::new(tag, spec), st, now, min_sweep_len);
+                    }
+                }
+                self.scratch = scratch;
+            }
+        }
+    }
+
     fn insert(&mut self, key: Key, st: LimitState, now: u64, min_sweep_len: usize) {
         self.map.insert(key, st);
         if self.map.len() > self.sweep_at {
@@ -143,63 +193,62 @@ impl MemoryStore {
         }
     }
 
-    fn shard(&self, tag: StateTag) -> &Mutex<Shard> {
+    fn shard_index(&self, tag: StateTag) -> usize {
         let h = folded_mul(
             tag.0 as u64 ^ self.shard_seed.0,
             (tag.0 >> 64) as u64 ^ self.shard_seed.1,
         );
         // High bits: the map's own hash is independent (other seeds), but keep clear of the
         // low bits anyway.
-        &self.shards[(h >> 40) as usize & self.mask].0
+        (h >> 40) as usize & self.mask
+    }
+
+    fn shard(&self, tag: StateTag) -> &Mutex<Shard> {
+        &self.shards[self.shard_index(tag)].0
     }
 
     /// [`Store::run`] at an explicit `now_ms`, synchronously.
     pub fn run_at(&self, checks: &[Check<'_>], now_ms: u64, out: &mut Vec<LimitResult>) {
-        for check in checks {
-            self.run_check(check, now_ms, out);
-        }
+        self.run_at_with(checks, Charge::Each, now_ms, out);
     }
 
-    fn run_check(&self, check: &Check<'_>, now: u64, out: &mut Vec<LimitResult>) {
-        let mut guard = self.shard(check.tag).lock();
-        let shard = &mut *guard;
-        match check.limits {
-            [] => {}
-            [spec] => {
-                // Steady state: one lookup, updated in place.
-                let key = Key::new(check.tag, spec);
-                if let Some(st) = shard.map.get_mut(&key) {
-                    algorithm::evaluate(check, now, std::slice::from_mut(st), out);
-                    if !st.is_live(now) {
-                        shard.map.remove(&key);
-                    }
-                } else {
-                    let mut st = LimitState::default();
-                    algorithm::evaluate(check, now, std::slice::from_mut(&mut st), out);
-                    if st.is_live(now) {
-                        shard.insert(key, st, now, self.min_sweep_len);
-                    }
-                }
+    /// [`Store::run_with`] at an explicit `now_ms`, synchronously.
+    ///
+    /// Stop-increment over several checks holds every shard the request touches (locked in
+    /// ascending order, so two requests never wait on each other in a cycle) while it first
+    /// learns, reading only, whether any check is denied, then evaluates: atomic, as the
+    /// Redis script is.
+    pub fn run_at_with(
+        &self,
+        checks: &[Check<'_>],
+        charge: Charge,
+        now_ms: u64,
+        out: &mut Vec<LimitResult>,
+    ) {
+        let held = charge == Charge::Held;
+        if charge == Charge::Each || held || checks.len() < 2 {
+            for check in checks {
+                let mut guard = self.shard(check.tag).lock();
+                guard.run_check(check, now_ms, held, self.min_sweep_len, out);
             }
-            limits => {
-                // Several limits: move their states out (no clone: the deques move), decide
-                // them together, put back what is still live. Limits with the same identity
-                // (config never produces them) would share one state: the last one wins.
-                let mut scratch = std::mem::take(&mut shard.scratch);
-                let tag = check.tag;
-                scratch.extend(
-                    limits
-                        .iter()
-                        .map(|spec| shard.map.remove(&Key::new(tag, spec)).unwrap_or_default()),
-                );
-                algorithm::evaluate(check, now, &mut scratch, out);
-                for (spec, st) in limits.iter().zip(scratch.drain(..)) {
-                    if st.is_live(now) {
-                        shard.insert(Key::new(tag, spec), st, now, self.min_sweep_len);
-                    }
-                }
-                shard.scratch = scratch;
-            }
+            return;
+        }
+        let mut order: Vec<usize> = checks.iter().map(|c| self.shard_index(c.tag)).collect();
+        order.sort_unstable();
+        order.dedup();
+        let mut guards: Vec<_> = order.iter().map(|&i| self.shards[i].0.lock()).collect();
+        let guard_of = |tag: StateTag| order.binary_search(&self.shard_index(tag)).unwrap_or(0);
+        let held = checks.iter().any(|c| {
+            let shard = &guards[guard_of(c.tag)];
+            let states = c
+                .limits
+                .iter()
+                .map(|spec| shard.map.get(&Key::new(c.tag, spec)));
+            !algorithm::admits(c, now_ms, states)
+        });
+        for check in checks {
+            let g = guard_of(check.tag);
+            guards[g].run_check(check, now_ms, held, self.min_sweep_len, out);
         }
     }
 
@@ -251,13 +300,14 @@ impl std::fmt::Debug for MemoryStore {
 }
 
 impl Store for MemoryStore {
-    async fn run(
+    async fn run_with(
         &self,
         checks: &[Check<'_>],
+        charge: Charge,
         out: &mut Vec<LimitResult>,
     ) -> Result<(), StoreError> {
-        // Fully synchronous: each check takes and releases its shard lock before the next.
-        self.run_at(checks, self.clock.now_ms(), out);
+        // Fully synchronous: no await while a shard lock is held.
+        self.run_at_with(checks, charge, self.clock.now_ms(), out);
         Ok(())
     }
 

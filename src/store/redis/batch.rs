@@ -1,8 +1,9 @@
 //! Coalescing of concurrent requests on one single-node connection.
 //!
-//! Each connection of the ring has one batcher task. A request hands it the `EVALSHA`s of
-//! its checks; the batcher sends everything queued at that moment as ONE pipeline (one
-//! write, one read on both sides), waits for the replies and hands each request its share.
+//! Each connection of the ring has one batcher task. A request hands it its `EVALSHA` (one
+//! per request; several only past 16 limits); the batcher sends everything queued at that
+//! moment as ONE pipeline (one write, one read on both sides), waits for the replies and
+//! hands each request its share.
 //! A lone request is sent at once, so nothing waits for a batch to fill; under load the
 //! batches grow by themselves while the previous one is in flight. Profiles of the
 //! per-request version showed a `writev` per request in sluice and a read per request in

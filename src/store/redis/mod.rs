@@ -1,20 +1,27 @@
-//! The Redis store: one Lua script per check (every limit of a descriptor decided atomically),
-//! all checks of a request in one round trip.
+//! The Redis store: ONE Lua script call per request on a single node (every descriptor and
+//! every limit of it, decided in order, each descriptor atomically, the request as a whole
+//! atomically), one per slot on a cluster; one round trip either way.
 //!
-//! - Single node: the `EVALSHA`s of one `run()` go in one pipeline on one connection. Commands
-//!   that come back `NOSCRIPT` (after `SCRIPT FLUSH`, a restart, a failover) are resent, alone,
-//!   behind a `SCRIPT LOAD`: resending the others would charge them twice.
-//! - Cluster: the keys of one check share a hash tag (one slot), different checks usually do
-//!   not, so each check is its own `EVALSHA`, all sent concurrently on the cluster connection
-//!   (one round trip of latency; `Script::invoke_async` handles `NOSCRIPT` per call).
+//! - Single node: the request's call goes in one pipeline on one connection, with other
+//!   requests' calls (`batch.rs`). Calls that come back `NOSCRIPT` (after `SCRIPT FLUSH`, a
+//!   restart, a failover) are resent, alone, behind a `SCRIPT LOAD`: resending the others
+//!   would charge them twice. A request with more than 16 limits (`calls.rs`) is
+//!   split over several calls of the same pipeline, so no call holds Redis long.
+//! - Cluster: the keys of one descriptor share a hash tag (one slot); descriptors are grouped
+//!   by slot, one `EVALSHA` per group, all sent concurrently on the cluster connection (one
+//!   round trip of latency; `Script::invoke_async` handles `NOSCRIPT` per call).
+//! - Stop-increment ([`Charge::StopWhenOver`]) is decided inside the script when the request
+//!   is one call; over several calls, a dry run comes first (two round trips, not atomic).
 //! - Connections live in a small ring (see `conn.rs`); a request never connects, never checks
-//!   a connection out of a pool, and never waits longer than `request_timeout`.
+//!   a connection out of a pool, and never waits longer than `request_timeout` per round trip.
 //! - Time: `TIME` inside the script, or the injected [`Clock`] in local mode.
 //!
 //! Keys: `<prefix>{<tag>}:<code>:<window s>:<buckets>:<slot>` and the same plus `:p` for the
-//! penalty lock; the tag is the descriptor's [`StateTag`] in base64url.
+//! penalty lock (sent only for limits with a penalty); the tag is the descriptor's
+//! [`StateTag`] in base64url.
 
 mod batch;
+mod calls;
 mod config;
 mod conn;
 mod connect;
@@ -25,14 +32,13 @@ mod script;
 mod sentinel;
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use deadpool_redis::redis::cluster_async::ClusterConnection;
 use deadpool_redis::redis::{ErrorKind, RedisError, Script, ServerErrorKind, Value};
 use tokio_util::sync::{CancellationToken, DropGuard};
 
-use crate::limit::{Algorithm, Check, Clock, LimitResult, LimitSpec, StateTag, Unit};
+use crate::limit::{Algorithm, Charge, Check, Clock, LimitResult, LimitSpec, StateTag, Unit};
 use crate::store::{Store, StoreError};
 
 pub use config::{
@@ -43,7 +49,7 @@ use conn::{Backoff, Conn, Ring};
 use connect::Connector;
 use health::Refusals;
 pub use script::SCRIPT;
-use script::{CallContext, Invocation, parse_reply};
+use script::{CallContext, Invocation, Mode};
 
 /// State in Redis (single node or cluster). See the module documentation.
 pub struct RedisStore {
@@ -59,8 +65,6 @@ pub struct RedisStore {
     request_timeout: Duration,
     /// How long a `reset` (an admin command) may take.
     admin_timeout: Duration,
-    nonce_seed: u64,
-    nonce_counter: AtomicU64,
     /// Stops the reconnect task when the store is dropped.
     _stop: DropGuard,
 }
@@ -111,8 +115,6 @@ impl RedisStore {
             prefix: cfg.key_prefix,
             request_timeout: cfg.request_timeout,
             admin_timeout: cfg.connect_timeout + cfg.request_timeout,
-            nonce_seed: nonce_seed(),
-            nonce_counter: AtomicU64::new(0),
             _stop: stop.drop_guard(),
         })
     }
@@ -182,13 +184,6 @@ impl RedisStore {
         &self.prefix
     }
 
-    /// Unique per `EVALSHA` (sliding-log members embed it, so two calls in one ms never
-    /// collide, including across sluice instances).
-    fn nonce(&self) -> String {
-        let n = self.nonce_counter.fetch_add(1, Ordering::Relaxed);
-        format!("{:x}.{n:x}", self.nonce_seed)
-    }
-
     async fn exec(&self, conn: Conn, calls: Vec<Invocation>) -> Result<Vec<Value>, RedisError> {
         match conn {
             Conn::Single(batcher) => batcher.exec(calls).await,
@@ -196,7 +191,7 @@ impl RedisStore {
         }
     }
 
-    /// One `EVALSHA` per check, concurrently (checks usually live on different slots).
+    /// One `EVALSHA` per call (one per slot), concurrently.
     async fn exec_cluster(
         &self,
         conn: ClusterConnection,
@@ -224,9 +219,10 @@ pub fn lock_key(prefix: &str, tag: StateTag, spec: &LimitSpec) -> String {
 }
 
 impl Store for RedisStore {
-    async fn run(
+    async fn run_with(
         &self,
         checks: &[Check<'_>],
+        charge: Charge,
         out: &mut Vec<LimitResult>,
     ) -> Result<(), StoreError> {
         let ctx = CallContext {
@@ -237,77 +233,59 @@ impl Store for RedisStore {
             slack_ms: self.slack_ms,
             prefix: &self.prefix,
         };
-        let calls: Vec<Invocation> = checks
-            .iter()
-            .filter(|c| !c.limits.is_empty())
-            .map(|c| Invocation::new(ctx, c, &self.nonce()))
-            .collect();
-        if calls.is_empty() {
+        let groups = self.groups(checks);
+        let build = |mode: Mode| -> Vec<Invocation> {
+            groups
+                .iter()
+                .map(|g| Invocation::new(ctx, mode, g.iter().map(|&i| &checks[i])))
+                .collect()
+        };
+        let mode = match charge {
+            Charge::Each => Mode::Each,
+            Charge::Held => Mode::Held,
+            // One call decides atomically whether the request has a denial.
+            Charge::StopWhenOver if groups.len() <= 1 => Mode::Stop,
+            // Over several calls (cluster slots, a very large request) it cannot: a dry run
+            // first (a round trip that writes nothing), then the charge. Another request may
+            // slip in between, as with envoyproxy/ratelimit's GET-then-INCRBY.
+            Charge::StopWhenOver => {
+                let dry = self.round_trip(build(Mode::Dry)).await?;
+                let denied = groups.iter().zip(&dry).any(|(g, results)| {
+                    let mut at = 0;
+                    g.iter().any(|&i| {
+                        let c = &checks[i];
+                        let r = &results[at..at + c.limits.len()];
+                        at += c.limits.len();
+                        !c.refund && r.iter().any(|r| !r.allowed)
+                    })
+                });
+                if denied { Mode::Held } else { Mode::Stop }
+            }
+        };
+        if groups.is_empty() {
             return Ok(());
         }
-        let sizes: Vec<usize> = calls.iter().map(|c| c.limits).collect();
-        // The breaker: with no live connection, fail now rather than connect or wait.
-        let Some(lease) = self.ring.pick() else {
-            return Err(StoreError::Unavailable("redis is not connected".to_owned()));
-        };
-        let values =
-            match tokio::time::timeout(self.request_timeout, self.exec(lease.conn.clone(), calls))
-                .await
-            {
-                Err(_) => {
-                    self.ring.timed_out(&lease);
-                    return Err(StoreError::Timeout(self.request_timeout));
-                }
-                Ok(Err(e)) if is_connection_error(&e) => {
-                    self.ring.broken(&lease);
-                    return Err(StoreError::Unavailable(e.to_string()));
-                }
-                Ok(Err(e)) if e.code().is_some_and(health::is_refusal) => {
-                    self.refusals.refused();
-                    return Err(StoreError::Unavailable(e.to_string()));
-                }
-                Ok(Err(e)) if matches!(e.kind(), ErrorKind::Server(k) if is_transient(k)) => {
-                    return Err(StoreError::Unavailable(e.to_string()));
-                }
-                Ok(Err(e)) => return Err(StoreError::Backend(e.to_string())),
-                Ok(Ok(values)) => values,
-            };
-        self.ring.succeeded(&lease);
-        // Per-command errors that say "wrong server" or "not now" rather than "bad call".
-        for v in &values {
-            if let Value::ServerError(e) = v {
-                // A server that will not write (Redis passes a script's `OOM`, `READONLY`…
-                // on as the script's error code).
-                let refused = health::is_refusal(e.code());
-                if refused {
-                    self.refusals.refused();
-                }
-                match e.kind() {
-                    // Connected to a demoted primary (failover behind a DNS name or proxy):
-                    // reconnect so the name is resolved again.
-                    Some(ServerErrorKind::ReadOnly) => {
-                        self.ring.broken(&lease);
-                        return Err(StoreError::Unavailable(e.to_string()));
-                    }
-                    Some(k) if is_transient(k) => {
-                        return Err(StoreError::Unavailable(e.to_string()));
-                    }
-                    _ if refused => return Err(StoreError::Unavailable(e.to_string())),
-                    _ => {}
-                }
+        let replies = self.round_trip(build(mode)).await?;
+        if groups.len() == 1 || !self.cluster {
+            // In request order already.
+            for r in replies {
+                out.extend(r);
+            }
+            return Ok(());
+        }
+        // Cluster: back into request order.
+        let mut per_check: Vec<&[LimitResult]> = vec![&[]; checks.len()];
+        for (g, results) in groups.iter().zip(&replies) {
+            let mut at = 0;
+            for &i in g {
+                let k = checks[i].limits.len();
+                per_check[i] = &results[at..at + k];
+                at += k;
             }
         }
-        if values.len() != sizes.len() {
-            return Err(StoreError::Backend(format!(
-                "expected {} replies, got {}",
-                sizes.len(),
-                values.len()
-            )));
+        for r in per_check {
+            out.extend_from_slice(r);
         }
-        for (&limits, value) in sizes.iter().zip(&values) {
-            parse_reply(value, limits, out)?;
-        }
-        self.refusals.succeeded();
         Ok(())
     }
 
@@ -350,18 +328,4 @@ fn is_transient(kind: ServerErrorKind) -> bool {
             | ServerErrorKind::ClusterDown
             | ServerErrorKind::TryAgain
     )
-}
-
-/// A per-instance random-enough seed without a RNG dependency: time, pid and an address.
-fn nonce_seed() -> u64 {
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_nanos())
-        .unwrap_or(0);
-    let local = 0u8;
-    let mut h = xxhash_rust::xxh3::Xxh3::new();
-    h.update(&nanos.to_le_bytes());
-    h.update(&std::process::id().to_le_bytes());
-    h.update(&(std::ptr::addr_of!(local) as usize).to_le_bytes());
-    h.digest()
 }

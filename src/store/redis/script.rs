@@ -7,13 +7,12 @@ use deadpool_redis::redis::{self, Value};
 use crate::limit::{Check, LimitResult, LimitSpec};
 use crate::store::StoreError;
 
-/// The whole check script: the header, one file per algorithm, then the protocol. One script,
-/// so a check whose limits use different algorithms is one atomic `EVALSHA`.
+/// The whole check script: the header, the algorithm files, then the protocol. One script,
+/// so a request whose limits use different algorithms is one atomic `EVALSHA`.
 pub const SCRIPT: &str = concat!(
     include_str!("../lua/header.lua"),
     include_str!("../lua/fixed_window.lua"),
-    include_str!("../lua/sliding_window.lua"),
-    include_str!("../lua/sliding_log.lua"),
+    include_str!("../lua/runs.lua"),
     include_str!("../lua/token_bucket.lua"),
     include_str!("../lua/leaky_bucket.lua"),
     include_str!("../lua/gcra.lua"),
@@ -37,16 +36,17 @@ pub fn lock_key(prefix: &str, tag: &str, spec: &LimitSpec) -> String {
     k
 }
 
-/// What one `EVALSHA` of a check carries, independent of the connection it is sent on.
+/// What one `EVALSHA` carries: the checks of one request (or of one cluster slot of it),
+/// independent of the connection it is sent on.
 #[derive(Debug, Clone)]
 pub struct Invocation {
     pub keys: Vec<String>,
     pub args: Vec<String>,
-    /// Number of limits, i.e. results expected back.
+    /// Number of limits over all its checks, i.e. results expected back.
     pub limits: usize,
 }
 
-/// Per-call arguments shared by every check of one `run()`.
+/// Per-call arguments shared by every call of one `run()`.
 #[derive(Debug, Clone, Copy)]
 pub struct CallContext<'a> {
     /// `Some(now)` in local time mode; `None` lets the script read `TIME`.
@@ -55,33 +55,70 @@ pub struct CallContext<'a> {
     pub prefix: &'a str,
 }
 
+/// How a call charges its checks together (`ARGV[3]`, see `header.lua`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    /// Each check by its own decision.
+    Each,
+    /// Stop-increment: when any check of the call is denied, no admitted check is charged.
+    Stop,
+    /// Stop-increment, and the request already has a denied check: no admitted check is
+    /// charged.
+    Held,
+    /// Decide and report; write nothing.
+    Dry,
+}
+
+impl Mode {
+    fn arg(self) -> &'static str {
+        match self {
+            Mode::Each => "0",
+            Mode::Stop => "1",
+            Mode::Held => "2",
+            Mode::Dry => "3",
+        }
+    }
+}
+
 impl Invocation {
-    /// Build the keys and arguments of one check (see `header.lua` for the layout).
-    pub fn new(ctx: CallContext<'_>, check: &Check<'_>, nonce: &str) -> Invocation {
-        let tag = check.tag.to_base64url();
-        let mut keys = Vec::with_capacity(2 * check.limits.len());
-        let mut args = Vec::with_capacity(5 + 7 * check.limits.len());
+    /// Build the keys and arguments of one call over `checks` (see `header.lua` for the
+    /// layout): a lock key only for the limits with a penalty.
+    pub fn new<'c>(
+        ctx: CallContext<'_>,
+        mode: Mode,
+        checks: impl Iterator<Item = &'c Check<'c>> + Clone,
+    ) -> Invocation {
+        let limits: usize = checks.clone().map(|c| c.limits.len()).sum();
+        let mut keys = Vec::with_capacity(limits + 1);
+        let mut args = Vec::with_capacity(3 + 3 * 4 + 7 * limits);
         args.push(ctx.now_ms.map(|n| n.to_string()).unwrap_or_default());
-        args.push(check.cost.to_string());
-        args.push(if check.refund { "1" } else { "0" }.to_owned());
         args.push(ctx.slack_ms.to_string());
-        args.push(nonce.to_owned());
-        for spec in check.limits {
-            keys.push(state_key(ctx.prefix, &tag, spec));
-            keys.push(lock_key(ctx.prefix, &tag, spec));
-            args.push(spec.algorithm.code().to_string());
-            args.push(spec.requests_per_unit.to_string());
-            args.push(spec.window_ms().to_string());
-            args.push(spec.capacity().to_string());
-            args.push(spec.buckets.to_string());
-            args.push(if spec.overdraft { "1" } else { "0" }.to_owned());
-            args.push(spec.penalty_ms.to_string());
+        args.push(mode.arg().to_owned());
+        for check in checks {
+            let tag = check.tag.to_base64url();
+            args.push(check.cost.to_string());
+            args.push(if check.refund { "1" } else { "0" }.to_owned());
+            args.push(check.limits.len().to_string());
+            for spec in check.limits {
+                let key = state_key(ctx.prefix, &tag, spec);
+                if spec.penalty_ms > 0 {
+                    let mut lock = key.clone();
+                    lock.push_str(":p");
+                    keys.push(key);
+                    keys.push(lock);
+                } else {
+                    keys.push(key);
+                }
+                args.push(spec.algorithm.code().to_string());
+                args.push(spec.requests_per_unit.to_string());
+                args.push(spec.window_ms().to_string());
+                args.push(spec.capacity().to_string());
+                args.push(spec.buckets.to_string());
+                args.push(if spec.overdraft { "1" } else { "0" }.to_owned());
+                args.push(spec.penalty_ms.to_string());
+            }
         }
-        Invocation {
-            keys,
-            args,
-            limits: check.limits.len(),
-        }
+        Invocation { keys, args, limits }
     }
 
     /// `EVALSHA <sha> <numkeys> KEYS... ARGV...` for pipelines.
@@ -93,6 +130,23 @@ impl Invocation {
             .arg(&self.args);
         cmd
     }
+}
+
+/// The Redis Cluster slot of a state tag (every key of a descriptor hashes to it): CRC16
+/// (XMODEM) of the hash tag's content, modulo 16384.
+pub fn slot(tag_base64url: &str) -> u16 {
+    let mut crc: u16 = 0;
+    for &b in tag_base64url.as_bytes() {
+        crc ^= u16::from(b) << 8;
+        for _ in 0..8 {
+            crc = if crc & 0x8000 != 0 {
+                (crc << 1) ^ 0x1021
+            } else {
+                crc << 1
+            };
+        }
+    }
+    crc % 16384
 }
 
 /// Parse one script reply into `limits` results appended to `out`. Anything but the exact
@@ -155,6 +209,13 @@ fn malformed(what: String) -> StoreError {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn slots_match_redis() {
+        // CLUSTER KEYSLOT of "123456789" is 12739 (the CRC16 check value 0x31C3).
+        assert_eq!(slot("123456789"), 12739);
+        assert_eq!(slot(""), 0);
+    }
 
     #[test]
     fn rejects_malformed_replies() {

@@ -90,14 +90,27 @@ fn changing_the_limit_keeps_the_log() {
 }
 
 #[test]
-fn a_clock_going_backwards_keeps_entries_sorted() {
+fn a_clock_going_backwards_stamps_entries_with_the_newest_time() {
     let mut lab = log(3);
     lab.at(T0 + 500).hit(2);
     lab.at(T0 + 100);
+    // Added to the newest run (T0 + 500): they leave the window with it.
     assert_eq!(lab.hit(1), ok(0, 1_400, 2));
-    assert_eq!(runs(&lab), vec![(T0 + 100, 1), (T0 + 500, 2)]);
-    assert_eq!(lab.hit(1), denied(1_400, Some(1_000), 3));
-    lab.assert_retry_exact(1, 1_000);
+    assert_eq!(runs(&lab), vec![(T0 + 500, 3)]);
+    assert_eq!(lab.hit(1), denied(1_400, Some(1_400), 3));
+    lab.assert_retry_exact(1, 1_400);
     lab.refund(2);
-    assert_eq!(runs(&lab), vec![(T0 + 100, 1)]);
+    assert_eq!(runs(&lab), vec![(T0 + 500, 1)]);
+}
+
+#[test]
+fn a_refund_reaches_back_at_most_64_runs() {
+    let mut lab = log(100);
+    for i in 0..70 {
+        lab.at(T0 + i).hit(1);
+    }
+    assert_eq!(runs(&lab).len(), 70);
+    // 100 asked, 64 given back: the 64 newest runs; the 6 oldest stay.
+    assert_eq!(lab.at(T0 + 70).refund(100), ok(94, 1_000 - 65, 70));
+    assert_eq!(runs(&lab), (0..6).map(|i| (T0 + i, 1)).collect::<Vec<_>>());
 }

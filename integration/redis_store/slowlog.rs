@@ -1,0 +1,193 @@
+//! Bounded work per script call: at the largest parameters and costs config allows, no
+//! script call takes 1 ms inside Redis (SLOWLOG, which times the command in the server).
+//!
+//! The states are built to their largest size first (a sliding log of 10 000 runs, a
+//! sliding window with 1 000 sub-windows), then every costly path is driven: denials whose
+//! retry searches the whole log, the largest cost and refund, a window half expired, a
+//! log wholly expired, a request of 64 descriptors with several limits each. SLOWLOG records
+//! every call of the measured part (threshold 0). SLOWLOG measures wall time, and on a shared
+//! machine any call may be descheduled for milliseconds; so the scenario (deterministic: the
+//! same calls in the same order) runs up to four times, and each call is judged by its
+//! fastest run. A call that does unbounded work is slow every time; a preempted one is not.
+
+use sluice::limit::{Algorithm, Check, LimitSpec, SLIDING_LOG_MAX, Unit};
+
+use super::{Env, spec, tag};
+
+const THRESHOLD_US: u64 = 1000;
+
+/// Script calls in SLOWLOG, in the order they ran: (microseconds, the call abridged).
+fn script_calls(env: &Env) -> Vec<(u64, String)> {
+    use deadpool_redis::redis::Value;
+    let entries: Vec<Value> = env.server.query(&["SLOWLOG", "GET", "-1"]);
+    let mut calls = Vec::new();
+    for e in entries.into_iter().rev() {
+        let Value::Array(fields) = e else { continue };
+        let (Some(Value::Int(us)), Some(Value::Array(args))) = (fields.get(2), fields.get(3))
+        else {
+            continue;
+        };
+        let args: Vec<String> = args
+            .iter()
+            .map(|a| match a {
+                Value::BulkString(b) => String::from_utf8_lossy(b).into_owned(),
+                other => format!("{other:?}"),
+            })
+            .collect();
+        let script = args.first().is_some_and(|c| {
+            ["evalsha", "eval", "fcall"].contains(&c.to_ascii_lowercase().as_str())
+        });
+        if script {
+            let shown: Vec<&str> = args.iter().skip(2).take(12).map(String::as_str).collect();
+            calls.push((*us as u64, shown.join(" ")));
+        }
+    }
+    calls
+}
+
+fn measure(env: &Env) {
+    env.server
+        .query::<String>(&["CONFIG", "SET", "slowlog-log-slower-than", "0"]);
+    env.server
+        .query::<String>(&["CONFIG", "SET", "slowlog-max-len", "100000"]);
+    env.server.query::<String>(&["SLOWLOG", "RESET"]);
+}
+
+fn not_measured(env: &Env) {
+    env.server
+        .query::<String>(&["CONFIG", "SET", "slowlog-log-slower-than", "-1"]);
+}
+
+/// One scenario; the script calls of its measured part, in order.
+async fn scenario(attempt: u32) -> Vec<(u64, String)> {
+    let env = Env::new().await;
+    not_measured(&env);
+    let name = |s: &str| tag(&format!("{s}-{attempt}"));
+    let max = SLIDING_LOG_MAX;
+
+    // A sliding log of 10 000 runs (one admitted hit per ms), built through the store.
+    let log = spec(Algorithm::SlidingLog, max, Unit::Minute);
+    let lt = name("log");
+    for i in 0..u64::from(max) {
+        env.at(i);
+        assert!(env.hit1(lt, &log, 1).await.allowed);
+    }
+    // A sliding window with every one of its 1 000 sub-windows counted.
+    let mut win = spec(Algorithm::SlidingWindow, u32::MAX, Unit::Minute);
+    win.buckets = 1000;
+    let wt = name("window");
+    for i in 0..1000 {
+        env.at(60 * i);
+        assert!(env.hit1(wt, &win, 1).await.allowed);
+    }
+
+    measure(&env);
+    env.at(u64::from(max));
+    let full = u64::from(max);
+    // Denials whose retry looks for the oldest and the newest live entry.
+    let r = env.hit1(lt, &log, 1).await;
+    assert!(!r.allowed, "{r:?}");
+    assert!(!env.hit1(lt, &log, full).await.allowed);
+    assert!(!env.hit1(lt, &log, u64::MAX).await.allowed);
+    assert!(env.hit(lt, std::slice::from_ref(&log), 0).await[0].allowed);
+    // The largest refund: the 64 newest runs.
+    assert!(env.refund1(lt, &log, u64::MAX).await.allowed);
+    // Half the log expired: pruned 64 runs per write.
+    env.at(60_000 + full / 2);
+    for cost in [1, 32, 64] {
+        assert!(env.hit1(lt, &log, cost).await.allowed);
+    }
+    // Wholly expired: dropped at once, then the largest cost in one run.
+    env.at(10 * 60_000);
+    assert!(env.hit1(lt, &log, full).await.allowed);
+    assert!(env.refund1(lt, &log, full - 1).await.allowed);
+
+    // The window: half its sub-windows expire at once, then the largest refund.
+    env.at(60_000 + 30_000);
+    assert!(env.hit1(wt, &win, 1).await.allowed);
+    assert!(env.refund1(wt, &win, u64::MAX).await.allowed);
+
+    // Every other algorithm at its largest cost and capacity.
+    for algorithm in [
+        Algorithm::FixedWindow,
+        Algorithm::TokenBucket,
+        Algorithm::LeakyBucket,
+        Algorithm::Gcra,
+    ] {
+        let l = LimitSpec {
+            burst: 1 << 20,
+            ..spec(algorithm, u32::MAX, Unit::Second)
+        };
+        let t = name(algorithm.name());
+        env.hit1(t, &l, u64::MAX).await;
+        env.hit1(t, &l, 1 << 20).await;
+        env.refund1(t, &l, u64::MAX).await;
+    }
+
+    // The largest request: 64 descriptors with 4 limits of every kind each.
+    let limits = vec![
+        spec(Algorithm::SlidingLog, max, Unit::Minute),
+        LimitSpec {
+            slot: 1,
+            ..spec(Algorithm::SlidingWindow, 1000, Unit::Minute)
+        },
+        LimitSpec {
+            slot: 2,
+            penalty_ms: 1000,
+            ..spec(Algorithm::Gcra, 1000, Unit::Second)
+        },
+        LimitSpec {
+            slot: 3,
+            ..spec(Algorithm::FixedWindow, 1000, Unit::Second)
+        },
+    ];
+    let tags: Vec<_> = (0..64).map(|i| name(&format!("req{i}"))).collect();
+    let checks: Vec<Check<'_>> = tags
+        .iter()
+        .map(|&tag| Check {
+            tag,
+            limits: &limits,
+            cost: 5,
+            refund: false,
+        })
+        .collect();
+    env.run(&checks).await;
+    env.run(&checks).await;
+
+    script_calls(&env)
+}
+
+#[tokio::test]
+async fn no_script_call_takes_a_millisecond_at_the_largest_parameters() {
+    // Per call (by position in the scenario): its fastest run so far.
+    let mut best: Vec<(u64, String)> = Vec::new();
+    for attempt in 0..4 {
+        let calls = scenario(attempt).await;
+        if best.is_empty() {
+            best = calls;
+        } else {
+            assert_eq!(calls.len(), best.len(), "the scenario is not deterministic");
+            for (b, c) in best.iter_mut().zip(calls) {
+                if c.0 < b.0 {
+                    *b = c;
+                }
+            }
+        }
+        let worst = best.iter().max_by_key(|c| c.0).cloned().unwrap_or_default();
+        eprintln!(
+            "after {} run(s): {} script calls, the slowest at its fastest: {} us: {}",
+            attempt + 1,
+            best.len(),
+            worst.0,
+            worst.1
+        );
+        if worst.0 < THRESHOLD_US {
+            return;
+        }
+    }
+    let worst = best.iter().max_by_key(|c| c.0).cloned().unwrap_or_default();
+    panic!(
+        "a script call took {} us (>= {THRESHOLD_US} us) in every run: {}",
+        worst.0, worst.1
+    );
+}

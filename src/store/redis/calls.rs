@@ -1,0 +1,119 @@
+//! How a request becomes script calls, and replies become results: the grouping of a
+//! request's checks into calls (one per request on a single node, one per slot on a cluster,
+//! split past [`MAX_LIMITS_PER_CALL`]) and one round trip over the connection ring, with the
+//! breaker and error classification.
+
+use deadpool_redis::redis::{ErrorKind, ServerErrorKind, Value};
+
+use super::script::{self, Invocation, parse_reply};
+use super::{RedisStore, health, is_connection_error, is_transient};
+use crate::limit::{Check, LimitResult};
+use crate::store::StoreError;
+
+/// Most limits in one script call: a request bigger than this (up to 64 descriptors with
+/// several limits each) is split over several calls of one pipeline, so no call holds Redis
+/// long (the SLOWLOG test).
+pub(super) const MAX_LIMITS_PER_CALL: usize = 16;
+
+impl RedisStore {
+    /// The checks (indexes into `checks`) of each script call: on a single node, in order,
+    /// as few calls as [`MAX_LIMITS_PER_CALL`] allows (one for any ordinary request); on a
+    /// cluster, one group per slot (first-seen order), split the same way.
+    pub(super) fn groups(&self, checks: &[Check<'_>]) -> Vec<Vec<usize>> {
+        let mut groups: Vec<(u16, usize, Vec<usize>)> = Vec::new();
+        for (i, c) in checks.iter().enumerate() {
+            if c.limits.is_empty() {
+                continue;
+            }
+            let slot = if self.cluster {
+                script::slot(&c.tag.to_base64url())
+            } else {
+                0
+            };
+            let k = c.limits.len();
+            match groups.iter_mut().rev().find(|g| g.0 == slot) {
+                Some(g) if g.1 + k <= MAX_LIMITS_PER_CALL || g.2.is_empty() => {
+                    g.1 += k;
+                    g.2.push(i);
+                }
+                _ => groups.push((slot, k, vec![i])),
+            }
+        }
+        groups.into_iter().map(|g| g.2).collect()
+    }
+
+    /// Send `calls` in one round trip (one pipeline, or concurrent calls on a cluster) and
+    /// decode every reply: one result per limit, per call, in call order.
+    pub(super) async fn round_trip(
+        &self,
+        calls: Vec<Invocation>,
+    ) -> Result<Vec<Vec<LimitResult>>, StoreError> {
+        let sizes: Vec<usize> = calls.iter().map(|c| c.limits).collect();
+        // The breaker: with no live connection, fail now rather than connect or wait.
+        let Some(lease) = self.ring.pick() else {
+            return Err(StoreError::Unavailable("redis is not connected".to_owned()));
+        };
+        let values =
+            match tokio::time::timeout(self.request_timeout, self.exec(lease.conn.clone(), calls))
+                .await
+            {
+                Err(_) => {
+                    self.ring.timed_out(&lease);
+                    return Err(StoreError::Timeout(self.request_timeout));
+                }
+                Ok(Err(e)) if is_connection_error(&e) => {
+                    self.ring.broken(&lease);
+                    return Err(StoreError::Unavailable(e.to_string()));
+                }
+                Ok(Err(e)) if e.code().is_some_and(health::is_refusal) => {
+                    self.refusals.refused();
+                    return Err(StoreError::Unavailable(e.to_string()));
+                }
+                Ok(Err(e)) if matches!(e.kind(), ErrorKind::Server(k) if is_transient(k)) => {
+                    return Err(StoreError::Unavailable(e.to_string()));
+                }
+                Ok(Err(e)) => return Err(StoreError::Backend(e.to_string())),
+                Ok(Ok(values)) => values,
+            };
+        self.ring.succeeded(&lease);
+        // Per-command errors that say "wrong server" or "not now" rather than "bad call".
+        for v in &values {
+            if let Value::ServerError(e) = v {
+                // A server that will not write (Redis passes a script's `OOM`, `READONLY`…
+                // on as the script's error code).
+                let refused = health::is_refusal(e.code());
+                if refused {
+                    self.refusals.refused();
+                }
+                match e.kind() {
+                    // Connected to a demoted primary (failover behind a DNS name or proxy):
+                    // reconnect so the name is resolved again.
+                    Some(ServerErrorKind::ReadOnly) => {
+                        self.ring.broken(&lease);
+                        return Err(StoreError::Unavailable(e.to_string()));
+                    }
+                    Some(k) if is_transient(k) => {
+                        return Err(StoreError::Unavailable(e.to_string()));
+                    }
+                    _ if refused => return Err(StoreError::Unavailable(e.to_string())),
+                    _ => {}
+                }
+            }
+        }
+        if values.len() != sizes.len() {
+            return Err(StoreError::Backend(format!(
+                "expected {} replies, got {}",
+                sizes.len(),
+                values.len()
+            )));
+        }
+        let mut out = Vec::with_capacity(sizes.len());
+        for (&limits, value) in sizes.iter().zip(&values) {
+            let mut results = Vec::with_capacity(limits);
+            parse_reply(value, limits, &mut results)?;
+            out.push(results);
+        }
+        self.refusals.succeeded();
+        Ok(out)
+    }
+}
