@@ -11,7 +11,9 @@
 //! - [`metrics`]: the Prometheus registry and cached handles.
 //! - [`http`]: `/healthcheck`, `/json`, `/metrics`, `/rlconfig`.
 //! - [`server`]: wires listeners, services and shutdown together.
-//! - [`tls`]: TLS plumbing shared by Redis and gRPC (the crypto provider, certificates).
+//! - [`tls`]: TLS plumbing shared by Redis, gRPC and the client (crypto provider, PEM files,
+//!   reloadable server config).
+//! - [`transport`]: serving a listener: accept loop, connection caps, timeouts, TLS, drain.
 
 pub mod config;
 pub mod http;
@@ -24,3 +26,4 @@ pub mod service;
 pub mod settings;
 pub mod store;
 pub mod tls;
+pub mod transport;

@@ -189,6 +189,9 @@ pub struct ServeArgs {
     /// listeners, so load balancers stop sending first [default: 0s]
     #[arg(long, value_name = "DURATION", env = "SLUICE_SHUTDOWN_DELAY")]
     pub shutdown_delay: Option<String>,
+
+    #[command(flatten)]
+    pub listen: ListenArgs,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -303,6 +306,8 @@ pub struct Settings {
     pub worker_threads: Option<usize>,
     /// Health requires at least one loaded domain (HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED).
     pub healthy_requires_config: bool,
+    /// gRPC TLS, the debug listener, connection timeouts and caps.
+    pub listen: ListenSettings,
     /// Notes on accepted-but-ignored compatibility variables, logged at startup.
     pub notes: Vec<String>,
 }
@@ -326,14 +331,18 @@ impl Default for Settings {
             shutdown_delay: Duration::ZERO,
             worker_threads: None,
             healthy_requires_config: false,
+            listen: ListenSettings::default(),
             notes: Vec::new(),
         }
     }
 }
 
 mod compat;
+mod listen;
 mod parse;
 mod redis;
+
+pub use listen::{GrpcTlsSettings, ListenArgs, ListenSettings};
 
 use parse::err;
 pub use parse::{SettingsError, parse_addr, parse_bool, parse_duration};

@@ -32,6 +32,8 @@ pub enum ServerError {
     Io(#[from] std::io::Error),
     #[error("gRPC server: {0}")]
     Grpc(#[from] tonic::transport::Error),
+    #[error("gRPC TLS: {0}")]
+    Tls(#[from] crate::tls::TlsError),
 }
 
 /// Serve until `shutdown` is cancelled, then stop accepting, let in-flight requests finish

@@ -30,7 +30,7 @@ pub(super) fn num_var<T: std::str::FromStr>(
 }
 
 /// `HOST`/`PORT`-style pair → address, when either is set.
-fn host_port(
+pub(super) fn host_port(
     env: Env<'_>,
     host_var: &str,
     port_var: &str,
@@ -174,6 +174,7 @@ pub(super) fn resolve(args: &ServeArgs, env: Env<'_>) -> Result<Settings, Settin
     s.worker_threads = args.worker_threads;
     s.healthy_requires_config =
         bool_var(env, "HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED")?.unwrap_or(false);
+    s.listen = super::listen::resolve_listen(&args.listen, env, &mut s.notes)?;
 
     unsupported(env)?;
     ignored(env, &mut s.notes);
@@ -225,12 +226,6 @@ fn unsupported(env: Env<'_>) -> Result<(), SettingsError> {
         return Err(err(
             "GRPC_UDS",
             "unix-socket gRPC listeners are not supported; use GRPC_HOST/GRPC_PORT",
-        ));
-    }
-    if bool_var(env, "GRPC_SERVER_USE_TLS")?.unwrap_or(false) {
-        return Err(err(
-            "GRPC_SERVER_USE_TLS",
-            "gRPC TLS is not supported yet; terminate TLS in the mesh",
         ));
     }
     Ok(())
