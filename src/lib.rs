@@ -11,10 +11,12 @@
 //! - [`metrics`]: the Prometheus registry and cached handles.
 //! - [`http`]: `/healthcheck`, `/json`, `/metrics`, `/rlconfig`.
 //! - [`server`]: wires listeners, services and shutdown together.
+//! - [`client`]: `sluice query`, a client of the RLS v3 API (any server), plain or TLS.
 //! - [`tls`]: TLS plumbing shared by Redis, gRPC and the client (crypto provider, PEM files,
 //!   reloadable server config).
 //! - [`transport`]: serving a listener: accept loop, connection caps, timeouts, TLS, drain.
 
+pub mod client;
 pub mod config;
 pub mod http;
 pub mod limit;

@@ -1,4 +1,4 @@
-//! The `sluice` binary: `serve` and `check`. Everything else lives in the library.
+//! The `sluice` binary: `serve`, `check` and `query`. Everything else lives in the library.
 
 use std::process::ExitCode;
 
@@ -6,7 +6,7 @@ use anyhow::Context;
 use clap::Parser;
 use sluice::config::{LoadOptions, RateLimitConfig};
 use sluice::server::{self, Listeners};
-use sluice::settings::{CheckArgs, Cli, Command, LogFormat, Settings, parse_bool};
+use sluice::settings::{CheckArgs, Cli, Command, LogFormat, QueryArgs, Settings, parse_bool};
 use tokio_util::sync::CancellationToken;
 use tracing_subscriber::EnvFilter;
 
@@ -19,6 +19,7 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.command {
         Command::Check(args) => check(&args),
+        Command::Query(args) => query(&args),
         Command::Serve(args) => match serve(&args) {
             Ok(()) => ExitCode::SUCCESS,
             Err(e) => {
@@ -56,6 +57,37 @@ fn check(args: &CheckArgs) -> ExitCode {
                 }
             }
             ExitCode::FAILURE
+        }
+    }
+}
+
+/// `sluice query`: the answer on stdout; exit 0 OK, 1 OVER_LIMIT, 2 error (on stderr).
+fn query(args: &QueryArgs) -> ExitCode {
+    let runtime = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("sluice query: starting the async runtime: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    match runtime.block_on(sluice::client::query(args)) {
+        Ok(report) => {
+            print!(
+                "{}",
+                if args.json {
+                    report.json()
+                } else {
+                    report.table()
+                }
+            );
+            ExitCode::from(report.exit_code())
+        }
+        Err(e) => {
+            eprintln!("sluice query: {e}");
+            ExitCode::from(2)
         }
     }
 }

@@ -38,6 +38,9 @@ pub enum Command {
     Serve(Box<ServeArgs>),
     /// Validate rule files or directories; print every error.
     Check(CheckArgs),
+    /// Ask a rate limit server (any RLS v3 server) one question; print its answer.
+    /// Exit status: 0 OK, 1 OVER_LIMIT, 2 error.
+    Query(Box<QueryArgs>),
 }
 
 #[derive(Debug, Args)]
@@ -340,9 +343,11 @@ impl Default for Settings {
 mod compat;
 mod listen;
 mod parse;
+mod query;
 mod redis;
 
 pub use listen::{GrpcTlsSettings, ListenArgs, ListenSettings};
+pub use query::{Descriptor, QueryArgs, parse_descriptor};
 
 use parse::err;
 pub use parse::{SettingsError, parse_addr, parse_bool, parse_duration};
