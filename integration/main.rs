@@ -7,6 +7,7 @@ mod architecture;
 mod cli;
 mod conformance;
 mod deploy;
+mod edge;
 mod ops;
 mod redis_binary;
 mod redis_store;

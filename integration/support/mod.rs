@@ -3,6 +3,8 @@
 
 #![allow(dead_code)]
 
+pub mod certs;
+pub mod h2raw;
 pub mod model;
 pub mod model_store;
 pub mod redis;

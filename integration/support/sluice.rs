@@ -28,6 +28,7 @@ pub struct Builder {
     config_args: bool,
     args: Vec<String>,
     env: BTreeMap<String, String>,
+    nofile: Option<u32>,
 }
 
 pub fn sluice() -> Builder {
@@ -36,6 +37,7 @@ pub fn sluice() -> Builder {
         config_args: true,
         args: Vec::new(),
         env: BTreeMap::new(),
+        nofile: None,
     }
 }
 
@@ -51,8 +53,19 @@ impl Builder {
         self
     }
 
+    pub fn args<S: Into<String>>(mut self, args: impl IntoIterator<Item = S>) -> Self {
+        self.args.extend(args.into_iter().map(Into::into));
+        self
+    }
+
     pub fn env(mut self, k: &str, v: impl Into<String>) -> Self {
         self.env.insert(k.into(), v.into());
+        self
+    }
+
+    /// Start the process with this many file descriptors at most (`ulimit -n`).
+    pub fn nofile(mut self, n: u32) -> Self {
+        self.nofile = Some(n);
         self
     }
 
@@ -78,7 +91,17 @@ impl Builder {
             }
             std::fs::write(p, content).map_err(|e| e.to_string())?;
         }
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_sluice"));
+        let mut cmd = match self.nofile {
+            None => Command::new(env!("CARGO_BIN_EXE_sluice")),
+            Some(n) => {
+                // The shell lowers the limit, then becomes sluice (same pid).
+                let mut c = Command::new("sh");
+                c.arg("-c")
+                    .arg(format!("ulimit -n {n} && exec \"$0\" \"$@\""))
+                    .arg(env!("CARGO_BIN_EXE_sluice"));
+                c
+            }
+        };
         cmd.arg("serve");
         if self.config_args {
             cmd.arg("--config").arg(&config).args([
@@ -104,15 +127,17 @@ impl Builder {
             let logs = logs.clone();
             std::thread::spawn(move || {
                 for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-                    if let Ok(v) = serde_json::from_str::<serde_json::Value>(&line)
-                        && v["message"] == "serving"
-                    {
+                    let serving = serde_json::from_str::<serde_json::Value>(&line)
+                        .ok()
+                        .filter(|v| v["message"] == "serving");
+                    // Logged before the start is reported, so the line is there to read.
+                    logs.lock().unwrap().push(line);
+                    if let Some(v) = serving {
                         let _ = tx.send((
                             v["grpc"].as_str().map(String::from),
                             v["http"].as_str().map(String::from),
                         ));
                     }
-                    logs.lock().unwrap().push(line);
                 }
             });
         }
@@ -185,6 +210,16 @@ impl Sluice {
     /// Every log line so far (JSON).
     pub fn logs(&self) -> Vec<String> {
         self.logs.lock().unwrap().clone()
+    }
+
+    /// A field of the "serving" log line (e.g. `debug`, `metrics`), as an address.
+    pub fn serving_addr(&self, field: &str) -> Option<SocketAddr> {
+        self.logs().iter().find_map(|l| {
+            let v: serde_json::Value = serde_json::from_str(l).ok()?;
+            (v["message"] == "serving")
+                .then(|| v[field].as_str()?.parse().ok())
+                .flatten()
+        })
     }
 
     /// Wait until a log line contains `needle`.

@@ -161,10 +161,16 @@ async fn handshake<S>(tcp: TcpStream, shared: &Shared<S>) -> std::io::Result<Pre
     Ok(Prefixed::new(prefix, stream))
 }
 
+/// On drain, a connection with nothing in flight for this long is dropped: an HTTP/1
+/// client halfway through its headers, or an HTTP/2 peer that never answers the GOAWAY's
+/// PING, must not hold the process for the whole grace period.
+const DRAIN_LINGER: Duration = Duration::from_millis(500);
+
 /// Run a hyper connection to its end. Closing starts (GOAWAY on HTTP/2, close after the
 /// current response on HTTP/1) on drain, after the idle timeout, or at the maximum age; a
 /// connection that started closing on its own timers is dropped after a deadline (the age
-/// grace, or the header timeout for an idle one whose peer does not finish the exchange).
+/// grace, or the header timeout for an idle one whose peer does not finish the exchange),
+/// and a draining one as soon as nothing is in flight for [`DRAIN_LINGER`].
 async fn drive<C, S>(
     conn: C,
     graceful: impl Fn(Pin<&mut C>),
@@ -178,14 +184,16 @@ async fn drive<C, S>(
     let limits = &shared.limits;
     let mut conn = pin!(conn);
     let now = Instant::now();
-    let mut idle = limits.idle_timeout.map(|t| IdleWatch::new(t, now));
-    let mut idle_check = idle.as_ref().map(|w| now + w.period());
+    // The quiet-time watch: the idle timeout, or DRAIN_LINGER once draining.
+    let mut quiet = limits.idle_timeout.map(|t| IdleWatch::new(t, now));
+    let mut quiet_check = quiet.as_ref().map(|w| now + w.period());
     let mut age_at = match shared.protocol {
         Protocol::Http2 => limits.max_age.map(|age| started + jittered(age)),
         Protocol::Http1 => None,
     };
     let mut force_at: Option<Instant> = None;
     let mut closing = false;
+    let mut draining = false;
     loop {
         tokio::select! {
             r = conn.as_mut() => {
@@ -194,9 +202,16 @@ async fn drive<C, S>(
                 }
                 return;
             }
-            _ = drain.cancelled(), if !closing => {
-                graceful(conn.as_mut());
-                closing = true;
+            _ = drain.cancelled(), if !draining => {
+                if !closing {
+                    graceful(conn.as_mut());
+                    closing = true;
+                }
+                draining = true;
+                let now = Instant::now();
+                let w = IdleWatch::new(DRAIN_LINGER, now);
+                quiet_check = Some(now + w.period());
+                quiet = Some(w);
             }
             _ = at(age_at), if !closing => {
                 tracing::debug!(listener = shared.name, "maximum connection age: GOAWAY");
@@ -205,17 +220,23 @@ async fn drive<C, S>(
                 age_at = None;
                 force_at = Some(Instant::now() + limits.max_age_grace);
             }
-            _ = at(idle_check), if !closing => {
+            _ = at(quiet_check) => {
                 let now = Instant::now();
-                let Some(w) = idle.as_mut() else { continue };
-                if w.idle(activity, now) {
-                    tracing::debug!(listener = shared.name, "idle timeout: closing");
-                    graceful(conn.as_mut());
-                    closing = true;
-                    idle_check = None;
-                    force_at = Some(now + limits.header_timeout);
+                let Some(w) = quiet.as_mut() else { continue };
+                if !w.idle(activity, now) {
+                    quiet_check = Some(now + w.period());
+                } else if draining {
+                    tracing::debug!(listener = shared.name, "draining: nothing in flight; closing");
+                    return;
                 } else {
-                    idle_check = Some(now + w.period());
+                    tracing::debug!(listener = shared.name, "idle timeout: closing");
+                    if !closing {
+                        graceful(conn.as_mut());
+                        closing = true;
+                    }
+                    quiet_check = None;
+                    let deadline = now + limits.header_timeout;
+                    force_at = Some(force_at.map_or(deadline, |f| f.min(deadline)));
                 }
             }
             _ = at(force_at) => {
