@@ -5,6 +5,7 @@
 
 pub mod certs;
 pub mod h2raw;
+pub mod http;
 pub mod model;
 pub mod model_store;
 pub mod redis;
