@@ -154,3 +154,43 @@ async fn over_mutual_tls() {
     .await;
     assert_eq!(plain.status.code(), Some(2), "plaintext to a TLS port");
 }
+
+/// The README's quick start runs `sluice query` against the bundled config: the command
+/// there prints what the README says it prints.
+#[tokio::test]
+async fn the_readme_quick_start_query_prints_what_the_readme_shows() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let readme = std::fs::read_to_string(root.join("README.md")).expect("README");
+    let block = readme
+        .split("```sh")
+        .find(|b| b.contains("-- query "))
+        .and_then(|b| b.split("```").next())
+        .expect("a quick start block with `-- query`");
+    let mut lines = block.lines().map(str::trim).filter(|l| !l.is_empty());
+    let command = lines.next().expect("the command");
+    let expected: Vec<&str> = lines
+        .map(|l| l.strip_prefix("# ").expect("expected output as comments"))
+        .collect();
+    let args: Vec<&str> = command
+        .split_once(" -- query ")
+        .expect("cargo run … -- query …")
+        .1
+        .split_whitespace()
+        .collect();
+
+    let s = sluice()
+        .no_default_args()
+        .args(["--config", &root.join("config").display().to_string()])
+        .args(["--grpc-addr", "127.0.0.1:0", "--http-addr", "127.0.0.1:0"])
+        .start()
+        .await;
+    let addr = s.grpc.to_string();
+    let args: Vec<&str> = args
+        .iter()
+        .map(|a| if a.starts_with("localhost:") { addr.as_str() } else { a })
+        .collect();
+    let out = query(&args).await;
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let printed = stdout(&out);
+    assert_eq!(printed.lines().collect::<Vec<_>>(), expected, "{printed}");
+}
