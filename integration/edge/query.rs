@@ -187,7 +187,13 @@ async fn the_readme_quick_start_query_prints_what_the_readme_shows() {
     let addr = s.grpc.to_string();
     let args: Vec<&str> = args
         .iter()
-        .map(|a| if a.starts_with("localhost:") { addr.as_str() } else { a })
+        .map(|a| {
+            if a.starts_with("localhost:") {
+                addr.as_str()
+            } else {
+                a
+            }
+        })
         .collect();
     let out = query(&args).await;
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));

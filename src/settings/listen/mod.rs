@@ -35,8 +35,8 @@ pub struct ListenArgs {
     /// reconnect and spread over new instances [default: 24h] (also GRPC_MAX_CONNECTION_AGE)
     #[arg(long, value_name = "DURATION", env = "SLUICE_GRPC_MAX_CONNECTION_AGE")]
     pub grpc_max_connection_age: Option<String>,
-    /// Then close it this long after, in-flight requests or not [default: 1h]
-    /// (also GRPC_MAX_CONNECTION_AGE_GRACE)
+    /// After that GOAWAY, close the connection this long after, in-flight requests or not
+    /// [default: 1h] (also GRPC_MAX_CONNECTION_AGE_GRACE)
     #[arg(
         long,
         value_name = "DURATION",
@@ -64,7 +64,8 @@ pub struct ListenArgs {
     /// HTTP/2 keepalive: PING a connection this often (0: never) [default: 60s]
     #[arg(long, value_name = "DURATION", env = "SLUICE_HTTP2_KEEPALIVE_INTERVAL")]
     pub http2_keepalive_interval: Option<String>,
-    /// … and close it when the PING is not answered within this [default: 20s]
+    /// HTTP/2 keepalive: close a connection whose PING is not answered within this
+    /// [default: 20s]
     #[arg(long, value_name = "DURATION", env = "SLUICE_HTTP2_KEEPALIVE_TIMEOUT")]
     pub http2_keepalive_timeout: Option<String>,
 }
