@@ -125,7 +125,16 @@ fn table(doc: &str, heading: &str) -> BTreeMap<String, BTreeSet<String>> {
             BTreeSet::from(["*".to_string()])
         } else {
             // Names are the backticked words outside parentheses (which hold reasons).
-            let names = cells[1].split('(').next().unwrap_or("");
+            let mut names = String::new();
+            let mut depth = 0usize;
+            for c in cells[1].chars() {
+                match c {
+                    '(' => depth += 1,
+                    ')' => depth = depth.saturating_sub(1),
+                    _ if depth == 0 => names.push(c),
+                    _ => {}
+                }
+            }
             names
                 .split('`')
                 .skip(1)

@@ -10,6 +10,7 @@ mod cli;
 mod conformance;
 mod dashboards;
 mod deploy;
+mod edge;
 mod explain;
 mod local_cache;
 mod ops;

@@ -1,6 +1,7 @@
 //! The HTTP listener: `/healthcheck`, `/json`, `/metrics`, `/rlconfig` (envoyproxy/ratelimit's
-//! endpoints) and `/explain` (which rule a descriptor matches and why), and the optional
-//! separate metrics listener.
+//! endpoints) and `/explain` (which rule a descriptor matches and why), the optional
+//! separate metrics listener, and the optional debug listener (their `DEBUG_PORT`: an index
+//! and `/rlconfig`).
 
 use std::sync::Arc;
 
@@ -35,6 +36,21 @@ pub fn router(state: HttpState) -> Router {
 /// The separate metrics listener (`--metrics-addr` / `PROMETHEUS_ADDR`).
 pub fn metrics_router(state: HttpState, path: &str) -> Router {
     Router::new().route(path, get(metrics)).with_state(state)
+}
+
+/// The debug listener (`--debug-addr` / `DEBUG_HOST`, `DEBUG_PORT`): envoyproxy/ratelimit's
+/// debug port serves `/rlconfig` and an index of its endpoints at `/`; sluice adds
+/// `/metrics`. Their Go-specific `/stats` (expvar) and `/debug/pprof` have no equivalent.
+pub fn debug_router(state: HttpState) -> Router {
+    Router::new()
+        .route("/", get(debug_index))
+        .route("/rlconfig", get(rlconfig))
+        .route("/metrics", get(metrics))
+        .with_state(state)
+}
+
+async fn debug_index() -> &'static str {
+    "/metrics: Prometheus metrics\n/rlconfig: print out the currently loaded configuration for debugging\n"
 }
 
 async fn healthcheck(State(s): State<HttpState>) -> Response {

@@ -14,10 +14,14 @@
 //! - [`http`]: `/healthcheck`, `/json`, `/metrics`, `/rlconfig`, `/explain`.
 //! - [`admin`]: the admin listener: a descriptor's state, peeked or reset.
 //! - [`server`]: wires listeners, services and shutdown together.
-//! - [`tls`]: TLS plumbing shared by Redis and gRPC (the crypto provider, certificates).
+//! - [`client`]: `sluice query`, a client of the RLS v3 API (any server), plain or TLS.
+//! - [`tls`]: TLS plumbing shared by Redis, gRPC and the client (crypto provider, PEM files,
+//!   reloadable server config).
+//! - [`transport`]: serving a listener: accept loop, connection caps, timeouts, TLS, drain.
 //! - [`xds`]: rules from an xDS management server (state-of-the-world ADS).
 
 pub mod admin;
+pub mod client;
 pub mod config;
 pub mod explain;
 pub mod http;
@@ -31,4 +35,5 @@ pub mod settings;
 pub mod store;
 pub mod telemetry;
 pub mod tls;
+pub mod transport;
 pub mod xds;

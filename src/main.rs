@@ -1,4 +1,5 @@
-//! The `sluice` binary: `serve`, `check` and `explain`. Everything else lives in the library.
+//! The `sluice` binary: `serve`, `check`, `explain` and `query`. Everything else lives in the
+//! library.
 
 use std::process::ExitCode;
 
@@ -8,7 +9,7 @@ use sluice::config::{LoadOptions, RateLimitConfig};
 use sluice::explain::{self, KeyLayout};
 use sluice::server::{self, Listeners};
 use sluice::settings::{
-    CheckArgs, Cli, Command, ExplainArgs, LogFormat, Settings, invocation, parse_bool,
+    CheckArgs, Cli, Command, ExplainArgs, LogFormat, QueryArgs, Settings, invocation, parse_bool,
 };
 use sluice::store::redis::{DEFAULT_KEY_PREFIX, check_prefix};
 use tokio_util::sync::CancellationToken;
@@ -24,6 +25,7 @@ fn main() -> ExitCode {
     match cli.command {
         Command::Check(args) => check(&args),
         Command::Explain(args) => explain(&args),
+        Command::Query(args) => query(&args),
         Command::Serve(args) => match serve(&args) {
             Ok(()) => ExitCode::SUCCESS,
             Err(e) => {
@@ -126,6 +128,37 @@ fn explain(args: &ExplainArgs) -> ExitCode {
         print!("{}", explain::render(&e));
     }
     ExitCode::SUCCESS
+}
+
+/// `sluice query`: the answer on stdout; exit 0 OK, 1 OVER_LIMIT, 2 error (on stderr).
+fn query(args: &QueryArgs) -> ExitCode {
+    let runtime = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("sluice query: starting the async runtime: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    match runtime.block_on(sluice::client::query(args)) {
+        Ok(report) => {
+            print!(
+                "{}",
+                if args.json {
+                    report.json()
+                } else {
+                    report.table()
+                }
+            );
+            ExitCode::from(report.exit_code())
+        }
+        Err(e) => {
+            eprintln!("sluice query: {e}");
+            ExitCode::from(2)
+        }
+    }
 }
 
 fn serve(args: &sluice::settings::ServeArgs) -> anyhow::Result<()> {

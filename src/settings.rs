@@ -41,6 +41,9 @@ pub enum Command {
     /// Which rule a descriptor matches and why, offline over rule files: each level of the
     /// walk, the rule, its limits, stats key and Redis keys.
     Explain(ExplainArgs),
+    /// Ask a rate limit server (any RLS v3 server) one question; print its answer.
+    /// Exit status: 0 OK, 1 OVER_LIMIT, 2 error.
+    Query(Box<QueryArgs>),
 }
 
 #[derive(Debug, Args)]
@@ -171,6 +174,8 @@ pub struct ServeArgs {
 
     #[command(flatten)]
     pub telemetry: TelemetryArgs,
+    #[command(flatten)]
+    pub listen: ListenArgs,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -304,6 +309,8 @@ pub struct Settings {
     pub healthy_requires_config: bool,
     /// statsd, the Prometheus mapping file and tracing (`settings/telemetry.rs`).
     pub telemetry: TelemetrySettings,
+    /// gRPC TLS, the debug listener, connection timeouts and caps.
+    pub listen: ListenSettings,
     /// Notes on accepted-but-ignored compatibility variables, logged at startup.
     pub notes: Vec<String>,
 }
@@ -333,6 +340,7 @@ impl Default for Settings {
             worker_threads: None,
             healthy_requires_config: false,
             telemetry: TelemetrySettings::default(),
+            listen: ListenSettings::default(),
             notes: Vec::new(),
         }
     }
@@ -340,13 +348,18 @@ impl Default for Settings {
 
 mod compat;
 mod explain;
+mod listen;
 mod parse;
+mod query;
 mod redis;
 mod redis_url;
 mod telemetry;
 mod xds;
 
 pub use explain::ExplainArgs;
+pub use listen::{GrpcTlsSettings, ListenArgs, ListenSettings};
+pub use query::{Descriptor, QueryArgs, parse_descriptor};
+
 use parse::err;
 pub use parse::{SettingsError, parse_addr, parse_bool, parse_duration};
 pub use redis::{RedisArgs, RedisSettings, RedisTlsFiles, RedisType, TimeSource};

@@ -5,6 +5,8 @@
 #![allow(dead_code)]
 
 pub mod certs;
+pub mod h2raw;
+pub mod http;
 pub mod model;
 pub mod model_store;
 pub mod opskit;

@@ -12,8 +12,9 @@ use std::time::{Duration, Instant};
 
 use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_service_client::RateLimitServiceClient;
 use tempfile::TempDir;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tonic::transport::Channel;
+
+pub use super::http::{http_request, metric_value};
 
 pub type Client = RateLimitServiceClient<Channel>;
 
@@ -28,6 +29,7 @@ pub struct Builder {
     ready: String,
     /// Run the binary under this path (a link to it), without the `serve` subcommand.
     program: Option<PathBuf>,
+    nofile: Option<u32>,
 }
 
 pub fn sluice() -> Builder {
@@ -41,6 +43,7 @@ pub fn sluice() -> Builder {
         env,
         ready: "serving".into(),
         program: None,
+        nofile: None,
     }
 }
 
@@ -53,6 +56,11 @@ impl Builder {
 
     pub fn arg(mut self, a: impl Into<String>) -> Self {
         self.args.push(a.into());
+        self
+    }
+
+    pub fn args<S: Into<String>>(mut self, args: impl IntoIterator<Item = S>) -> Self {
+        self.args.extend(args.into_iter().map(Into::into));
         self
     }
 
@@ -73,6 +81,12 @@ impl Builder {
     pub fn run_as(mut self, path: PathBuf) -> Self {
         self.program = Some(path);
         self.config_args = false;
+        self
+    }
+
+    /// Start the process with this many file descriptors at most (`ulimit -n`).
+    pub fn nofile(mut self, n: u32) -> Self {
+        self.nofile = Some(n);
         self
     }
 
@@ -98,14 +112,24 @@ impl Builder {
             }
             std::fs::write(p, content).map_err(|e| e.to_string())?;
         }
-        let mut cmd = match &self.program {
-            Some(p) => Command::new(p),
-            None => {
-                let mut c = Command::new(env!("CARGO_BIN_EXE_sluice"));
-                c.arg("serve");
+        let program = match &self.program {
+            Some(p) => p.clone(),
+            None => PathBuf::from(env!("CARGO_BIN_EXE_sluice")),
+        };
+        let mut cmd = match self.nofile {
+            None => Command::new(&program),
+            Some(n) => {
+                // The shell lowers the limit, then becomes sluice (same pid).
+                let mut c = Command::new("sh");
+                c.arg("-c")
+                    .arg(format!("ulimit -n {n} && exec \"$0\" \"$@\""))
+                    .arg(&program);
                 c
             }
         };
+        if self.program.is_none() {
+            cmd.arg("serve");
+        }
         if self.config_args {
             cmd.arg("--config").arg(&config).args([
                 "--grpc-addr",
@@ -131,16 +155,21 @@ impl Builder {
             let ready = self.ready.clone();
             std::thread::spawn(move || {
                 for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-                    if let Ok(v) = serde_json::from_str::<serde_json::Value>(&line)
-                        && v["message"] == ready.as_str()
-                    {
+                    let serving = serde_json::from_str::<serde_json::Value>(&line)
+                        .ok()
+                        .filter(|v| v["message"] == ready.as_str());
+                    // Logged before the start is reported, so the line is there to read.
+                    logs.lock().unwrap().push(line);
+                    if let Some(v) = serving {
                         let _ = tx.send((
                             v["grpc"].as_str().map(String::from),
                             v["http"].as_str().map(String::from),
-                            v["admin"].as_str().map(String::from),
+                            v["admin"]
+                                .as_str()
+                                .filter(|a| *a != "off")
+                                .map(String::from),
                         ));
                     }
-                    logs.lock().unwrap().push(line);
                 }
             });
         }
@@ -221,6 +250,16 @@ impl Sluice {
         self.logs.lock().unwrap().clone()
     }
 
+    /// A field of the "serving" log line (e.g. `debug`, `metrics`), as an address.
+    pub fn serving_addr(&self, field: &str) -> Option<SocketAddr> {
+        self.logs().iter().find_map(|l| {
+            let v: serde_json::Value = serde_json::from_str(l).ok()?;
+            (v["message"] == "serving")
+                .then(|| v[field].as_str()?.parse().ok())
+                .flatten()
+        })
+    }
+
     /// Wait until a log line contains `needle`.
     pub async fn wait_log(&self, needle: &str, timeout: Duration) -> bool {
         let deadline = Instant::now() + timeout;
@@ -288,62 +327,4 @@ impl Sluice {
         let (_, body) = self.http_get("/metrics").await;
         metric_value(&body, series).unwrap_or(0.0)
     }
-}
-
-pub fn metric_value(body: &str, series: &str) -> Option<f64> {
-    body.lines()
-        .find_map(|l| {
-            l.strip_prefix(series)
-                .and_then(|rest| rest.strip_prefix(' '))
-        })
-        .and_then(|v| v.trim().parse().ok())
-}
-
-/// A minimal HTTP/1.1 client (one request per connection).
-pub async fn http_request(addr: SocketAddr, method: &str, path: &str, body: &str) -> (u16, String) {
-    let mut s = tokio::net::TcpStream::connect(addr)
-        .await
-        .expect("connect http");
-    let req = format!(
-        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
-        body.len()
-    );
-    s.write_all(req.as_bytes()).await.expect("write http");
-    let mut buf = Vec::new();
-    s.read_to_end(&mut buf).await.expect("read http");
-    let text = String::from_utf8_lossy(&buf).to_string();
-    let status = text
-        .split_whitespace()
-        .nth(1)
-        .and_then(|c| c.parse().ok())
-        .unwrap_or(0);
-    let body = text
-        .split_once("\r\n\r\n")
-        .map(|(head, b)| {
-            if head
-                .to_ascii_lowercase()
-                .contains("transfer-encoding: chunked")
-            {
-                dechunk(b)
-            } else {
-                b.to_string()
-            }
-        })
-        .unwrap_or_default();
-    (status, body)
-}
-
-fn dechunk(mut b: &str) -> String {
-    let mut out = String::new();
-    while let Some((size, rest)) = b.split_once("\r\n") {
-        let Ok(n) = usize::from_str_radix(size.trim(), 16) else {
-            break;
-        };
-        if n == 0 || rest.len() < n {
-            break;
-        }
-        out.push_str(&rest[..n]);
-        b = rest[n..].trim_start_matches("\r\n");
-    }
-    out
 }

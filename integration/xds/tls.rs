@@ -30,7 +30,7 @@ async fn mutual_tls_loads_the_config_and_a_client_without_a_certificate_is_refus
     let xds = XdsServer::start_tls(ServerTls {
         cert: server.cert_pem(),
         key: server.key_pem(),
-        client_ca: Some(ca.pem()),
+        client_ca: Some(ca.pem().into_bytes()),
     });
     xds.set("v1", vec![rules("r", "edge", 3)]);
 

@@ -38,7 +38,7 @@ pub enum ServerError {
     Xds(#[from] crate::xds::XdsError),
     #[error(transparent)]
     Redis(#[from] crate::store::redis::RedisConfigError),
-    #[error("redis tls: {0}")]
+    #[error("TLS: {0}")]
     Tls(#[from] crate::tls::TlsError),
     #[error("{0}")]
     Io(#[from] std::io::Error),

@@ -31,7 +31,7 @@ pub(super) fn num_var<T: std::str::FromStr>(
 }
 
 /// `HOST`/`PORT`-style pair → address, when either is set.
-fn host_port(
+pub(super) fn host_port(
     env: Env<'_>,
     host_var: &str,
     port_var: &str,
@@ -191,6 +191,7 @@ pub(super) fn resolve(args: &ServeArgs, env: Env<'_>) -> Result<Settings, Settin
     s.worker_threads = args.worker_threads;
     s.healthy_requires_config =
         bool_var(env, "HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED")?.unwrap_or(false);
+    s.listen = super::listen::resolve_listen(&args.listen, env, &mut s.notes)?;
 
     s.telemetry = super::telemetry::resolve(&args.telemetry, env)?;
 
@@ -243,12 +244,6 @@ fn unsupported(env: Env<'_>) -> Result<(), SettingsError> {
             "PROMETHEUS_RESPONSE_TIME_AS_MILLISECONDS",
             "ratelimit_service_response_time_seconds is always in seconds here; remove the \
              setting and its factor of 1000 in dashboards",
-        ));
-    }
-    if bool_var(env, "GRPC_SERVER_USE_TLS")?.unwrap_or(false) {
-        return Err(err(
-            "GRPC_SERVER_USE_TLS",
-            "gRPC TLS is not supported yet; terminate TLS in the mesh",
         ));
     }
     Ok(())
