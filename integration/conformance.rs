@@ -18,6 +18,7 @@
 //! where `C·W` must exceed 2^53) so real-time TTLs outlive the few milliseconds a scenario
 //! takes, and no scenario relies on state surviving past its TTL.
 
+mod multi_limit;
 mod scenarios;
 
 use std::hash::{BuildHasher, Hasher};
@@ -30,6 +31,7 @@ use sluice::store::{Store, StoreError};
 
 use crate::support::redis::RedisServer;
 
+pub use multi_limit::*;
 pub use scenarios::*;
 
 /// Generates `mod $name` with one test per scenario, running on stores made by `$make`.
@@ -56,6 +58,11 @@ macro_rules! conformance_suite {
                 config_change_keeps_state,
                 state_is_forgotten_after_its_ttl,
                 concurrent_hits_are_counted_exactly,
+                rate_limits_charge_all_or_nothing_by_default,
+                shipped_rate_limits_example_holds,
+                over_limit_waits_for_the_longest_denial,
+                ok_reports_the_binding_limit,
+                durations_fit_protobuf,
             );
         }
     };

@@ -137,7 +137,9 @@ pub(super) fn dump(config: &RateLimitConfig) -> String {
             if l.algorithm == Algorithm::SlidingWindow {
                 line.push_str(&format!(" buckets={}", l.buckets));
             }
-            if l.overdraft != l.algorithm.default_overdraft() {
+            // Printed when it differs from the default (inside `rate_limits`: false).
+            let default_overdraft = rule.limits.len() == 1 && l.algorithm.default_overdraft();
+            if l.overdraft != default_overdraft {
                 line.push_str(&format!(" overdraft={}", l.overdraft));
             }
             if l.penalty_ms > 0 {

@@ -62,9 +62,12 @@ pub(super) fn pb_unit(u: Unit) -> PbUnit {
     }
 }
 
+/// A protobuf `Duration`, within its valid range (the limiter already clamps; this keeps
+/// the message valid whatever it is given).
 fn duration(ms: u64) -> PbDuration {
+    let ms = ms.min(crate::limiter::MAX_DURATION_MS);
     PbDuration {
-        seconds: i64::try_from(ms / 1000).unwrap_or(i64::MAX),
+        seconds: (ms / 1000) as i64,
         nanos: ((ms % 1000) * 1_000_000) as i32,
     }
 }
