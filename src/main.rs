@@ -39,6 +39,7 @@ fn check(args: &CheckArgs) -> ExitCode {
         &args.paths,
         &LoadOptions {
             merge_domains: merge,
+            max_file_bytes: args.max_config_file_bytes,
         },
     ) {
         Ok(_) => {

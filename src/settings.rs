@@ -48,6 +48,9 @@ pub struct CheckArgs {
     /// Allow one domain to be split over several files (also MERGE_DOMAIN_CONFIG).
     #[arg(long, env = "SLUICE_MERGE_DOMAINS")]
     pub merge_domains: bool,
+    /// Largest rule file read, in bytes; a larger file is an error.
+    #[arg(long, value_name = "BYTES", env = "SLUICE_MAX_CONFIG_FILE_BYTES", default_value_t = DEFAULT_MAX_CONFIG_FILE_BYTES)]
+    pub max_config_file_bytes: u64,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -189,6 +192,9 @@ pub struct ServeArgs {
     /// listeners, so load balancers stop sending first [default: 0s]
     #[arg(long, value_name = "DURATION", env = "SLUICE_SHUTDOWN_DELAY")]
     pub shutdown_delay: Option<String>,
+
+    #[command(flatten)]
+    pub caps: CapArgs,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -207,6 +213,8 @@ pub struct RequestLimits {
     pub max_key_bytes: usize,
     pub max_value_bytes: usize,
     pub max_hits_addend: u64,
+    /// Largest gRPC request message (larger → RESOURCE_EXHAUSTED).
+    pub max_request_bytes: usize,
 }
 
 impl Default for RequestLimits {
@@ -217,6 +225,7 @@ impl Default for RequestLimits {
             max_key_bytes: DEFAULT_MAX_KEY_BYTES,
             max_value_bytes: DEFAULT_MAX_VALUE_BYTES,
             max_hits_addend: DEFAULT_MAX_HITS_ADDEND,
+            max_request_bytes: DEFAULT_MAX_REQUEST_BYTES,
         }
     }
 }
@@ -305,6 +314,8 @@ pub struct Settings {
     pub healthy_requires_config: bool,
     /// Notes on accepted-but-ignored compatibility variables, logged at startup.
     pub notes: Vec<String>,
+    /// Rule file size, memory store state.
+    pub caps: Caps,
 }
 
 impl Default for Settings {
@@ -327,13 +338,17 @@ impl Default for Settings {
             worker_threads: None,
             healthy_requires_config: false,
             notes: Vec::new(),
+            caps: Caps::default(),
         }
     }
 }
 
+mod caps;
 mod compat;
 mod parse;
 mod redis;
+
+pub use caps::{CapArgs, Caps, DEFAULT_MAX_CONFIG_FILE_BYTES, DEFAULT_MAX_REQUEST_BYTES};
 
 use parse::err;
 pub use parse::{SettingsError, parse_addr, parse_bool, parse_duration};

@@ -26,6 +26,7 @@ pub type Client = RateLimitServiceClient<Channel>;
 pub struct Builder {
     files: Vec<(String, String)>,
     config_args: bool,
+    relative: bool,
     args: Vec<String>,
     env: BTreeMap<String, String>,
 }
@@ -34,6 +35,7 @@ pub fn sluice() -> Builder {
     Builder {
         files: Vec::new(),
         config_args: true,
+        relative: false,
         args: Vec::new(),
         env: BTreeMap::new(),
     }
@@ -63,6 +65,12 @@ impl Builder {
         self
     }
 
+    /// Run in the temporary directory with `--config ./config` (the README's default).
+    pub fn relative_config(mut self) -> Self {
+        self.relative = true;
+        self
+    }
+
     pub async fn start(self) -> Sluice {
         self.try_start().await.unwrap_or_else(|e| panic!("{e}"))
     }
@@ -80,13 +88,14 @@ impl Builder {
         }
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_sluice"));
         cmd.arg("serve");
+        if self.relative {
+            cmd.current_dir(dir.path());
+        }
         if self.config_args {
-            cmd.arg("--config").arg(&config).args([
-                "--grpc-addr",
-                "127.0.0.1:0",
-                "--http-addr",
-                "127.0.0.1:0",
-            ]);
+            let rel = self.relative.then(|| PathBuf::from("./config"));
+            cmd.arg("--config")
+                .arg(rel.unwrap_or(config.clone()))
+                .args(["--grpc-addr", "127.0.0.1:0", "--http-addr", "127.0.0.1:0"]);
         }
         cmd.args(&self.args)
             .env_clear()

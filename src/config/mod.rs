@@ -43,7 +43,7 @@ use serde::Deserialize;
 
 use crate::limit::{LimitSpec, StateTag};
 
-pub use discover::discover;
+pub use discover::{DEFAULT_MAX_FILE_BYTES, discover};
 pub use tree::Domain;
 
 /// One rule file's content and the name its errors are reported under.
@@ -57,10 +57,21 @@ pub struct ConfigFile {
     pub content: String,
 }
 
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug)]
 pub struct LoadOptions {
     /// `--merge-domains` / `MERGE_DOMAIN_CONFIG`: the same domain may appear in several files.
     pub merge_domains: bool,
+    /// `--max-config-file-bytes`: larger rule files are errors, never read whole.
+    pub max_file_bytes: u64,
+}
+
+impl Default for LoadOptions {
+    fn default() -> Self {
+        LoadOptions {
+            merge_domains: false,
+            max_file_bytes: DEFAULT_MAX_FILE_BYTES,
+        }
+    }
 }
 
 /// A configuration error. `Display` is the exact envoyproxy/ratelimit message, prefixed
@@ -77,6 +88,16 @@ pub struct ConfigError {
 }
 
 impl ConfigError {
+    /// An error about the load as a whole, not about one file (e.g. it did not finish).
+    pub fn general(message: String) -> ConfigError {
+        ConfigError {
+            message,
+            path: None,
+            line: None,
+            column: None,
+        }
+    }
+
     /// An error about a path itself (missing, unreadable), not about its content.
     fn for_path(path: &Path, message: String) -> ConfigError {
         ConfigError {
@@ -183,7 +204,7 @@ impl RateLimitConfig {
         paths: &[PathBuf],
         opts: &LoadOptions,
     ) -> Result<RateLimitConfig, Vec<ConfigError>> {
-        let files = discover(paths)?;
+        let files = discover(paths, opts.max_file_bytes)?;
         RateLimitConfig::build(&files, opts)
     }
 

@@ -59,8 +59,8 @@ fn spawn_sighup(reloader: Arc<Reloader>, stop: CancellationToken) {
                 got = hup.recv() => {
                     if got.is_none() { break }
                     tracing::info!("SIGHUP: reloading config");
-                    let r = reloader.clone();
-                    let _ = tokio::task::spawn_blocking(move || r.reload()).await;
+                    // Detached: a load stuck on a read must not hold SIGHUP or exit.
+                    let _ = reloader.reload_detached().await;
                 }
             }
         }

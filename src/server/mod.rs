@@ -56,6 +56,7 @@ pub async fn run(
     ));
     let opts = LoadOptions {
         merge_domains: settings.merge_domains,
+        max_file_bytes: settings.caps.max_config_file_bytes,
     };
     let config = load_initial_config(&settings, &opts, &metrics)?;
     let store = Arc::new(store::build(&settings)?);

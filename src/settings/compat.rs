@@ -175,6 +175,8 @@ pub(super) fn resolve(args: &ServeArgs, env: Env<'_>) -> Result<Settings, Settin
     s.healthy_requires_config =
         bool_var(env, "HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED")?.unwrap_or(false);
 
+    super::caps::resolve(&args.caps, &mut s)?;
+
     unsupported(env)?;
     ignored(env, &mut s.notes);
     Ok(s)

@@ -29,6 +29,9 @@ mod hash;
 #[cfg(test)]
 mod tests;
 
+/// Default cap on the bytes of live state (`--memory-max-bytes`).
+pub const DEFAULT_MAX_BYTES: usize = 256 << 20;
+
 /// Tuning of a [`MemoryStore`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct MemoryOptions {
