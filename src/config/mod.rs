@@ -126,22 +126,49 @@ impl ConfigError {
 /// Passes 0–2 on one file: YAML syntax, the key walk, the typed decode.
 fn parse_file(file: &ConfigFile) -> Result<raw::RawRoot, ConfigError> {
     let content = file.content.as_str();
-    // Syntax first, as their first `yaml.Unmarshal` does: the later passes would otherwise
-    // report a key error found before the point where the YAML breaks.
-    if let Some(doc) = yaml::first_document(content)
-        && let Err(e) = serde::de::IgnoredAny::deserialize(doc)
-    {
-        let msg = format!("error loading config file: {e}");
-        return Err(ConfigError::in_file(file, msg, yaml::position(&e)));
-    }
-    let ctx = yaml::Ctx::default();
+    let ctx = yaml::Ctx::budget_for(content);
     let from_serde = |e: serde_yaml::Error| {
+        // A resource limit (alias bomb, nesting) is the real cause whatever a pass was
+        // expecting at that node. Alias expansions have no position of their own, so the
+        // node being read when the limit tripped gives it.
+        let aliases = ctx.over_budget().then_some(yaml::ALIAS_BUDGET);
+        if let Some(why) = aliases.or_else(|| yaml::limit_error(&e)) {
+            let mut path = ctx.path();
+            let at = match yaml::position(&e) {
+                (Some(line), col) if aliases.is_none() => (Some(line), col),
+                _ => {
+                    // Deep inside an expansion the path runs through anchors defined
+                    // elsewhere; its first steps are still the text that holds the aliases,
+                    // and the field is what expanded (its list items may be aliases).
+                    path.truncate(4);
+                    while matches!(path.last(), Some(yaml::Seg::Index(_))) {
+                        path.pop();
+                    }
+                    yaml::locate_key(content, &path)
+                }
+            };
+            // A path that long says nothing the position does not.
+            let msg = if path.is_empty() || path.len() > 8 {
+                yaml::load(why)
+            } else {
+                yaml::load(format_args!("{}: {why}", yaml::render_path(&path)))
+            };
+            return ConfigError::in_file(file, msg, at);
+        }
         let msg = ctx
             .take()
             .unwrap_or_else(|| format!("error loading config file: {e}"));
         ConfigError::in_file(file, msg, yaml::position(&e))
     };
+    // Syntax first, as their first `yaml.Unmarshal` does: the later passes would otherwise
+    // report a key error found before the point where the YAML breaks.
+    if let Some(doc) = yaml::first_document(content)
+        && let Err(e) = serde::de::IgnoredAny::deserialize(doc)
+    {
+        return Err(from_serde(e));
+    }
     keys::check(content, &ctx).map_err(from_serde)?;
+    ctx.refill(content);
     raw::decode(content, &ctx).map_err(from_serde)
 }
 

@@ -7,7 +7,7 @@
 //! node and keeps the real message in [`Ctx`]; validation errors found later on typed data
 //! carry a [`Seg`] path and [`locate`] re-reads the file to find it.
 
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::fmt;
 
 use serde::de::{self, DeserializeSeed, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
@@ -18,13 +18,62 @@ pub(super) fn load(msg: impl fmt::Display) -> String {
     format!("error loading config file: {msg}")
 }
 
-/// Carries the first message raised during one deserialization pass.
+/// Carries the first message raised during one deserialization pass, and the document
+/// path of the node being read (left as it was when an error unwinds, so it names where a
+/// position-less error, such as serde_yaml's alias limit, happened).
 #[derive(Default)]
 pub(super) struct Ctx {
     msg: RefCell<Option<String>>,
+    path: RefCell<Vec<Seg>>,
+    /// Schema nodes a pass may still enter (see [`Ctx::budget_for`]).
+    budget: Cell<usize>,
+    over_budget: Cell<bool>,
 }
 
 impl Ctx {
+    /// A context whose passes each enter at most [`node_budget`] schema nodes.
+    pub(super) fn budget_for(content: &str) -> Ctx {
+        let ctx = Ctx::default();
+        ctx.refill(content);
+        ctx
+    }
+
+    /// A fresh budget for the next pass.
+    pub(super) fn refill(&self, content: &str) {
+        self.budget.set(node_budget(content));
+    }
+
+    /// Entering the node at `seg` below the current one. `false` when the pass has
+    /// entered more nodes than the text can hold without aliases: the caller fails there.
+    #[must_use]
+    pub(super) fn enter(&self, seg: Seg) -> bool {
+        self.path.borrow_mut().push(seg);
+        match self.budget.get().checked_sub(1) {
+            Some(left) => {
+                self.budget.set(left);
+                true
+            }
+            None => {
+                self.over_budget.set(true);
+                false
+            }
+        }
+    }
+
+    /// Whether a pass stopped on its node budget.
+    pub(super) fn over_budget(&self) -> bool {
+        self.over_budget.get()
+    }
+
+    /// Leaving it, once read without error.
+    pub(super) fn leave(&self) {
+        self.path.borrow_mut().pop();
+    }
+
+    pub(super) fn path(&self) -> Vec<Seg> {
+        self.path.borrow().clone()
+    }
+
     /// Record `msg` (unless an inner node already recorded one) and return a serde error
     /// for serde_yaml to stamp with the current node's position.
     pub(super) fn fail<E: de::Error>(&self, msg: impl Into<String>) -> E {
@@ -58,6 +107,49 @@ pub(super) fn position(err: &serde_yaml::Error) -> (Option<usize>, Option<usize>
     }
 }
 
+/// Most schema nodes (map entries and list elements of the rule schema) one pass enters:
+/// every node takes at least two bytes of text, so only aliases can exceed it. serde_yaml's
+/// own alias limit (a hundred times the document's events) comes later; this one stops a
+/// bomb of aliased descriptor lists before its expansion costs seconds.
+pub(super) fn node_budget(content: &str) -> usize {
+    content.len().saturating_add(1000)
+}
+
+/// Our explanation of a pass stopped by [`node_budget`].
+pub(super) const ALIAS_BUDGET: &str =
+    "YAML aliases expand to more nodes than the file could hold without them (an alias bomb?)";
+
+/// serde_yaml's resource limits, explained (its own text says what tripped, not why).
+/// Both stop the parse early: an alias bomb ("billion laughs") is refused after about a
+/// hundred times the document's own events, never expanded.
+pub(super) fn limit_error(err: &serde_yaml::Error) -> Option<&'static str> {
+    let text = err.to_string();
+    if text.starts_with("repetition limit exceeded") {
+        Some("YAML aliases expand to too much data (repetition limit exceeded: an alias bomb?)")
+    } else if text.starts_with("recursion limit exceeded") {
+        Some("YAML nested more than 128 levels deep (recursion limit exceeded)")
+    } else {
+        None
+    }
+}
+
+/// `descriptors[0].rate_limit.unit`.
+pub(super) fn render_path(path: &[Seg]) -> String {
+    let mut out = String::new();
+    for seg in path {
+        match seg {
+            Seg::Key(k) => {
+                if !out.is_empty() {
+                    out.push('.');
+                }
+                out.push_str(k);
+            }
+            Seg::Index(i) => out.push_str(&format!("[{i}]")),
+        }
+    }
+    out
+}
+
 /// One step from the document root to a node.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(super) enum Seg {
@@ -67,10 +159,20 @@ pub(super) enum Seg {
 
 /// Position of the node at `path` (or of its deepest existing ancestor) in `content`.
 pub(super) fn locate(content: &str, path: &[Seg]) -> (Option<usize>, Option<usize>) {
+    locate_in(content, path, false)
+}
+
+/// Position of the key of the field at `path` (which ends with a key): where an aliased
+/// value is used, when locating the value would find its anchor instead.
+pub(super) fn locate_key(content: &str, path: &[Seg]) -> (Option<usize>, Option<usize>) {
+    locate_in(content, path, true)
+}
+
+fn locate_in(content: &str, path: &[Seg], at_key: bool) -> (Option<usize>, Option<usize>) {
     let Some(doc) = first_document(content) else {
         return (None, None);
     };
-    match (Locate { path }).deserialize(doc) {
+    match (Locate { path, at_key }).deserialize(doc) {
         Ok(()) => (None, None),
         Err(err) => position(&err),
     }
@@ -78,6 +180,8 @@ pub(super) fn locate(content: &str, path: &[Seg]) -> (Option<usize>, Option<usiz
 
 struct Locate<'p> {
     path: &'p [Seg],
+    /// At the end of the path, stop at the key rather than its value.
+    at_key: bool,
 }
 
 impl<'de> DeserializeSeed<'de> for Locate<'_> {
@@ -103,9 +207,18 @@ impl<'de> Visitor<'de> for Locate<'_> {
         let Some((Seg::Key(want), rest)) = self.path.split_first() else {
             return Err(here());
         };
+        if rest.is_empty() && self.at_key {
+            while map.next_key_seed(KeyHere(want))?.is_some() {
+                map.next_value::<IgnoredAny>()?;
+            }
+            return Err(here());
+        }
         while let Some(key) = map.next_key::<KeyText>()? {
             if key.0.as_deref() == Some(*want) {
-                map.next_value_seed(Locate { path: rest })?;
+                map.next_value_seed(Locate {
+                    path: rest,
+                    at_key: self.at_key,
+                })?;
                 return Err(here());
             }
             map.next_value::<IgnoredAny>()?;
@@ -124,7 +237,10 @@ impl<'de> Visitor<'de> for Locate<'_> {
             }
             i += 1;
         }
-        seq.next_element_seed(Locate { path: rest })?;
+        seq.next_element_seed(Locate {
+            path: rest,
+            at_key: self.at_key,
+        })?;
         Err(here())
     }
 
@@ -157,6 +273,27 @@ impl<'de> Visitor<'de> for Locate<'_> {
     }
     fn visit_enum<A: de::EnumAccess<'de>>(self, _: A) -> Result<(), A::Error> {
         Err(here())
+    }
+}
+
+/// A map key that raises [`here`] (so serde_yaml stamps the key's own position) when it is
+/// the wanted one. Keys on a located path are strings (pass 1 requires it).
+struct KeyHere<'w>(&'w str);
+
+impl<'de> DeserializeSeed<'de> for KeyHere<'_> {
+    type Value = ();
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
+        d.deserialize_any(self)
+    }
+}
+
+impl<'de> Visitor<'de> for KeyHere<'_> {
+    type Value = ();
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("a string key")
+    }
+    fn visit_str<E: de::Error>(self, key: &str) -> Result<(), E> {
+        if key == self.0 { Err(here()) } else { Ok(()) }
     }
 }
 
