@@ -22,6 +22,7 @@
 mod discover;
 mod keys;
 mod limits;
+mod locate;
 mod metadata;
 mod raw;
 mod scalars;
