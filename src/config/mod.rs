@@ -45,6 +45,7 @@ use serde::Deserialize;
 use crate::limit::{LimitSpec, StateTag};
 
 pub use discover::{DEFAULT_MAX_FILE_BYTES, discover};
+pub use stats::{push_shown, shown};
 pub use tree::Domain;
 
 /// One rule file's content and the name its errors are reported under.
@@ -174,17 +175,29 @@ fn parse_file(file: &ConfigFile) -> Result<raw::RawRoot, ConfigError> {
 }
 
 /// A request descriptor entry as the matcher sees it (implemented by the service for the
-/// protocol's entry type, so `config` never sees protocol types).
+/// protocol's entry type, so `config` never sees protocol types). Keys and values are
+/// bytes: Envoy copies request header bytes into them, UTF-8 or not, and every byte
+/// string is matched, counted and limited like any other (rule values are UTF-8, so a
+/// value that is not can match only a glob or a key-only rule).
 pub trait EntryRef {
-    fn key(&self) -> &str;
-    fn value(&self) -> &str;
+    fn key(&self) -> &[u8];
+    fn value(&self) -> &[u8];
 }
 
 impl EntryRef for (&str, &str) {
-    fn key(&self) -> &str {
+    fn key(&self) -> &[u8] {
+        self.0.as_bytes()
+    }
+    fn value(&self) -> &[u8] {
+        self.1.as_bytes()
+    }
+}
+
+impl EntryRef for (&[u8], &[u8]) {
+    fn key(&self) -> &[u8] {
         self.0
     }
-    fn value(&self) -> &str {
+    fn value(&self) -> &[u8] {
         self.1
     }
 }
@@ -299,15 +312,16 @@ pub fn override_state_tag<E: EntryRef>(domain: &str, entries: &[E]) -> StateTag 
     StateTag::compute(domain, entries.iter().map(|e| (e.key(), e.value())))
 }
 
-/// Stats key of a request override: `domain.k1_v1.k2` (value omitted when empty).
+/// Stats key of a request override: `domain.k1_v1.k2` (value omitted when empty; bytes
+/// shown as [`push_shown`] does).
 pub fn override_stats_key<E: EntryRef>(domain: &str, entries: &[E]) -> String {
     let mut s = String::from(domain);
     for e in entries {
         s.push('.');
-        s.push_str(e.key());
+        push_shown(&mut s, e.key());
         if !e.value().is_empty() {
             s.push('_');
-            s.push_str(e.value());
+            push_shown(&mut s, e.value());
         }
     }
     s

@@ -13,6 +13,7 @@ pub mod grpc;
 pub mod health;
 pub mod json;
 mod plan;
+pub mod proto;
 mod record;
 mod response;
 mod validate;
@@ -21,20 +22,20 @@ use std::sync::{Arc, OnceLock};
 use std::time::Instant;
 
 use arc_swap::ArcSwap;
-use envoy_types::pb::envoy::extensions::common::ratelimit::v3::rate_limit_descriptor::Entry;
-use envoy_types::pb::envoy::service::ratelimit::v3::{RateLimitRequest, RateLimitResponse};
+use envoy_types::pb::envoy::service::ratelimit::v3::RateLimitResponse;
 
 use crate::config::{EntryRef, RateLimitConfig};
 use crate::limiter::{self, Modes};
 use crate::metrics::{Metrics, RuleCounters};
 use crate::settings::DecisionSettings;
 use crate::store::{Backend, StoreError};
+use proto::{Entry, RateLimitRequest};
 
 impl EntryRef for Entry {
-    fn key(&self) -> &str {
+    fn key(&self) -> &[u8] {
         &self.key
     }
-    fn value(&self) -> &str {
+    fn value(&self) -> &[u8] {
         &self.value
     }
 }
@@ -44,17 +45,25 @@ impl EntryRef for Entry {
 pub enum ServiceError {
     #[error("{0}")]
     InvalidArgument(String),
+    /// The request message is not valid protobuf for `RateLimitRequest`.
+    #[error("malformed RateLimitRequest: {0}")]
+    Malformed(String),
+    /// The request message is over `--max-request-bytes`.
+    #[error("request message over --max-request-bytes")]
+    TooLarge,
     #[error(transparent)]
     Store(#[from] StoreError),
 }
 
 impl ServiceError {
     /// The gRPC status for this error: bad input is the client's problem
-    /// (`INVALID_ARGUMENT`); a store failure is `UNAVAILABLE`, so Envoy's
-    /// `failure_mode_deny` decides.
+    /// (`INVALID_ARGUMENT`, `RESOURCE_EXHAUSTED` when too big); a store failure is
+    /// `UNAVAILABLE`, so Envoy's `failure_mode_deny` decides.
     pub fn to_status(&self) -> tonic::Status {
         match self {
             ServiceError::InvalidArgument(m) => tonic::Status::invalid_argument(m.clone()),
+            ServiceError::Malformed(_) => tonic::Status::invalid_argument(self.to_string()),
+            ServiceError::TooLarge => tonic::Status::resource_exhausted(self.to_string()),
             ServiceError::Store(e) => tonic::Status::unavailable(e.to_string()),
         }
     }
@@ -138,9 +147,13 @@ impl RateLimitService {
                 overall_code = resp.overall_code,
                 "decided"
             ),
-            Err(ServiceError::InvalidArgument(m)) => {
+            Err(
+                e @ (ServiceError::InvalidArgument(_)
+                | ServiceError::Malformed(_)
+                | ServiceError::TooLarge),
+            ) => {
                 self.metrics.service_error.inc();
-                tracing::debug!(domain = %req.domain, error = %m, "invalid request");
+                tracing::debug!(domain = %req.domain, error = %e, "invalid request");
             }
             Err(ServiceError::Store(e)) => {
                 self.metrics.redis_error.inc();
@@ -148,6 +161,14 @@ impl RateLimitService {
             }
         }
         result
+    }
+
+    /// A request refused before it could be decoded (malformed, too large): counted like
+    /// any other failed call.
+    pub(crate) fn count_failure(&self, e: &ServiceError) {
+        self.metrics.total_requests.inc();
+        self.metrics.service_error.inc();
+        tracing::debug!(error = %e, "undecodable request");
     }
 
     async fn evaluate(&self, req: &RateLimitRequest) -> Result<RateLimitResponse, ServiceError> {

@@ -2,17 +2,18 @@
 //! response headers and dynamic metadata.
 
 use envoy_types::pb::envoy::config::core::v3::HeaderValue;
+use envoy_types::pb::envoy::service::ratelimit::v3::RateLimitResponse;
 use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_response::rate_limit::Unit as PbUnit;
 use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_response::{
     Code as PbCode, DescriptorStatus, RateLimit as PbRateLimit,
 };
-use envoy_types::pb::envoy::service::ratelimit::v3::{RateLimitRequest, RateLimitResponse};
 use envoy_types::pb::google::protobuf::{
     Duration as PbDuration, ListValue, Struct, Value as PbValue, value::Kind,
 };
 
 use super::plan::{Matched, override_unit};
-use crate::config::Match;
+use super::proto::RateLimitRequest;
+use crate::config::{Match, push_shown};
 use crate::limit::{LimitSpec, Unit};
 use crate::limiter::{Code, Decision, Outcome, Plan, Verdict};
 use crate::settings::{DecisionSettings, HeaderStyle};
@@ -258,7 +259,13 @@ fn dynamic_metadata(
             let entries = d
                 .entries
                 .iter()
-                .map(|e| string(format!("{}={}", e.key, e.value)))
+                .map(|e| {
+                    let mut s = String::with_capacity(e.key.len() + e.value.len() + 1);
+                    push_shown(&mut s, &e.key);
+                    s.push('=');
+                    push_shown(&mut s, &e.value);
+                    string(s)
+                })
                 .collect();
             f.insert(
                 "entries".to_string(),
