@@ -71,6 +71,10 @@ pub struct Metrics {
     pub rules_loaded: IntGauge,
     pub domains_loaded: IntGauge,
     pub domain_not_found: IntCounter,
+    /// Memory store: live entries evicted to stay within `--memory-max-bytes`.
+    pub memory_evictions: IntCounter,
+    /// Memory store: bytes of state held (what `--memory-max-bytes` bounds).
+    pub memory_bytes: IntGauge,
 }
 
 impl std::fmt::Debug for Metrics {
@@ -216,6 +220,15 @@ impl Metrics {
             store_errors,
             rules_loaded: gauge("sluice_rules_loaded", "Rules in the active config."),
             domains_loaded: gauge("sluice_domains_loaded", "Domains in the active config."),
+            memory_evictions: counter(
+                "sluice_memory_store_evictions_total",
+                "Memory store: live entries evicted to stay within --memory-max-bytes (the least used go first).",
+                &[],
+            ),
+            memory_bytes: gauge(
+                "sluice_memory_store_bytes",
+                "Memory store: bytes of limit state held (tables and state heap).",
+            ),
             registry,
         }
     }

@@ -63,8 +63,8 @@ pub async fn run(
     tracing::info!(store = store.name(), "store configured");
     let service = Arc::new(RateLimitService::new(
         config,
-        store,
-        metrics,
+        store.clone(),
+        metrics.clone(),
         settings.decision.clone(),
     ));
     let (health, grpc_routes) = grpc::routes(service.clone(), settings.healthy_requires_config);
@@ -73,6 +73,7 @@ pub async fn run(
     // Tasks that end with the process, not with the listeners.
     let background = CancellationToken::new();
     background::spawn_health_refresh(health.clone(), background.clone());
+    background::spawn_memory_sweep(store, metrics, background.clone());
     background::spawn_config_reloading(&settings, opts, service.clone(), background.clone());
 
     // Listeners drain when `drain` fires, after health has gone NOT_SERVING.

@@ -7,12 +7,19 @@ use super::ServerError;
 use crate::limit::SystemClock;
 use crate::settings::{RedisType, Settings};
 use crate::store::Backend;
-use crate::store::memory::MemoryStore;
+use crate::store::memory::{MemoryOptions, MemoryStore};
 use crate::store::redis::{RedisConfig, RedisStore};
 
 pub(super) fn build(settings: &Settings) -> Result<Backend, ServerError> {
     let Some(r) = &settings.redis else {
-        return Ok(Backend::Memory(MemoryStore::new(Arc::new(SystemClock))));
+        let opts = MemoryOptions {
+            max_bytes: settings.caps.memory_max_bytes,
+            ..MemoryOptions::default()
+        };
+        return Ok(Backend::Memory(MemoryStore::with_options(
+            Arc::new(SystemClock),
+            opts,
+        )));
     };
     let mut cfg = RedisConfig {
         pool_size: r.pool_size,
