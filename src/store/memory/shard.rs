@@ -116,25 +116,25 @@ impl Shard {
     pub fn resized(&mut self, before: usize, after: usize, make_room: Option<u64>) {
         self.heap = self.heap - before + after;
         let Some(now) = make_room else { return };
-        while after > before && self.bytes() > self.budget && self.map.len() > 1 {
-            self.evict_one(now);
-        }
+        while after > before && self.bytes() > self.budget && self.evict_one(now, true) {}
     }
 
-    /// Store `slot` under `key` (absent), making room first.
+    /// Store `slot` under `key` (absent), making room first: a slot when the table is full
+    /// and could not double within the budget, heap when the states hold too much.
     pub fn insert(&mut self, key: Key, slot: Slot, now: u64) {
         let heap = slot.st.heap_bytes();
         while !self.map.is_empty() {
-            // A full table doubles when it grows: count the growth against the budget.
-            let growth = if self.map.len() >= self.map.capacity() {
-                self.map.capacity().max(4) * SLOT_BYTES
+            let (len, cap) = (self.map.len(), self.map.capacity());
+            let room = if len >= cap {
+                // Inserting grows the table: it (at least) doubles.
+                (cap + cap.max(4)) * SLOT_BYTES + self.heap + heap <= self.budget
             } else {
-                0
+                self.bytes() + heap <= self.budget
             };
-            if self.bytes() + growth + heap <= self.budget {
+            // Only a free slot avoids growth; only a state's heap frees heap.
+            if room || !self.evict_one(now, len < cap) {
                 break;
             }
-            self.evict_one(now);
         }
         self.heap += heap;
         self.map.insert(key, slot);
@@ -160,32 +160,38 @@ impl Shard {
         x
     }
 
-    /// Evict one slot: among [`SAMPLE`] random ones, an expired one, else the least worth
-    /// (the soonest to expire on ties).
-    fn evict_one(&mut self, now: u64) {
+    /// Evict one slot: among [`SAMPLE`] random ones (with `heap_only`, ones holding heap),
+    /// an expired one, else the least worth (the soonest to expire on ties). `false` when
+    /// the sample found nothing to evict.
+    fn evict_one(&mut self, now: u64, heap_only: bool) -> bool {
         let len = self.map.len();
-        if len == 0 {
-            return;
-        }
         let mut victim: Option<(usize, u16, u64)> = None;
-        for _ in 0..SAMPLE.min(len) {
+        let (mut looked, mut tries) = (0, 0);
+        while looked < SAMPLE.min(len) && tries < 4 * SAMPLE {
+            tries += 1;
             let i = (self.next_random() % len as u64) as usize;
             let Some((_, slot)) = self.map.get_index(i) else {
-                continue;
+                break;
             };
+            if heap_only && slot.st.heap_bytes() == 0 {
+                continue;
+            }
+            looked += 1;
             if !slot.st.is_live(now) {
                 self.take(i);
-                return;
+                return true;
             }
             let rank = (slot.worth, slot.st.expires_at_ms());
             if victim.is_none_or(|(_, w, e)| rank < (w, e)) {
                 victim = Some((i, rank.0, rank.1));
             }
         }
-        if let Some((i, _, _)) = victim {
-            self.take(i);
-            self.evictions += 1;
-        }
+        let Some((i, _, _)) = victim else {
+            return false;
+        };
+        self.take(i);
+        self.evictions += 1;
+        true
     }
 
     /// Drops expired entries and gives memory back; the next amortized sweep waits until

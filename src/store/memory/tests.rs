@@ -249,3 +249,24 @@ fn a_full_shard_evicts_expired_then_least_used_state() {
         assert_eq!(hit(&store, T0, tag, &hour, 0)[0].used_before, 50, "{tag}");
     }
 }
+
+#[test]
+fn what_states_hold_on_the_heap_counts_against_the_cap() {
+    // 500 sliding logs of 400 distinct timestamps each: ~3 MB of runs for a 1 MiB store.
+    let opts = MemoryOptions {
+        shards: 1,
+        max_bytes: 1 << 20,
+        ..MemoryOptions::default()
+    };
+    let store = MemoryStore::with_options(Arc::new(ManualClock::new(T0)), opts);
+    let log = [limit(Algorithm::SlidingLog, 10_000, Unit::Hour)];
+    let mut peak = 0;
+    for i in 0..200_000u64 {
+        hit(&store, T0 + i, u128::from(i % 500), &log, 1);
+        if i % 1_000 == 0 {
+            peak = peak.max(store.bytes());
+        }
+    }
+    assert!(peak <= 1 << 20, "peak {peak}");
+    assert!(store.evictions() > 0);
+}
