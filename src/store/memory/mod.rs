@@ -155,8 +155,10 @@ impl MemoryStore {
                         shard.resized(before, after, None);
                         shard.take(i);
                     } else if let Some(r) = out.get(first) {
-                        *slot = Slot::new(std::mem::take(&mut slot.st), spec, r, now);
-                        shard.resized(before, after, Some(now));
+                        slot.worth = shard::worth(&slot.st, spec, r, now);
+                        if after != before {
+                            shard.resized(before, after, Some(now));
+                        }
                     }
                 } else {
                     let mut st = LimitState::default();

@@ -59,21 +59,22 @@ pub(super) struct Slot {
 impl Slot {
     /// The state after a check, with its worth from the check's result.
     pub fn new(st: LimitState, spec: &LimitSpec, r: &LimitResult, now: u64) -> Slot {
-        let worth = if st.lock_until_ms > now {
-            u16::MAX
-        } else if !r.allowed {
-            FULL
-        } else {
-            match spec.capacity() {
-                0 => FULL,
-                c => {
-                    let used = u128::from(c.saturating_sub(r.remaining));
-                    (used * u128::from(FULL) / u128::from(c)) as u16
-                }
-            }
-        };
+        let worth = worth(&st, spec, r, now);
         Slot { st, worth }
     }
+}
+
+/// How much forgetting `st` would give back, from the result of the check that wrote it.
+pub(super) fn worth(st: &LimitState, spec: &LimitSpec, r: &LimitResult, now: u64) -> u16 {
+    if st.lock_until_ms > now {
+        return u16::MAX;
+    }
+    let c = spec.capacity();
+    if !r.allowed || c == 0 {
+        return FULL;
+    }
+    // `c` is at most u32::MAX (rule fields are u32), so this stays well within u64.
+    (c.saturating_sub(r.remaining).min(c) * u64::from(FULL) / c) as u16
 }
 
 pub(super) struct Shard {
