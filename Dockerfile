@@ -16,7 +16,7 @@
 #     moment SIGTERM arrives;
 #   - gRPC  grpc.health.v1.Health/Check on :8081, service "" or "ratelimit"
 #     (Kubernetes `grpc:` probes, Envoy `grpc_health_check`).
-# See examples/kubernetes/deployment.yaml and docker-compose.yml.
+# See examples/kubernetes/base/deployment.yaml and docker-compose.yml.
 
 # Keep the builder's Debian release equal to the runtime's (bookworm = debian12):
 # the binary links against the builder's glibc. The Rust version is the toolchain
@@ -55,6 +55,12 @@ RUN sluice check config
 FROM gcr.io/distroless/cc-debian12:nonroot AS runtime
 
 COPY --from=builder /usr/local/bin/sluice /usr/local/bin/sluice
+# envoyproxy/ratelimit's binary path: Envoy Gateway runs its rate limit deployment with
+# `command: [/bin/ratelimit]` and no arguments, which sluice takes as `serve` (settings
+# from the environment), so swapping the image is enough. A copy, not a symlink: the
+# runtime image has no shell to make one, and a copied symlink would depend on whether
+# the base image's /bin is itself a link.
+COPY --from=builder /usr/local/bin/sluice /bin/ratelimit
 # The bundled rule files. Mount your own directory over /etc/sluice/config (as
 # docker-compose.yml does) or point --config/SLUICE_CONFIG elsewhere. sluice
 # watches the directory and reloads on change, Kubernetes ConfigMap swaps included.
@@ -76,5 +82,5 @@ ENTRYPOINT ["/usr/local/bin/sluice"]
 # An explicit --config wins over SLUICE_CONFIG and envoyproxy/ratelimit's
 # RUNTIME_ROOT/RUNTIME_SUBDIRECTORY/RUNTIME_APPDIRECTORY. To configure the rule
 # directory through those variables instead, run the image with the arguments
-# `serve` alone (examples/kubernetes/deployment.yaml does).
+# `serve` alone (examples/kubernetes/base/deployment.yaml does).
 CMD ["serve", "--config", "/etc/sluice/config"]

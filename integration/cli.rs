@@ -1,4 +1,4 @@
-//! `sluice check` and startup failures, through the binary.
+//! `sluice check`, startup failures and the `ratelimit` alias, through the binary.
 
 use std::process::Command;
 
@@ -128,17 +128,6 @@ fn merge_domains_flag() {
 }
 
 #[tokio::test]
-async fn serve_refuses_a_bad_config_and_names_the_file() {
-    let e = sluice()
-        .file("bad.yaml", "domain: x\ndescriptors:\n  - key: k\n    rate_limit: {unit: foo, requests_per_unit: 1}\n")
-        .try_start()
-        .await
-        .err()
-        .expect("must not start");
-    assert!(e.contains("bad.yaml: invalid rate limit unit 'foo'"), "{e}");
-}
-
-#[tokio::test]
 async fn serve_refuses_bad_settings() {
     let e = sluice()
         .env("REDIS_TYPE", "foo")
@@ -149,4 +138,32 @@ async fn serve_refuses_bad_settings() {
         .expect("must not start");
     assert!(e.contains("Unrecognized redis type foo"), "{e}");
     assert!(!e.contains("panicked"), "{e}");
+}
+
+/// Envoy Gateway runs `/bin/ratelimit` with no arguments: the image's copy of sluice
+/// under that name serves, its settings from their variables.
+#[tokio::test]
+async fn run_as_ratelimit_it_serves_with_their_environment() {
+    let dir = tempfile::TempDir::new().unwrap();
+    let link = dir.path().join("ratelimit");
+    std::os::unix::fs::symlink(env!("CARGO_BIN_EXE_sluice"), &link).unwrap();
+    let rules = dir.path().join("srv/ratelimit/config");
+    std::fs::create_dir_all(&rules).unwrap();
+    write(
+        &rules.join("a.yaml"),
+        "domain: d\ndescriptors:\n  - key: k\n    rate_limit: {unit: hour, requests_per_unit: 2}\n",
+    );
+    let s = sluice()
+        .run_as(link)
+        .env("RUNTIME_ROOT", dir.path().join("srv").display().to_string())
+        .env("RUNTIME_SUBDIRECTORY", "ratelimit")
+        .env("GRPC_HOST", "127.0.0.1")
+        .env("GRPC_PORT", "0")
+        .env("HOST", "127.0.0.1")
+        .env("PORT", "0")
+        .start()
+        .await;
+    let mut c = s.client().await;
+    let r = call(&mut c, req("d", vec![desc(&[("k", "v")])])).await;
+    assert_eq!(r.statuses[0].limit_remaining, 1);
 }

@@ -19,6 +19,7 @@
 //! takes, and no scenario relies on state surviving past its TTL.
 
 mod multi_limit;
+mod operator;
 mod scenarios;
 
 use std::hash::{BuildHasher, Hasher};
@@ -32,6 +33,7 @@ use sluice::store::{Store, StoreError};
 use crate::support::redis::RedisServer;
 
 pub use multi_limit::*;
+pub use operator::*;
 pub use scenarios::*;
 
 /// Generates `mod $name` with one test per scenario, running on stores made by `$make`.
@@ -63,6 +65,10 @@ macro_rules! conformance_suite {
                 over_limit_waits_for_the_longest_denial,
                 ok_reports_the_binding_limit,
                 durations_fit_protobuf,
+                multiplied_fixed_windows_align_to_the_whole_window,
+                every_algorithm_runs_over_the_multiplied_window,
+                changing_the_multiplier_starts_fresh_state,
+                reset_forgets_counters_and_penalties_of_one_descriptor,
             );
         }
     };
@@ -103,6 +109,14 @@ impl Store for RedisUnderTest {
         out: &mut Vec<LimitResult>,
     ) -> impl Future<Output = Result<(), StoreError>> + Send {
         self.store.run(checks, out)
+    }
+
+    fn reset(
+        &self,
+        tag: StateTag,
+        limits: &[LimitSpec],
+    ) -> impl Future<Output = Result<u64, StoreError>> + Send {
+        self.store.reset(tag, limits)
     }
 
     fn is_ready(&self) -> bool {

@@ -3,13 +3,21 @@
 
 mod support;
 
+mod admin;
+mod alerts;
 mod architecture;
 mod cli;
 mod conformance;
+mod dashboards;
 mod deploy;
+mod explain;
 mod ops;
 mod redis_binary;
+mod redis_conn;
 mod redis_store;
 mod redis_vs_native;
 mod reload;
+mod schema;
 mod service;
+mod startup;
+mod xds;

@@ -159,6 +159,10 @@ async fn redis_down_is_unavailable_fast_then_recovers_without_restart() {
         .file("shared.yaml", &rules())
         .arg("--redis-url")
         .arg(redis.url())
+        // Not the 10 ms default: under the whole suite's load a healthy call can miss it.
+        // Failures while Redis is down are immediate either way (refused connections).
+        .arg("--redis-timeout")
+        .arg("200ms")
         .start()
         .await;
     assert!(s.wait_healthy(Duration::from_secs(10)).await);
@@ -213,6 +217,8 @@ async fn not_serving_until_redis_is_reachable() {
         .file("shared.yaml", &rules())
         .arg("--redis-url")
         .arg(format!("redis://127.0.0.1:{port}"))
+        .arg("--redis-timeout")
+        .arg("2s")
         .start()
         .await;
     assert_eq!(s.http_get("/healthcheck").await.0, 500);
@@ -237,6 +243,9 @@ async fn their_redis_variables() {
         .env("REDIS_URL", format!("127.0.0.1:{}", redis.port()))
         .env("REDIS_POOL_SIZE", "2")
         .env("CACHE_KEY_PREFIX", "legacy:")
+        // Generous under a loaded CI machine: this test is about the variables.
+        .arg("--redis-timeout")
+        .arg("2s")
         .start()
         .await;
     assert!(

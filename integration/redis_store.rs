@@ -38,6 +38,7 @@ pub fn spec(algorithm: Algorithm, rate: u32, unit: Unit) -> LimitSpec {
     LimitSpec {
         requests_per_unit: rate,
         unit,
+        unit_multiplier: 1,
         algorithm,
         burst: rate,
         buckets: if algorithm == Algorithm::SlidingWindow {

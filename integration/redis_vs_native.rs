@@ -61,12 +61,15 @@ fn limit_strategy() -> impl Strategy<Value = LimitSpec> {
         1u32..=5,
         any::<bool>(),
         prop::sample::select(vec![0u64, 0, 0, 300, 1500]),
+        // Windows of several units (`unit_multiplier`): W = unit × multiplier everywhere.
+        prop::sample::select(vec![1u32, 1, 1, 3]),
     )
         .prop_map(
-            |(algorithm, rate, burst, unit, buckets, overdraft, penalty_ms)| {
+            |(algorithm, rate, burst, unit, buckets, overdraft, penalty_ms, unit_multiplier)| {
                 LimitSpec {
                     requests_per_unit: rate,
                     unit,
+                    unit_multiplier,
                     algorithm,
                     burst: if algorithm.has_burst() { burst } else { rate },
                     buckets: if algorithm == Algorithm::SlidingWindow {

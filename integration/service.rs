@@ -11,6 +11,7 @@ use crate::support::sluice::*;
 
 mod bytes;
 mod requests;
+mod windows;
 
 const RULES: &str = r#"
 domain: test

@@ -1,19 +1,42 @@
 #!/usr/bin/env bash
 # The whole test suite, as CI runs it: formatting, lints, unit and integration tests.
-# Integration tests start their own redis-server processes; install it when missing.
+# Integration tests start the real components they talk to; install the ones missing:
+#   redis-server, redis-sentinel  Redis (TLS built in), Sentinel failover tests
+#   promtool (Debian prometheus)  alert rule unit tests, PromQL of every dashboard panel
+#   kubectl                       `kubectl kustomize` of every Kubernetes overlay
+#   kubernetes-validate (PyPI)    validates those renderings against Kubernetes' schemas
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-if ! command -v redis-server >/dev/null 2>&1; then
-    echo "redis-server not found: installing the Debian package" >&2
+# command → Debian package, installed in one apt-get run (no recommends: promtool's package
+# would otherwise pull in a web UI and more).
+missing=""
+need() { command -v "$1" >/dev/null 2>&1 || missing="$missing $2"; }
+need redis-server redis-server
+need redis-sentinel redis-sentinel
+need promtool prometheus
+need kubectl kubectl
+if [ -n "$missing" ]; then
+    echo "installing the Debian packages:$missing" >&2
     SUDO=""
     if [ "$(id -u)" != "0" ]; then SUDO="sudo -n"; fi
     export DEBIAN_FRONTEND=noninteractive
-    $SUDO apt-get install -y -q redis-server </dev/null \
-        || { $SUDO apt-get update -q </dev/null && $SUDO apt-get install -y -q redis-server </dev/null; }
+    # shellcheck disable=SC2086
+    $SUDO apt-get install -y -q --no-install-recommends $missing </dev/null \
+        || { $SUDO apt-get update -q </dev/null \
+            && $SUDO apt-get install -y -q --no-install-recommends $missing </dev/null; }
+fi
+if ! python3 -m kubernetes_validate --version >/dev/null 2>&1; then
+    echo "installing kubernetes-validate from PyPI" >&2
+    python3 -m pip install -q --disable-pip-version-check kubernetes-validate </dev/null
 fi
 redis-server --version
+promtool --version 2>&1 | sed -n 1p
+kubectl version --client 2>&1 | sed -n 1p
+echo "kubernetes-validate $(python3 -m kubernetes_validate --version)"
 
 cargo fmt --all -- --check
+# Before the tests: deploy::docker_build checks the Docker build context into this target
+# directory and reuses the dependencies clippy has checked.
 cargo clippy --all-targets --locked -- -D warnings
 cargo test --locked "$@"

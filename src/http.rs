@@ -1,16 +1,18 @@
 //! The HTTP listener: `/healthcheck`, `/json`, `/metrics`, `/rlconfig` (envoyproxy/ratelimit's
-//! endpoints), and the optional separate metrics listener.
+//! endpoints) and `/explain` (which rule a descriptor matches and why), and the optional
+//! separate metrics listener.
 
 use std::sync::Arc;
 
 use axum::Router;
 use axum::body::Bytes;
-use axum::extract::State;
+use axum::extract::{RawQuery, State};
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{any, get};
 
 use crate::service::health::Health;
+use crate::service::inspect::{self, Status};
 use crate::service::{RateLimitService, json};
 
 #[derive(Clone)]
@@ -26,6 +28,7 @@ pub fn router(state: HttpState) -> Router {
         .route("/json", any(json_endpoint))
         .route("/metrics", get(metrics))
         .route("/rlconfig", get(rlconfig))
+        .route("/explain", get(explain))
         .with_state(state)
 }
 
@@ -77,4 +80,19 @@ async fn rlconfig(State(s): State<HttpState>) -> Response {
         s.service.config().config.dump(),
     )
         .into_response()
+}
+
+async fn explain(State(s): State<HttpState>, RawQuery(query): RawQuery) -> Response {
+    reply(s.service.explain_query(query.as_deref()))
+}
+
+/// An operator query's answer: its status code and JSON body.
+pub fn reply(r: inspect::Reply) -> Response {
+    let code = match r.status {
+        Status::Ok => StatusCode::OK,
+        Status::BadRequest => StatusCode::BAD_REQUEST,
+        Status::NotFound => StatusCode::NOT_FOUND,
+        Status::Unavailable => StatusCode::SERVICE_UNAVAILABLE,
+    };
+    (code, [(header::CONTENT_TYPE, "application/json")], r.body).into_response()
 }

@@ -9,11 +9,17 @@
 //! - [`limiter`]: one request's decision: one store call, then the status rules.
 //! - [`store`]: the `Store` trait and its memory and Redis implementations.
 //! - [`metrics`]: the Prometheus registry and cached handles.
-//! - [`http`]: `/healthcheck`, `/json`, `/metrics`, `/rlconfig`.
+//! - [`explain`]: which rule a descriptor matches and why, its limits and Redis keys
+//!   (`sluice explain`, `/explain`).
+//! - [`http`]: `/healthcheck`, `/json`, `/metrics`, `/rlconfig`, `/explain`.
+//! - [`admin`]: the admin listener: a descriptor's state, peeked or reset.
 //! - [`server`]: wires listeners, services and shutdown together.
 //! - [`tls`]: TLS plumbing shared by Redis and gRPC (the crypto provider, certificates).
+//! - [`xds`]: rules from an xDS management server (state-of-the-world ADS).
 
+pub mod admin;
 pub mod config;
+pub mod explain;
 pub mod http;
 pub mod limit;
 pub mod limiter;
@@ -24,3 +30,4 @@ pub mod service;
 pub mod settings;
 pub mod store;
 pub mod tls;
+pub mod xds;

@@ -1,12 +1,16 @@
-//! The `sluice` binary: `serve` and `check`. Everything else lives in the library.
+//! The `sluice` binary: `serve`, `check` and `explain`. Everything else lives in the library.
 
 use std::process::ExitCode;
 
 use anyhow::Context;
 use clap::Parser;
 use sluice::config::{LoadOptions, RateLimitConfig};
+use sluice::explain::{self, KeyLayout};
 use sluice::server::{self, Listeners};
-use sluice::settings::{CheckArgs, Cli, Command, LogFormat, Settings, parse_bool};
+use sluice::settings::{
+    CheckArgs, Cli, Command, ExplainArgs, LogFormat, Settings, invocation, parse_bool,
+};
+use sluice::store::redis::{DEFAULT_KEY_PREFIX, check_prefix};
 use tokio_util::sync::CancellationToken;
 use tracing_subscriber::EnvFilter;
 
@@ -16,9 +20,10 @@ use tracing_subscriber::EnvFilter;
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let cli = Cli::parse_from(invocation(std::env::args_os().collect()));
     match cli.command {
         Command::Check(args) => check(&args),
+        Command::Explain(args) => explain(&args),
         Command::Serve(args) => match serve(&args) {
             Ok(()) => ExitCode::SUCCESS,
             Err(e) => {
@@ -29,36 +34,103 @@ fn main() -> ExitCode {
     }
 }
 
-/// `sluice check`: every error of every file, one per line (exact envoyproxy/ratelimit
-/// messages), each followed by its location when known.
-fn check(args: &CheckArgs) -> ExitCode {
-    let merge = args.merge_domains
+fn merge_domains(flag: bool) -> LoadOptions {
+    let merge = flag
         || std::env::var("MERGE_DOMAIN_CONFIG")
             .is_ok_and(|v| parse_bool("MERGE_DOMAIN_CONFIG", &v).unwrap_or(false));
-    match RateLimitConfig::load(
-        &args.paths,
-        &LoadOptions {
-            merge_domains: merge,
-            max_file_bytes: args.max_config_file_bytes,
-        },
-    ) {
+    LoadOptions {
+        merge_domains: merge,
+        ..LoadOptions::default()
+    }
+}
+
+/// Every error of every file, one per line (exact envoyproxy/ratelimit messages), each
+/// followed by its location when known.
+fn print_config_errors(errors: &[sluice::config::ConfigError]) {
+    for e in errors {
+        println!("{e}");
+        if let (Some(path), Some(line)) = (&e.path, e.line) {
+            match e.column {
+                Some(col) => println!("  --> {}:{line}:{col}", path.display()),
+                None => println!("  --> {}:{line}", path.display()),
+            }
+        }
+    }
+}
+
+/// `sluice check`: "all rate limit configs ok", or every error.
+fn check(args: &CheckArgs) -> ExitCode {
+    let opts = LoadOptions {
+        max_file_bytes: args.max_config_file_bytes,
+        ..merge_domains(args.merge_domains)
+    };
+    match RateLimitConfig::load(&args.paths, &opts) {
         Ok(_) => {
             println!("all rate limit configs ok");
             ExitCode::SUCCESS
         }
         Err(errors) => {
-            for e in errors {
-                println!("{e}");
-                if let (Some(path), Some(line)) = (&e.path, e.line) {
-                    match e.column {
-                        Some(col) => println!("  --> {}:{line}:{col}", path.display()),
-                        None => println!("  --> {}:{line}", path.display()),
-                    }
-                }
-            }
+            print_config_errors(&errors);
             ExitCode::FAILURE
         }
     }
+}
+
+/// `sluice explain`: exit 0 with the explanation, 1 when the rules do not load (printed as
+/// `check` prints them), 2 for a bad argument.
+fn explain(args: &ExplainArgs) -> ExitCode {
+    let prefix = args
+        .cache_key_prefix
+        .clone()
+        .or_else(|| {
+            std::env::var("CACHE_KEY_PREFIX")
+                .ok()
+                .filter(|p| !p.is_empty())
+        })
+        .unwrap_or_else(|| DEFAULT_KEY_PREFIX.to_owned());
+    if let Err(e) = check_prefix(&prefix) {
+        eprintln!("sluice: {e}");
+        return ExitCode::from(2);
+    }
+    let mut descriptors = Vec::with_capacity(args.descriptor.len());
+    for d in &args.descriptor {
+        match explain::parse_descriptor(d) {
+            Ok(entries) => descriptors.push(entries),
+            Err(e) => {
+                eprintln!("sluice: --descriptor {d:?}: {e}");
+                return ExitCode::from(2);
+            }
+        }
+    }
+    let paths = if args.config.is_empty() {
+        vec!["config".into()]
+    } else {
+        args.config.clone()
+    };
+    let config = match RateLimitConfig::load(&paths, &merge_domains(args.merge_domains)) {
+        Ok(c) => c,
+        Err(errors) => {
+            print_config_errors(&errors);
+            return ExitCode::FAILURE;
+        }
+    };
+    let keys = KeyLayout {
+        prefix: &prefix,
+        store: None,
+    };
+    let e = explain::explain(&config, &args.domain, &descriptors, keys);
+    if args.json {
+        match serde_json::to_string_pretty(&e) {
+            Ok(json) => println!("{json}"),
+            Err(err) => {
+                eprintln!("sluice: {err}");
+                return ExitCode::FAILURE;
+            }
+        }
+    } else {
+        print!("{}", explain::render(&e));
+    }
+    ExitCode::SUCCESS
 }
 
 fn serve(args: &sluice::settings::ServeArgs) -> anyhow::Result<()> {

@@ -38,6 +38,9 @@ pub enum Command {
     Serve(Box<ServeArgs>),
     /// Validate rule files or directories; print every error.
     Check(CheckArgs),
+    /// Which rule a descriptor matches and why, offline over rule files: each level of the
+    /// walk, the rule, its limits, stats key and Redis keys.
+    Explain(ExplainArgs),
 }
 
 #[derive(Debug, Args)]
@@ -57,22 +60,6 @@ pub struct CheckArgs {
 pub enum LogFormat {
     Text,
     Json,
-}
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
-pub enum RedisType {
-    Single,
-    Cluster,
-}
-
-pub use crate::store::redis::TimeSource;
-
-fn parse_time_source(s: &str) -> Result<TimeSource, String> {
-    match s.trim().to_ascii_lowercase().as_str() {
-        "redis" => Ok(TimeSource::Redis),
-        "local" => Ok(TimeSource::Local),
-        _ => Err(format!("'{s}' is not redis or local")),
-    }
 }
 
 #[derive(Debug, Args)]
@@ -96,6 +83,11 @@ pub struct ServeArgs {
     /// Separate listener for Prometheus metrics (also PROMETHEUS_ADDR with USE_PROMETHEUS=true)
     #[arg(long, value_name = "ADDR", env = "SLUICE_METRICS_ADDR")]
     pub metrics_addr: Option<String>,
+    /// Admin listener (a descriptor's state: GET to peek, DELETE to reset; no
+    /// authentication, see the README before exposing it), or `off`
+    /// [default: 127.0.0.1:8082]
+    #[arg(long, value_name = "ADDR|off", env = "SLUICE_ADMIN_ADDR")]
+    pub admin_addr: Option<String>,
     /// Path of the metrics endpoint on the separate listener [default: /metrics] (also PROMETHEUS_PATH)
     #[arg(long, value_name = "PATH", env = "SLUICE_METRICS_PATH")]
     pub metrics_path: Option<String>,
@@ -106,30 +98,8 @@ pub struct ServeArgs {
     #[arg(long, num_args = 0..=1, default_missing_value = "true", env = "SLUICE_WATCH_CONFIG")]
     pub watch_config: Option<bool>,
 
-    /// Redis URL: redis://host:port/db, rediss://… (TLS), unix:///path; comma-separated node
-    /// list for a cluster. Without it the in-memory store is used
-    /// (also REDIS_URL with REDIS_SOCKET_TYPE, REDIS_AUTH, REDIS_TLS)
-    #[arg(long, value_name = "URL", env = "SLUICE_REDIS_URL")]
-    pub redis_url: Option<String>,
-    /// single or cluster [default: single] (also REDIS_TYPE)
-    #[arg(long, value_enum, env = "SLUICE_REDIS_TYPE")]
-    pub redis_type: Option<RedisType>,
-    /// Redis connections kept open (multiplexed) [default: 4] (also REDIS_POOL_SIZE)
-    #[arg(long, value_name = "N", env = "SLUICE_REDIS_POOL_SIZE")]
-    pub redis_pool_size: Option<usize>,
-    /// Deadline of one Redis round trip; past it the request fails with UNAVAILABLE
-    /// [default: 10ms]
-    #[arg(long, value_name = "DURATION", env = "SLUICE_REDIS_TIMEOUT")]
-    pub redis_timeout: Option<String>,
-    /// Deadline to establish a Redis connection [default: 1s] (also REDIS_TIMEOUT)
-    #[arg(long, value_name = "DURATION", env = "SLUICE_REDIS_CONNECT_TIMEOUT")]
-    pub redis_connect_timeout: Option<String>,
-    /// Clock the Redis scripts use [default: redis]
-    #[arg(long, value_name = "redis|local", value_parser = parse_time_source, env = "SLUICE_REDIS_TIME_SOURCE")]
-    pub redis_time_source: Option<TimeSource>,
-    /// Prefix of every Redis key [default: sluice:] (also CACHE_KEY_PREFIX)
-    #[arg(long, value_name = "PREFIX", env = "SLUICE_CACHE_KEY_PREFIX")]
-    pub cache_key_prefix: Option<String>,
+    #[command(flatten)]
+    pub redis: RedisArgs,
 
     /// Never deny: OVER_LIMIT answers become OK (also SHADOW_MODE)
     #[arg(long, num_args = 0..=1, default_missing_value = "true", env = "SLUICE_SHADOW_MODE")]
@@ -205,6 +175,24 @@ pub enum HeaderStyle {
     Ietf,
 }
 
+/// The command line as sluice parses it. Run as `ratelimit` (the image's `/bin/ratelimit`,
+/// envoyproxy/ratelimit's binary path, which Envoy Gateway's deployment runs with no
+/// arguments), sluice serves: their binary has no subcommands and reads its settings
+/// from the environment.
+pub fn invocation(mut argv: Vec<std::ffi::OsString>) -> Vec<std::ffi::OsString> {
+    let invoked_as = argv
+        .first()
+        .and_then(|a| std::path::Path::new(a).file_name())
+        .and_then(|n| n.to_str())
+        .unwrap_or_default();
+    let first = argv.get(1).and_then(|a| a.to_str()).unwrap_or_default();
+    let explicit = ["serve", "check", "help", "--help", "-h", "--version", "-V"].contains(&first);
+    if invoked_as == "ratelimit" && !explicit {
+        argv.insert(1, "serve".into());
+    }
+    argv
+}
+
 /// Bounds on one request (oversized input → INVALID_ARGUMENT).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct RequestLimits {
@@ -228,19 +216,6 @@ impl Default for RequestLimits {
             max_request_bytes: DEFAULT_MAX_REQUEST_BYTES,
         }
     }
-}
-
-#[derive(Clone, Debug, PartialEq)]
-pub struct RedisSettings {
-    /// Node URLs (one for single, several for cluster).
-    pub urls: Vec<String>,
-    pub redis_type: RedisType,
-    pub pool_size: usize,
-    pub request_timeout: Duration,
-    pub connect_timeout: Duration,
-    pub time_source: TimeSource,
-    /// `None`: the store's default (`sluice:`).
-    pub key_prefix: Option<String>,
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -294,12 +269,19 @@ impl Default for DecisionSettings {
 #[derive(Clone, Debug, PartialEq)]
 pub struct Settings {
     pub config_paths: Vec<PathBuf>,
+    /// Files at `config_paths` (the default) or an xDS server (CONFIG_TYPE=GRPC_XDS_SOTW).
+    pub config_source: ConfigSource,
+    /// Serve before the first xDS config arrives (FORCE_START_WITHOUT_INITIAL_CONFIG);
+    /// requests fail with "no rate limit configuration loaded" until it does.
+    pub force_start_without_initial_config: bool,
     pub merge_domains: bool,
     pub watch_config: bool,
     pub grpc_addr: SocketAddr,
     pub http_addr: SocketAddr,
     pub metrics_addr: Option<SocketAddr>,
     pub metrics_path: String,
+    /// The admin listener; `None`: disabled.
+    pub admin_addr: Option<SocketAddr>,
     /// `None`: the in-memory store.
     pub redis: Option<RedisSettings>,
     pub decision: DecisionSettings,
@@ -322,12 +304,16 @@ impl Default for Settings {
     fn default() -> Self {
         Settings {
             config_paths: vec![PathBuf::from("config")],
+            config_source: ConfigSource::Files,
+            force_start_without_initial_config: false,
             merge_domains: false,
             watch_config: true,
             grpc_addr: SocketAddr::from(([0, 0, 0, 0], 8081)),
             http_addr: SocketAddr::from(([0, 0, 0, 0], 8080)),
             metrics_addr: None,
             metrics_path: "/metrics".into(),
+            // Loopback only: the admin listener has no authentication.
+            admin_addr: Some(SocketAddr::from(([127, 0, 0, 1], 8082))),
             redis: None,
             decision: DecisionSettings::default(),
             metrics_max_series: 10_000,
@@ -345,13 +331,18 @@ impl Default for Settings {
 
 mod caps;
 mod compat;
+mod explain;
 mod parse;
 mod redis;
+mod redis_url;
+mod xds;
 
 pub use caps::{CapArgs, Caps, DEFAULT_MAX_CONFIG_FILE_BYTES, DEFAULT_MAX_REQUEST_BYTES};
-
+pub use explain::ExplainArgs;
 use parse::err;
 pub use parse::{SettingsError, parse_addr, parse_bool, parse_duration};
+pub use redis::{RedisArgs, RedisSettings, RedisTlsFiles, RedisType, TimeSource};
+pub use xds::{ConfigSource, XdsBackoff, XdsSettings, XdsTls};
 
 impl Settings {
     /// Resolve `serve` arguments against compatibility variables read through `env`.

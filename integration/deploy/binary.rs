@@ -10,7 +10,7 @@ use std::process::Command;
 use clap::{CommandFactory, Parser};
 use serde_yaml::Value;
 use sluice::config::{LoadOptions, RateLimitConfig};
-use sluice::settings::{Cli, Command as SluiceCommand, Settings};
+use sluice::settings::{Cli, Command as SluiceCommand, Settings, SettingsError};
 
 use super::files::{at, scalar, str_at};
 
@@ -18,6 +18,15 @@ use super::files::{at, scalar, str_at};
 /// `SLUICE_*` variables are turned into their flags, because clap reads them from the
 /// process environment, which a test cannot set for a container.
 pub fn resolve(argv: &[String], env: &BTreeMap<String, String>, what: &str) -> Settings {
+    try_resolve(argv, env, what).unwrap_or_else(|e| panic!("{what}: {e}"))
+}
+
+/// [`resolve`], returning the settings error (command-line errors still panic).
+pub fn try_resolve(
+    argv: &[String],
+    env: &BTreeMap<String, String>,
+    what: &str,
+) -> Result<Settings, SettingsError> {
     let mut args = vec!["sluice".to_string()];
     args.extend(argv.iter().cloned());
     let cli = Cli::command();
@@ -44,7 +53,6 @@ pub fn resolve(argv: &[String], env: &BTreeMap<String, String>, what: &str) -> S
         panic!("{what}: `{}` is not `sluice serve`", args.join(" "));
     };
     Settings::resolve(&serve, &|name| env.get(name).cloned())
-        .unwrap_or_else(|e| panic!("{what}: {e}"))
 }
 
 /// `sluice check PATH...` must pass.

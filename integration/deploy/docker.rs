@@ -9,16 +9,17 @@ use std::sync::OnceLock;
 use sluice::settings::Settings;
 
 use super::binary::resolve;
+use super::dockerignore::{dockerignore, dockerignore_excludes};
 use super::files::{assert_pinned, read, root};
 
-struct Stage {
-    base: String,
-    name: Option<String>,
+pub(super) struct Stage {
+    pub base: String,
+    pub name: Option<String>,
     /// (instruction, arguments) in order, continuation lines joined.
-    instructions: Vec<(String, String)>,
+    pub instructions: Vec<(String, String)>,
 }
 
-fn dockerfile_stages() -> Vec<Stage> {
+pub(super) fn dockerfile_stages() -> Vec<Stage> {
     let text = read("Dockerfile");
     let mut logical = Vec::new();
     let mut current = String::new();
@@ -74,7 +75,7 @@ impl Stage {
     }
 
     /// COPY instructions: (`--from` stage, sources, destination).
-    fn copies(&self) -> Vec<(Option<String>, Vec<String>, String)> {
+    pub(super) fn copies(&self) -> Vec<(Option<String>, Vec<String>, String)> {
         self.instructions
             .iter()
             .filter(|(i, _)| i == "COPY")
@@ -133,38 +134,6 @@ pub fn image() -> Image {
 fn image_settings() -> &'static Settings {
     static SETTINGS: OnceLock<Settings> = OnceLock::new();
     SETTINGS.get_or_init(|| resolve(&image().cmd, &BTreeMap::new(), "Dockerfile CMD"))
-}
-
-/// `*` globs (`.dockerignore` patterns).
-fn glob(pattern: &str, s: &str) -> bool {
-    match pattern.split_once('*') {
-        None => pattern == s,
-        Some((head, rest)) => {
-            let Some(s) = s.strip_prefix(head) else {
-                return false;
-            };
-            (0..=s.len())
-                .filter(|&i| s.is_char_boundary(i))
-                .any(|i| glob(rest, &s[i..]))
-        }
-    }
-}
-
-fn dockerignore() -> Vec<String> {
-    read(".dockerignore")
-        .lines()
-        .map(str::trim)
-        .filter(|l| !l.is_empty() && !l.starts_with('#'))
-        .map(String::from)
-        .collect()
-}
-
-fn dockerignore_excludes(patterns: &[String], rel: &str) -> bool {
-    let first = rel.trim_start_matches("./").split('/').next().unwrap_or("");
-    patterns.iter().any(|p| {
-        let p = p.trim_start_matches('/').trim_end_matches('/');
-        !p.contains('/') && glob(p, first)
-    })
 }
 
 /// Sources every stage copies from the build context (not `--from` another stage).

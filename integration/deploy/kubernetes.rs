@@ -1,53 +1,101 @@
-//! `examples/kubernetes/*`, parsed once into objects by (kind, name), with the sluice
+//! `examples/kubernetes/`: a kustomize base, overlays (`memory`, `redis`, `redis-tls`)
+//! and a prometheus-operator component. Each overlay is rendered once with the real
+//! `kubectl kustomize` and parsed into objects by (kind, name), with the sluice
 //! Deployment's pod resolved the way the kubelet and the binary would see it: which
 //! container ports back a probe or a Service, which ConfigMaps back the config paths.
-//! The claims live in `pod` (the Deployment itself) and `wiring` (how the objects and
-//! the other example files refer to each other); the Istio example reuses this model.
+//! The claims live in `pod` (the Deployment itself, as the `redis` overlay renders it),
+//! `wiring` (how the objects and the other example files refer to each other) and
+//! `overlays` (what each overlay adds, and that every rendering passes
+//! kubernetes-validate); the Istio example reuses this model.
 
+mod overlays;
 mod pod;
 mod wiring;
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
-use std::sync::OnceLock;
+use std::process::Command;
+use std::sync::{Mutex, OnceLock};
 
 use serde_yaml::Value;
 use sluice::settings::Settings;
 
-use super::binary::{Rules, load_rules, resolve, rule_files};
+use super::binary::{Rules, load_rules, resolve};
 use super::docker::image;
-use super::files::{at, env_map, port_at, root, scalar, seq_at, str_at, strings, yaml_docs};
+use super::files::{at, env_map, port_at, scalar, seq_at, str_at, strings};
 
 const K8S: &str = "examples/kubernetes";
+/// Every overlay under `examples/kubernetes/overlays/`.
+const OVERLAYS: [&str; 3] = ["memory", "redis", "redis-tls"];
+/// The overlay the pod and wiring claims are made on: the production shape (Redis,
+/// several replicas); the others differ from it only where `overlays` says.
+const MAIN: &str = "redis";
 
 /// Kubernetes objects by (kind, name).
 type Objects = BTreeMap<(String, String), Value>;
 
-/// Every object of every manifest, read once.
-fn objects() -> &'static Objects {
-    static OBJECTS: OnceLock<Objects> = OnceLock::new();
-    OBJECTS.get_or_init(|| {
-        let mut objects = Objects::new();
-        for f in rule_files(&root().join(K8S)) {
-            let rel = f.strip_prefix(root()).unwrap().to_path_buf();
-            for doc in yaml_docs(&rel) {
-                let kind = str_at(&doc, "kind").to_string();
-                if kind == "Kustomization" {
-                    continue;
-                }
-                let name = str_at(&doc, "metadata.name").to_string();
-                let dup = objects.insert((kind.clone(), name.clone()), doc);
-                assert!(dup.is_none(), "{kind}/{name} defined twice");
-            }
-        }
-        objects
+/// `kubectl kustomize` of an overlay: the YAML `kubectl apply -k` would send.
+fn rendered(overlay: &str) -> &'static str {
+    static RENDERED: Mutex<BTreeMap<String, &'static str>> = Mutex::new(BTreeMap::new());
+    let mut cache = RENDERED.lock().unwrap_or_else(|e| e.into_inner());
+    cache.entry(overlay.to_string()).or_insert_with(|| {
+        let dir = super::files::root()
+            .join(K8S)
+            .join("overlays")
+            .join(overlay);
+        let out = Command::new("kubectl")
+            .arg("kustomize")
+            .arg(&dir)
+            .output()
+            .unwrap_or_else(|e| {
+                panic!("running kubectl kustomize (scripts/test.sh installs kubectl): {e}")
+            });
+        assert!(
+            out.status.success(),
+            "kubectl kustomize {}:\n{}",
+            dir.display(),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        Box::leak(
+            String::from_utf8(out.stdout)
+                .expect("UTF-8 YAML")
+                .into_boxed_str(),
+        )
     })
 }
 
+/// The objects an overlay renders, parsed once.
+fn objects_of(overlay: &str) -> &'static Objects {
+    static PARSED: Mutex<BTreeMap<String, &'static Objects>> = Mutex::new(BTreeMap::new());
+    let mut cache = PARSED.lock().unwrap_or_else(|e| e.into_inner());
+    cache.entry(overlay.to_string()).or_insert_with(|| {
+        use serde::Deserialize;
+        let mut objects = Objects::new();
+        for d in serde_yaml::Deserializer::from_str(rendered(overlay)) {
+            let doc = Value::deserialize(d).unwrap_or_else(|e| panic!("{overlay}: {e}"));
+            if doc.is_null() {
+                continue;
+            }
+            let kind = str_at(&doc, "kind").to_string();
+            let name = str_at(&doc, "metadata.name").to_string();
+            let dup = objects.insert((kind.clone(), name.clone()), doc);
+            assert!(dup.is_none(), "{overlay}: {kind}/{name} rendered twice");
+        }
+        Box::leak(Box::new(objects))
+    })
+}
+
+/// The objects of the main overlay.
+fn objects() -> &'static Objects {
+    objects_of(MAIN)
+}
+
+fn object_of(overlay: &str, kind: &str, name: &str) -> Option<&'static Value> {
+    objects_of(overlay).get(&(kind.to_string(), name.to_string()))
+}
+
 fn object(kind: &str, name: &str) -> &'static Value {
-    objects()
-        .get(&(kind.to_string(), name.to_string()))
-        .unwrap_or_else(|| panic!("{K8S}: no {kind}/{name}"))
+    object_of(MAIN, kind, name).unwrap_or_else(|| panic!("{K8S}/overlays/{MAIN}: no {kind}/{name}"))
 }
 
 fn labels_match(selector: &Value, labels: &Value) -> bool {
@@ -118,12 +166,19 @@ impl SluicePod {
     }
 }
 
-/// The sluice Deployment's container, and what it runs with: `command` replaces the
-/// image's ENTRYPOINT (checked in `pod`), `args` its CMD. Resolved once.
+/// The sluice Deployment's container in the main overlay.
 pub fn sluice_pod() -> &'static SluicePod {
-    static POD: OnceLock<SluicePod> = OnceLock::new();
-    POD.get_or_init(|| {
-        let deployment = object("Deployment", "sluice");
+    sluice_pod_of(MAIN)
+}
+
+/// The sluice Deployment's container in an overlay, and what it runs with: `command`
+/// replaces the image's ENTRYPOINT (checked in `pod`), `args` its CMD. Resolved once.
+fn sluice_pod_of(overlay: &str) -> &'static SluicePod {
+    static PODS: Mutex<BTreeMap<String, &'static SluicePod>> = Mutex::new(BTreeMap::new());
+    let mut cache = PODS.lock().unwrap_or_else(|e| e.into_inner());
+    cache.entry(overlay.to_string()).or_insert_with(|| {
+        let deployment = object_of(overlay, "Deployment", "sluice")
+            .unwrap_or_else(|| panic!("{overlay}: no Deployment sluice"));
         let container = seq_at(deployment, "spec.template.spec.containers")
             .iter()
             .find(|c| str_at(c, "name") == "sluice")
@@ -133,12 +188,12 @@ pub fn sluice_pod() -> &'static SluicePod {
             v => strings(v),
         };
         let env = env_map(at(container, "env"));
-        let settings = resolve(&args, &env, "Deployment sluice");
-        SluicePod {
+        let settings = resolve(&args, &env, &format!("{overlay}: Deployment sluice"));
+        Box::leak(Box::new(SluicePod {
             deployment,
             container,
             settings,
-        }
+        }))
     })
 }
 

@@ -12,6 +12,7 @@ pub(super) fn fixed_traces() -> Vec<Trace> {
         .map(|(i, algorithm)| LimitSpec {
             requests_per_unit: 4,
             unit: Unit::Second,
+            unit_multiplier: 1,
             algorithm,
             burst: 3,
             buckets: if algorithm == Algorithm::SlidingWindow {
@@ -121,6 +122,7 @@ pub(super) fn fixed_traces() -> Vec<Trace> {
     let year = |algorithm, buckets| LimitSpec {
         requests_per_unit: 4_000_000_000,
         unit: Unit::Year,
+        unit_multiplier: 1,
         algorithm,
         burst: 4_000_000_000,
         buckets,

@@ -163,7 +163,7 @@ fn hanging_load(_: &[PathBuf], _: &LoadOptions) -> Result<RateLimitConfig, Vec<C
 #[tokio::test]
 async fn a_stuck_load_is_abandoned_and_later_reloads_proceed() {
     let service = Arc::new(RateLimitService::new(
-        RateLimitConfig::empty(),
+        Some(RateLimitConfig::empty()),
         Arc::new(Backend::Memory(MemoryStore::new(Arc::new(SystemClock)))),
         Arc::new(Metrics::new(0.8, 100, "memory")),
         DecisionSettings::default(),

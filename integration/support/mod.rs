@@ -1,9 +1,16 @@
-//! Test support: the real `sluice` binary, real redis-server processes, and a transcription
-//! of docs/algorithms.md used as a model.
+//! Test support: the real `sluice` binary, real redis-server processes, a real xDS
+//! management server, certificates made with rcgen, and a transcription of
+//! docs/algorithms.md used as a model.
 
 #![allow(dead_code)]
 
+pub mod certs;
 pub mod model;
 pub mod model_store;
+pub mod opskit;
+pub mod promql;
 pub mod redis;
+pub mod requests;
+pub mod sentinel;
 pub mod sluice;
+pub mod xds_server;

@@ -64,7 +64,7 @@ pub(crate) struct P {
 
 impl P {
     pub(crate) fn of(s: &LimitSpec) -> P {
-        let w = i128::from(s.unit.millis());
+        let w = i128::from(s.window_ms());
         let c = i128::from(s.capacity());
         P {
             alg: s.algorithm,

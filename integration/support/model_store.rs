@@ -7,7 +7,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use parking_lot::Mutex;
-use sluice::limit::{Check, Clock, LimitResult, StateIdentity, StateTag};
+use sluice::limit::{Check, Clock, LimitResult, LimitSpec, StateIdentity, StateTag};
 use sluice::store::{Store, StoreError};
 
 use super::model::{P, St, Work, fits, load, remaining, reset, retry, save, used_before};
@@ -137,5 +137,15 @@ impl Store for ModelStore {
             self.check(now, c, out);
         }
         Ok(())
+    }
+
+    async fn reset(&self, tag: StateTag, limits: &[LimitSpec]) -> Result<u64, StoreError> {
+        let (mut state, mut locks) = (self.state.lock(), self.locks.lock());
+        let mut removed = 0;
+        for key in limits.iter().map(|s| (tag, s.identity())) {
+            removed += u64::from(state.remove(&key).is_some());
+            removed += u64::from(locks.remove(&key).is_some());
+        }
+        Ok(removed)
     }
 }

@@ -21,9 +21,12 @@ pub fn free_port() -> u16 {
         .expect("no free loopback port")
 }
 
-fn spawn(port: u16, dir: &Path, extra: &[String]) -> std::io::Result<Child> {
-    Command::new("redis-server")
-        .arg("--bind")
+fn spawn(port: u16, tls_port: Option<u16>, dir: &Path, extra: &[String]) -> std::io::Result<Child> {
+    let mut cmd = Command::new("redis-server");
+    if let Some(t) = tls_port {
+        cmd.arg("--tls-port").arg(t.to_string());
+    }
+    cmd.arg("--bind")
         .arg("127.0.0.1")
         .arg("--port")
         .arg(port.to_string())
@@ -61,6 +64,8 @@ fn wait_accepting(child: &mut Child, port: u16) -> bool {
 pub struct RedisServer {
     child: Option<Child>,
     port: u16,
+    /// A TLS listener beside the plain one (which tests use to inspect the server).
+    tls_port: Option<u16>,
     dir: tempfile::TempDir,
     extra: Vec<String>,
 }
@@ -73,15 +78,28 @@ impl RedisServer {
     /// Start with extra `redis-server` arguments, on a fresh free port (retrying a few times
     /// if the port was taken meanwhile).
     pub fn start_with(extra: &[&str]) -> RedisServer {
+        RedisServer::start_inner(extra, false)
+    }
+
+    /// Start with a TLS port too (`extra` names the certificate files); the plain port
+    /// stays for inspection.
+    pub fn start_tls(extra: &[&str]) -> RedisServer {
+        RedisServer::start_inner(extra, true)
+    }
+
+    fn start_inner(extra: &[&str], tls: bool) -> RedisServer {
         let dir = tempfile::tempdir().expect("tempdir");
         let extra: Vec<String> = extra.iter().map(|s| s.to_string()).collect();
         for _ in 0..5 {
             let port = free_port();
-            let mut child = spawn(port, dir.path(), &extra).expect("redis-server not installed?");
+            let tls_port = tls.then(free_port);
+            let mut child =
+                spawn(port, tls_port, dir.path(), &extra).expect("redis-server not installed?");
             if wait_accepting(&mut child, port) {
                 return RedisServer {
                     child: Some(child),
                     port,
+                    tls_port,
                     dir,
                     extra,
                 };
@@ -98,6 +116,7 @@ impl RedisServer {
         let mut server = RedisServer {
             child: None,
             port,
+            tls_port: None,
             dir,
             extra: Vec::new(),
         };
@@ -107,6 +126,22 @@ impl RedisServer {
 
     pub fn port(&self) -> u16 {
         self.port
+    }
+
+    /// `rediss://127.0.0.1:<tls port>/` of a server started with [`RedisServer::start_tls`].
+    pub fn tls_url(&self) -> String {
+        format!(
+            "rediss://127.0.0.1:{}/",
+            self.tls_port.expect("started with TLS")
+        )
+    }
+
+    pub fn tls_port(&self) -> u16 {
+        self.tls_port.expect("started with TLS")
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.as_ref().expect("running").id()
     }
 
     /// Freeze the process (SIGSTOP): connections stay open, nothing answers.
@@ -177,7 +212,8 @@ impl RedisServer {
         self.kill();
         let deadline = Instant::now() + Duration::from_secs(5);
         loop {
-            let mut child = spawn(self.port, self.dir.path(), &self.extra).expect("spawn");
+            let mut child =
+                spawn(self.port, self.tls_port, self.dir.path(), &self.extra).expect("spawn");
             if wait_accepting(&mut child, self.port) {
                 self.child = Some(child);
                 return;

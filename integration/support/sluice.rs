@@ -5,23 +5,20 @@
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader};
 use std::net::SocketAddr;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use envoy_types::pb::envoy::extensions::common::ratelimit::v3::RateLimitDescriptor;
-use envoy_types::pb::envoy::extensions::common::ratelimit::v3::rate_limit_descriptor::{
-    Entry, RateLimitOverride,
-};
 use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_service_client::RateLimitServiceClient;
-use envoy_types::pb::envoy::service::ratelimit::v3::{RateLimitRequest, RateLimitResponse};
-use envoy_types::pb::google::protobuf::UInt64Value;
 use tempfile::TempDir;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tonic::transport::Channel;
 
 pub type Client = RateLimitServiceClient<Channel>;
+
+// Request builders and helpers live beside, re-exported so `sluice::*` brings them.
+pub use super::requests::*;
 
 pub struct Builder {
     files: Vec<(String, String)>,
@@ -29,15 +26,23 @@ pub struct Builder {
     relative: bool,
     args: Vec<String>,
     env: BTreeMap<String, String>,
+    ready: String,
+    /// Run the binary under this path (a link to it), without the `serve` subcommand.
+    program: Option<PathBuf>,
 }
 
 pub fn sluice() -> Builder {
+    // The admin listener's default port (8082) would collide between parallel tests: every
+    // instance gets a kernel-chosen one unless a test says otherwise.
+    let env = BTreeMap::from([("SLUICE_ADMIN_ADDR".to_owned(), "127.0.0.1:0".to_owned())]);
     Builder {
         files: Vec::new(),
         config_args: true,
         relative: false,
         args: Vec::new(),
-        env: BTreeMap::new(),
+        env,
+        ready: "serving".into(),
+        program: None,
     }
 }
 
@@ -55,6 +60,21 @@ impl Builder {
 
     pub fn env(mut self, k: &str, v: impl Into<String>) -> Self {
         self.env.insert(k.into(), v.into());
+        self
+    }
+
+    /// Consider the process started at the log line with this message (which must carry
+    /// the `grpc` and `http` addresses) instead of `serving`.
+    pub fn ready_on(mut self, message: &str) -> Self {
+        self.ready = message.into();
+        self
+    }
+
+    /// Run the binary as `path` (a symlink to it the test made), with no subcommand: how
+    /// an image runs it under another name.
+    pub fn run_as(mut self, path: PathBuf) -> Self {
+        self.program = Some(path);
+        self.config_args = false;
         self
     }
 
@@ -86,8 +106,14 @@ impl Builder {
             }
             std::fs::write(p, content).map_err(|e| e.to_string())?;
         }
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_sluice"));
-        cmd.arg("serve");
+        let mut cmd = match &self.program {
+            Some(p) => Command::new(p),
+            None => {
+                let mut c = Command::new(env!("CARGO_BIN_EXE_sluice"));
+                c.arg("serve");
+                c
+            }
+        };
         if self.relative {
             cmd.current_dir(dir.path());
         }
@@ -111,14 +137,16 @@ impl Builder {
         let (tx, rx) = std::sync::mpsc::channel();
         {
             let logs = logs.clone();
+            let ready = self.ready.clone();
             std::thread::spawn(move || {
                 for line in BufReader::new(stderr).lines().map_while(Result::ok) {
                     if let Ok(v) = serde_json::from_str::<serde_json::Value>(&line)
-                        && v["message"] == "serving"
+                        && v["message"] == ready.as_str()
                     {
                         let _ = tx.send((
                             v["grpc"].as_str().map(String::from),
                             v["http"].as_str().map(String::from),
+                            v["admin"].as_str().map(String::from),
                         ));
                     }
                     logs.lock().unwrap().push(line);
@@ -126,9 +154,9 @@ impl Builder {
             });
         }
         let deadline = Instant::now() + Duration::from_secs(20);
-        let (grpc, http) = loop {
+        let (grpc, http, admin) = loop {
             match rx.recv_timeout(Duration::from_millis(50)) {
-                Ok((Some(g), Some(h))) => break (g, h),
+                Ok((Some(g), Some(h), a)) => break (g, h, a),
                 Ok(_) => return Err("serving line without addresses".into()),
                 Err(_) => {
                     if let Ok(Some(status)) = child.try_wait() {
@@ -152,6 +180,10 @@ impl Builder {
             child,
             grpc: grpc.parse().map_err(|e| format!("grpc addr {grpc}: {e}"))?,
             http: http.parse().map_err(|e| format!("http addr {http}: {e}"))?,
+            admin: match admin {
+                Some(a) => Some(a.parse().map_err(|e| format!("admin addr {a}: {e}"))?),
+                None => None,
+            },
             logs,
             config_dir: config,
             _dir: dir,
@@ -163,6 +195,8 @@ pub struct Sluice {
     child: Child,
     pub grpc: SocketAddr,
     pub http: SocketAddr,
+    /// The admin listener, unless disabled.
+    pub admin: Option<SocketAddr>,
     logs: Arc<Mutex<Vec<String>>>,
     pub config_dir: PathBuf,
     _dir: TempDir,
@@ -321,74 +355,4 @@ fn dechunk(mut b: &str) -> String {
         b = rest[n..].trim_start_matches("\r\n");
     }
     out
-}
-
-// === request builders ===
-
-pub fn entries(pairs: &[(&str, &str)]) -> Vec<Entry> {
-    pairs
-        .iter()
-        .map(|(k, v)| Entry {
-            key: k.to_string(),
-            value: v.to_string(),
-        })
-        .collect()
-}
-
-pub fn desc(pairs: &[(&str, &str)]) -> RateLimitDescriptor {
-    RateLimitDescriptor {
-        entries: entries(pairs),
-        ..Default::default()
-    }
-}
-
-pub fn desc_hits(pairs: &[(&str, &str)], hits: u64) -> RateLimitDescriptor {
-    RateLimitDescriptor {
-        hits_addend: Some(UInt64Value { value: hits }),
-        ..desc(pairs)
-    }
-}
-
-pub fn desc_override(pairs: &[(&str, &str)], rpu: u32, unit: i32) -> RateLimitDescriptor {
-    RateLimitDescriptor {
-        limit: Some(RateLimitOverride {
-            requests_per_unit: rpu,
-            unit,
-        }),
-        ..desc(pairs)
-    }
-}
-
-pub fn req(domain: &str, descriptors: Vec<RateLimitDescriptor>) -> RateLimitRequest {
-    RateLimitRequest {
-        domain: domain.into(),
-        descriptors,
-        hits_addend: 0,
-    }
-}
-
-/// One call; panics on a gRPC error.
-pub async fn call(c: &mut Client, r: RateLimitRequest) -> RateLimitResponse {
-    c.should_rate_limit(r)
-        .await
-        .expect("ShouldRateLimit")
-        .into_inner()
-}
-
-/// Sleep until at least `margin` seconds remain in the current epoch-aligned window of
-/// `unit_secs`, so a short test never straddles a boundary.
-pub async fn avoid_boundary(unit_secs: u64, margin: u64) {
-    let now = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap_or_default();
-    let into = now.as_secs() % unit_secs;
-    if unit_secs - into <= margin {
-        let wait = Duration::from_secs(unit_secs - into)
-            - Duration::from_nanos(u64::from(now.subsec_nanos()));
-        tokio::time::sleep(wait + Duration::from_millis(50)).await;
-    }
-}
-
-pub fn write(path: &Path, content: &str) {
-    std::fs::write(path, content).expect("write file");
 }

@@ -55,6 +55,7 @@ const RATE_LIMIT_KEYS: &[&str] = &[
     "buckets",
     "overdraft",
     "penalty_seconds",
+    "unit_multiplier",
 ];
 const REPLACES_KEYS: &[&str] = &["name"];
 

@@ -6,7 +6,9 @@ use std::sync::Arc;
 use super::raw::RawLimit;
 use super::yaml::Seg;
 use crate::limit::algorithm::lmax;
-use crate::limit::{Algorithm, BUCKETS_RANGE, DEFAULT_BUCKETS, LimitSpec, SLIDING_LOG_MAX, Unit};
+use crate::limit::{
+    Algorithm, BUCKETS_RANGE, DEFAULT_BUCKETS, LimitSpec, MAX_WINDOW_SECONDS, SLIDING_LOG_MAX, Unit,
+};
 
 /// Most entries a `rate_limits` list may hold (`LimitSpec::slot` is a `u8`, and every entry
 /// costs a state key per request).
@@ -92,6 +94,7 @@ fn unlimited(raw: &RawLimit) -> Result<Compiled, Problem> {
         ("buckets", raw.buckets.is_some()),
         ("overdraft", raw.overdraft.is_some()),
         ("penalty_seconds", raw.penalty_seconds.is_some()),
+        ("unit_multiplier", raw.unit_multiplier.is_some()),
     ];
     match present.iter().find(|(_, set)| *set) {
         Some((field, _)) => Err(Problem::new(
@@ -106,8 +109,33 @@ fn valid_algorithms() -> String {
     Algorithm::ALL.map(Algorithm::name).join(", ")
 }
 
+/// `unit_multiplier`: at least 1, and a window of at most [`MAX_WINDOW_SECONDS`].
+fn multiplier(raw: &RawLimit, unit: Unit) -> Result<u32, Problem> {
+    let at = [Seg::Key("unit_multiplier")];
+    match raw.unit_multiplier {
+        None => Ok(1),
+        Some(0) => Err(Problem::new("unit_multiplier must be at least 1", &at)),
+        Some(m) if unit.seconds() * u64::from(m) > MAX_WINDOW_SECONDS => {
+            let unit = unit.name().to_ascii_lowercase();
+            Err(Problem::new(
+                format!(
+                    "unit_multiplier {m} makes a window of {m} {unit}s, longer than the maximum of 100 years ({MAX_WINDOW_SECONDS} seconds)"
+                ),
+                &at,
+            ))
+        }
+        Some(m) => Ok(m),
+    }
+}
+
 fn extended(raw: &RawLimit, unit: Unit, slot: u8, place: Place) -> Result<LimitSpec, Problem> {
     let rpu = raw.requests_per_unit;
+    let unit_multiplier = multiplier(raw, unit)?;
+    // The window's length and name before the spec exists (same arithmetic as LimitSpec's).
+    let window = LimitSpec {
+        unit_multiplier,
+        ..LimitSpec::fixed_window(rpu, unit)
+    };
     let algorithm = match raw.algorithm.as_deref() {
         None => Algorithm::FixedWindow,
         Some(name) => Algorithm::ALL
@@ -190,14 +218,14 @@ fn extended(raw: &RawLimit, unit: Unit, slot: u8, place: Place) -> Result<LimitS
         // docs/algorithms.md's precondition `Cs ≤ Lmax`, `Lmax = min(2^53, 2^52·R)`: with
         // R ≥ 2 it is `burst × unit ≤ 2^53`, with R = 1 `burst × unit ≤ 2^52` (the TAT of a
         // saturated gcra, `now + Lmax/R`, must stay exact in Lua's doubles).
-        let scaled = u128::from(burst) * u128::from(unit.millis());
+        let scaled = u128::from(burst) * u128::from(window.window_ms());
         if scaled > lmax(u64::from(rpu)) {
             let field = if raw.burst.is_some() {
                 "burst"
             } else {
                 "requests_per_unit"
             };
-            let unit = unit.name().to_ascii_lowercase();
+            let unit = window.window_name();
             let msg = if rpu == 1 {
                 format!(
                     "burst {burst} per {unit} is too large for algorithm {algorithm} with requests_per_unit 1: burst × unit must be at most 2^52 request-milliseconds at that rate, 2^53 from requests_per_unit 2 (lower burst, use a shorter unit or raise requests_per_unit)"
@@ -213,6 +241,7 @@ fn extended(raw: &RawLimit, unit: Unit, slot: u8, place: Place) -> Result<LimitS
     Ok(LimitSpec {
         requests_per_unit: rpu,
         unit,
+        unit_multiplier,
         algorithm,
         burst: if algorithm.has_burst() { burst } else { rpu },
         buckets,

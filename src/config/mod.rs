@@ -18,6 +18,10 @@
 //! works on typed data; its errors carry a document path that `yaml::locate` turns back
 //! into a line by re-reading the file. Matching and stats keys live in `tree.rs` and
 //! `stats.rs`; file discovery in `discover.rs`.
+//!
+//! Rules from xDS skip passes 0–2: `xds` builds the same raw trees (`RawRoot`) from its
+//! resources and [`RateLimitConfig::from_documents`] runs pass 3 on them, so both sources
+//! share one validator and one set of messages.
 
 mod discover;
 mod keys;
@@ -27,6 +31,7 @@ mod metadata;
 mod raw;
 mod scalars;
 mod stats;
+mod trace;
 mod tree;
 mod validate;
 mod yaml;
@@ -45,7 +50,9 @@ use serde::Deserialize;
 use crate::limit::{LimitSpec, StateTag};
 
 pub use discover::{DEFAULT_MAX_FILE_BYTES, discover};
+pub use raw::{RawDescriptor, RawLimit, RawRoot};
 pub use stats::{push_shown, shown};
+pub use trace::{Children, How, Step, Trace};
 pub use tree::Domain;
 
 /// One rule file's content and the name its errors are reported under.
@@ -240,6 +247,33 @@ impl RateLimitConfig {
         }
     }
 
+    /// Validate and compile rule trees that did not come from a YAML file (xDS
+    /// `RateLimitConfig` resources), each under its name: the same checks, in the same
+    /// order, with the same messages (`<name>: <message>`) and the same compilation as
+    /// files, without positions. One validator for every source.
+    pub fn from_documents(
+        documents: Vec<(String, RawRoot)>,
+        opts: &LoadOptions,
+    ) -> Result<RateLimitConfig, Vec<ConfigError>> {
+        let mut errors = Vec::new();
+        let mut loader = validate::Loader::new(opts);
+        for (name, root) in documents {
+            if let Err(p) = loader.load(root) {
+                errors.push(ConfigError {
+                    message: format!("{name}: {}", p.msg),
+                    path: None,
+                    line: None,
+                    column: None,
+                });
+            }
+        }
+        if errors.is_empty() {
+            Ok(loader.finish())
+        } else {
+            Err(errors)
+        }
+    }
+
     /// [`discover`] then [`RateLimitConfig::build`].
     pub fn load(
         paths: &[PathBuf],
@@ -260,6 +294,11 @@ impl RateLimitConfig {
 
     pub fn domain_count(&self) -> usize {
         self.domains.len()
+    }
+
+    /// The loaded domains' names, in no particular order.
+    pub fn domain_names(&self) -> impl Iterator<Item = &str> {
+        self.domains.keys().map(|d| &**d)
     }
 
     /// `/rlconfig`: one line per limit, sorted.

@@ -16,13 +16,13 @@ use super::scalars::{FLAG, Flag, INT, Int, Optional, STRING, Str};
 use super::yaml::{ALIAS_BUDGET, Ctx, Seg, first_document, load};
 
 #[derive(Debug, Default)]
-pub(super) struct RawRoot {
+pub struct RawRoot {
     pub domain: String,
     pub descriptors: Vec<RawDescriptor>,
 }
 
 #[derive(Debug, Default)]
-pub(super) struct RawDescriptor {
+pub struct RawDescriptor {
     pub key: String,
     pub value: String,
     pub rate_limit: Option<RawLimit>,
@@ -38,7 +38,7 @@ pub(super) struct RawDescriptor {
 }
 
 #[derive(Debug, Default)]
-pub(super) struct RawLimit {
+pub struct RawLimit {
     pub requests_per_unit: u32,
     pub unit: String,
     pub unlimited: bool,
@@ -49,6 +49,7 @@ pub(super) struct RawLimit {
     pub buckets: Option<u32>,
     pub overdraft: Option<bool>,
     pub penalty_seconds: Option<u32>,
+    pub unit_multiplier: Option<u32>,
 }
 
 pub(super) fn decode(content: &str, ctx: &Ctx) -> Result<RawRoot, serde_yaml::Error> {
@@ -268,6 +269,7 @@ impl Fields for RawLimit {
             "buckets" => self.buckets = int(map)?,
             "overdraft" => self.overdraft = field(map, ctx, Flag { ctx, key }, key, FLAG)?,
             "penalty_seconds" => self.penalty_seconds = int(map)?,
+            "unit_multiplier" => self.unit_multiplier = int(map)?,
             _ => skip(map)?,
         }
         Ok(())

@@ -154,8 +154,14 @@ pub(super) fn dump(config: &RateLimitConfig) -> String {
             continue;
         }
         for l in rule.limits.iter() {
+            // A window of several units says so next to its unit, where a reader of
+            // their format looks (`unit=MINUTE unit_multiplier=5 requests_per_unit=100`).
+            let multiplier = match l.unit_multiplier {
+                0 | 1 => String::new(),
+                m => format!(" unit_multiplier={m}"),
+            };
             let mut line = format!(
-                "{}: unit={} requests_per_unit={}, {flags}, algorithm={}",
+                "{}: unit={}{multiplier} requests_per_unit={}, {flags}, algorithm={}",
                 rule.full_key, l.unit, l.requests_per_unit, l.algorithm
             );
             if l.algorithm.has_burst() {

@@ -4,10 +4,14 @@
 //! `finalKey` (their map key: `key` or `key_value`), sorted, so a lookup hashes the request's
 //! `key`, `_`, `value` as a stream and never builds the string; wildcard children are kept
 //! apart in declaration order with their glob precompiled.
+//!
+//! The walk reports each level to an optional [`Trace`] (`sluice explain`); the matcher
+//! itself passes `()`, which compiles to nothing.
 
 use std::collections::HashMap;
 use std::sync::Arc;
 
+use super::trace::{Children, How, Step, Trace};
 use super::{EntryRef, Match, Rule};
 
 /// Deepest descriptor nesting accepted. serde_yaml's recursion limit already stops YAML
@@ -50,11 +54,11 @@ impl Node {
 }
 
 #[derive(Debug, Default)]
-struct Level {
+pub(super) struct Level {
     /// `(hash of finalKey, node)`, sorted by hash.
-    exact: Box<[(u64, u32)]>,
+    pub exact: Box<[(u64, u32)]>,
     /// Children whose finalKey contains `*`, in declaration order.
-    wildcards: Box<[u32]>,
+    pub wildcards: Box<[u32]>,
 }
 
 /// One domain's compiled descriptor tree.
@@ -75,29 +79,55 @@ impl Domain {
     /// wildcard children in declaration order, else the key-only child; no backtracking; a
     /// rule applies only when the last entry lands on a node with a limit.
     pub fn find<E: EntryRef>(&self, entries: &[E]) -> Option<Match<'_>> {
-        let last = entries.len().checked_sub(1)?;
+        self.find_traced(entries, &mut ())
+    }
+
+    /// [`Domain::find`], telling `trace` what happened at each level (`sluice explain`).
+    /// The one walk: `find` is this with a trace that does nothing, which compiles away.
+    pub fn find_traced<'a, E: EntryRef, T: Trace<'a>>(
+        &'a self,
+        entries: &[E],
+        trace: &mut T,
+    ) -> Option<Match<'a>> {
+        let Some(last) = entries.len().checked_sub(1) else {
+            trace.step(Step::NoEntries);
+            return None;
+        };
         let mut level = &self.root;
         // Built only if a level with wildcards is reached, then reused.
         let mut joined = Vec::new();
         let (mut exact, mut wild) = (0u64, 0u64);
         for (i, entry) in entries.iter().enumerate().take(MAX_DEPTH) {
             let (key, value) = (entry.key(), entry.value());
+            let children = Children::new(self, level);
             // `key_value` hashes as a continuation of `key`: one pass over the key serves
             // both the exact and the key-only lookups.
             let key_hash = fnv(FNV_OFFSET, key);
             let kv_hash = fnv(fnv(key_hash, b"_"), value);
-            let id = if let Some(id) = self.lookup(level, kv_hash, key, Some(value)) {
+            let (id, how) = if let Some(id) = self.lookup(level, kv_hash, key, Some(value)) {
                 exact |= 1 << i;
-                id
+                (id, How::Exact)
             } else if let Some(id) = self.wildcard(level, key, value, &mut joined) {
                 wild |= 1 << i;
-                id
+                (id, How::Wildcard)
+            } else if let Some(id) = self.lookup(level, key_hash, key, None) {
+                (id, How::KeyOnly)
             } else {
-                self.lookup(level, key_hash, key, None)?
+                trace.step(Step::NoMatch { entry: i, children });
+                return None;
             };
             let node = self.nodes.get(id as usize)?;
+            trace.step(Step::Matched {
+                entry: i,
+                how,
+                node: &node.final_key,
+                children,
+            });
             if i == last {
-                let rule = self.rules.get(node.rule? as usize)?;
+                let Some(rule) = node.rule.and_then(|r| self.rules.get(r as usize)) else {
+                    trace.step(Step::NoRule { entry: i });
+                    return None;
+                };
                 return Some(Match {
                     rule,
                     domain: self,
@@ -107,10 +137,12 @@ impl Domain {
                 });
             }
             if node.children.exact.is_empty() {
+                trace.step(Step::NoChildren { entry: i });
                 return None;
             }
             level = &node.children;
         }
+        trace.step(Step::TooDeep { max: MAX_DEPTH });
         None
     }
 

@@ -9,6 +9,8 @@
 
 pub mod algorithm;
 pub mod clock;
+#[cfg(test)]
+mod tests;
 
 use std::fmt;
 use std::sync::Arc;
@@ -162,6 +164,10 @@ pub const BUCKETS_RANGE: std::ops::RangeInclusive<u32> = 2..=1000;
 /// Largest `requests_per_unit` a `sliding_log` accepts: the log keeps one entry per admitted
 /// hit (about 130 bytes each in Redis), so this caps a key at roughly 1.3 MB.
 pub const SLIDING_LOG_MAX: u32 = 10_000;
+/// Longest window a limit may have (`unit × unit_multiplier`): 100 years of 365 days, in
+/// seconds. Far beyond any useful window, and it keeps every window in `u32` seconds and
+/// every `now + W` exact in Lua's doubles.
+pub const MAX_WINDOW_SECONDS: u64 = 100 * Unit::Year.seconds();
 /// Largest `capacity × unit` (in request-milliseconds) for which the bucket algorithms'
 /// integer arithmetic stays exact in Redis Lua's doubles (2^53).
 pub const MAX_EXACT_SCALED: u64 = 1 << 53;
@@ -171,6 +177,10 @@ pub const MAX_EXACT_SCALED: u64 = 1 << 53;
 pub struct LimitSpec {
     pub requests_per_unit: u32,
     pub unit: Unit,
+    /// The window is this many units (`unit_multiplier`, at least 1): `unit: minute`,
+    /// `unit_multiplier: 5` is `requests_per_unit` per 5 minutes. Config keeps
+    /// `unit × unit_multiplier` within [`MAX_WINDOW_SECONDS`].
+    pub unit_multiplier: u32,
     pub algorithm: Algorithm,
     /// Capacity of `token_bucket`, `leaky_bucket`, `gcra` (defaults to `requests_per_unit`).
     /// Equals `requests_per_unit` for the window algorithms.
@@ -195,6 +205,7 @@ impl LimitSpec {
         LimitSpec {
             requests_per_unit,
             unit,
+            unit_multiplier: 1,
             algorithm: Algorithm::FixedWindow,
             burst: requests_per_unit,
             buckets: 0,
@@ -214,13 +225,69 @@ impl LimitSpec {
         }
     }
 
+    /// `W` of `docs/algorithms.md` in seconds: `unit × unit_multiplier` (a multiplier of 0,
+    /// which config never produces, reads as 1).
+    pub fn window_seconds(&self) -> u64 {
+        self.unit
+            .seconds()
+            .saturating_mul(u64::from(self.unit_multiplier.max(1)))
+    }
+
+    /// `W` in milliseconds.
+    pub fn window_ms(&self) -> u64 {
+        self.window_seconds().saturating_mul(1000)
+    }
+
+    /// The window in words: `minute`, `5 minutes`.
+    pub fn window_name(&self) -> String {
+        let unit = self.unit.name().to_ascii_lowercase();
+        match self.unit_multiplier {
+            0 | 1 => unit,
+            m => format!("{m} {unit}s"),
+        }
+    }
+
+    /// The limit as a protocol `RateLimit` can state it (`requests_per_unit` of one whole
+    /// unit, for `current_limit`). A single unit is reported as configured. A window of
+    /// several units is reported as the same rate, exactly: a window that is itself a unit
+    /// (`minute × 60` → `HOUR`) keeps `requests_per_unit`; otherwise the smallest unit, from
+    /// the configured one up, in which the rate is a whole number (100 per 5 minutes → 20
+    /// per `MINUTE`, 1000 per 6 hours → 4000 per `DAY`). When no unit makes it whole, the
+    /// configured unit with the rate rounded down, at least 1 (README, "Windows of N
+    /// units").
+    pub fn reported(&self) -> (u32, Unit) {
+        let (rpu, w) = (u64::from(self.requests_per_unit), self.window_seconds());
+        if self.unit_multiplier <= 1 {
+            return (self.requests_per_unit, self.unit);
+        }
+        if let Some(u) = Unit::ALL.into_iter().find(|u| u.seconds() == w) {
+            return (self.requests_per_unit, u);
+        }
+        let exact = Unit::ALL
+            .into_iter()
+            .filter(|u| u.seconds() >= self.unit.seconds())
+            .find_map(|u| {
+                let scaled = u128::from(rpu) * u128::from(u.seconds());
+                let whole = scaled % u128::from(w) == 0;
+                let n = u32::try_from(scaled / u128::from(w)).ok()?;
+                whole.then_some((n, u))
+            });
+        exact.unwrap_or_else(|| {
+            let n = rpu / u64::from(self.unit_multiplier);
+            let n = if rpu > 0 { n.max(1) } else { 0 };
+            (u32::try_from(n).unwrap_or(u32::MAX), self.unit)
+        })
+    }
+
     /// What distinguishes this limit's state from any other limit's state on the same
-    /// descriptor: algorithm, unit, buckets and slot. `requests_per_unit` and `burst` are
-    /// deliberately absent, so changing them keeps the state (design.md §4).
+    /// descriptor: algorithm, window length, buckets and slot. `requests_per_unit` and
+    /// `burst` are deliberately absent, so changing them keeps the state (design.md §4);
+    /// the window is its length, so `unit_multiplier` is part of it and one hour keeps its
+    /// state whether written `hour` or `minute × 60`.
     pub fn identity(&self) -> StateIdentity {
         StateIdentity {
             algorithm: self.algorithm,
-            unit: self.unit,
+            window_seconds: self.window_seconds(),
             buckets: self.buckets,
             slot: self.slot,
         }
@@ -231,18 +298,20 @@ impl LimitSpec {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct StateIdentity {
     pub algorithm: Algorithm,
-    pub unit: Unit,
+    /// `unit × unit_multiplier` in seconds (with a multiplier of 1, the unit's seconds: keys
+    /// written before `unit_multiplier` existed keep their names).
+    pub window_seconds: u64,
     pub buckets: u32,
     pub slot: u8,
 }
 
 impl StateIdentity {
-    /// Stable key suffix, e.g. `:4:60:0:0` (algorithm code, unit seconds, buckets, slot).
+    /// Stable key suffix, e.g. `:4:60:0:0` (algorithm code, window seconds, buckets, slot).
     pub fn suffix(&self) -> String {
         format!(
             ":{}:{}:{}:{}",
             self.algorithm.code(),
-            self.unit.seconds(),
+            self.window_seconds,
             self.buckets,
             self.slot
         )

@@ -68,6 +68,10 @@ pub struct Metrics {
     pub global_shadow_mode: IntCounter,
     pub store_latency: Histogram,
     pub store_errors: IntCounterVec,
+    /// Live connections of each Redis store (`store`: `redis`, `redis_per_second`).
+    pub store_connections: IntGaugeVec,
+    /// 1 while a Redis store can decide (connected, not refusing writes), else 0.
+    pub store_ready: IntGaugeVec,
     pub rules_loaded: IntGauge,
     pub domains_loaded: IntGauge,
     pub domain_not_found: IntCounter,
@@ -158,6 +162,19 @@ impl Metrics {
             &["store", "kind"],
         ));
         reg(Box::new(store_errors.clone()));
+        let store_gauge = |name: &str, help: &str| {
+            let g = must(IntGaugeVec::new(Opts::new(name, help), &["store"]));
+            reg(Box::new(g.clone()));
+            g
+        };
+        let store_connections = store_gauge(
+            "sluice_store_connections",
+            "Live connections of each Redis store.",
+        );
+        let store_ready = store_gauge(
+            "sluice_store_ready",
+            "1 while a Redis store can decide (connected, accepting writes).",
+        );
         let overflow_total = must(IntCounterVec::new(
             Opts::new(
                 "sluice_metrics_overflow_total",
@@ -218,6 +235,8 @@ impl Metrics {
             ),
             store_latency: store_latency.with_label_values(&[store]),
             store_errors,
+            store_connections,
+            store_ready,
             rules_loaded: gauge("sluice_rules_loaded", "Rules in the active config."),
             domains_loaded: gauge("sluice_domains_loaded", "Domains in the active config."),
             memory_evictions: counter(
@@ -230,6 +249,13 @@ impl Metrics {
                 "Memory store: bytes of limit state held (tables and state heap).",
             ),
             registry,
+        }
+    }
+
+    /// Create the error series of another store (the per-second Redis), so they start at 0.
+    pub fn add_store(&self, store: &str) {
+        for kind in ["unavailable", "timeout", "backend"] {
+            self.store_errors.with_label_values(&[store, kind]);
         }
     }
 

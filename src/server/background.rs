@@ -1,6 +1,6 @@
 //! Tasks that live as long as the process: the health refresher, the memory store's sweep,
-//! and the config sources (file watcher, SIGHUP). Each stops when its cancellation token
-//! fires.
+//! and the config sources (file watcher and SIGHUP, or the xDS client). Each stops when its
+//! cancellation token fires.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -12,19 +12,35 @@ use crate::metrics::Metrics;
 use crate::reload::{self, Reloader};
 use crate::service::RateLimitService;
 use crate::service::health::Health;
-use crate::settings::Settings;
+use crate::settings::{ConfigSource, Settings};
 use crate::store::Backend;
+use crate::xds::{self, XdsError};
 
 /// How often health is re-evaluated (store connectivity can change at any time).
 const HEALTH_INTERVAL: Duration = Duration::from_millis(250);
 
-pub(super) fn spawn_health_refresh(health: Arc<Health>, stop: CancellationToken) {
+/// Every tick: probe Redis stores that refuse writes (so recovery is seen without
+/// traffic), publish each store's connections and readiness, and re-evaluate health.
+pub(super) fn spawn_health_refresh(
+    health: Arc<Health>,
+    service: Arc<RateLimitService>,
+    stop: CancellationToken,
+) {
     tokio::spawn(async move {
         let mut tick = tokio::time::interval(HEALTH_INTERVAL);
         loop {
             tokio::select! {
                 _ = stop.cancelled() => break,
-                _ = tick.tick() => health.refresh().await,
+                _ = tick.tick() => {
+                    let store = service.store();
+                    store.probe().await;
+                    let metrics = service.metrics();
+                    for (name, connected, ready) in store.redis_pools() {
+                        metrics.store_connections.with_label_values(&[name]).set(connected as i64);
+                        metrics.store_ready.with_label_values(&[name]).set(i64::from(ready));
+                    }
+                    health.refresh().await;
+                }
             }
         }
     });
@@ -58,7 +74,7 @@ pub(super) fn spawn_memory_sweep(
                     memory.sweep();
                     Some((memory.bytes(), memory.evictions()))
                 }
-                Backend::Redis(_) => None,
+                _ => None,
             });
             if let Ok(Some((bytes, evictions))) = swept.await {
                 metrics
@@ -73,8 +89,30 @@ pub(super) fn spawn_memory_sweep(
     });
 }
 
+/// Start the configured config source. For xDS, the receiver turns `true` at the first
+/// valid config.
+pub(super) fn spawn_config_sources(
+    settings: &Settings,
+    opts: LoadOptions,
+    service: Arc<RateLimitService>,
+    stop: CancellationToken,
+) -> Result<Option<tokio::sync::watch::Receiver<bool>>, XdsError> {
+    match &settings.config_source {
+        ConfigSource::Files => {
+            spawn_config_reloading(settings, opts, service, stop);
+            Ok(None)
+        }
+        ConfigSource::Xds(x) => {
+            let loaded = xds::spawn(x, opts, service, stop.clone())?;
+            // Installed anyway: SIGHUP's default action would end the process.
+            spawn_sighup(None, stop);
+            Ok(Some(loaded))
+        }
+    }
+}
+
 /// Reload on file changes (when watching is on) and on SIGHUP.
-pub(super) fn spawn_config_reloading(
+fn spawn_config_reloading(
     settings: &Settings,
     opts: LoadOptions,
     service: Arc<RateLimitService>,
@@ -88,11 +126,11 @@ pub(super) fn spawn_config_reloading(
     {
         tracing::warn!(error = %e, "config watching unavailable; reload with SIGHUP");
     }
-    spawn_sighup(reloader, stop);
+    spawn_sighup(Some(reloader), stop);
 }
 
 #[cfg(unix)]
-fn spawn_sighup(reloader: Arc<Reloader>, stop: CancellationToken) {
+fn spawn_sighup(reloader: Option<Arc<Reloader>>, stop: CancellationToken) {
     use tokio::signal::unix::{SignalKind, signal};
     let Ok(mut hup) = signal(SignalKind::hangup()) else {
         tracing::warn!("cannot install the SIGHUP handler");
@@ -104,9 +142,13 @@ fn spawn_sighup(reloader: Arc<Reloader>, stop: CancellationToken) {
                 _ = stop.cancelled() => break,
                 got = hup.recv() => {
                     if got.is_none() { break }
+                    let Some(r) = reloader.clone() else {
+                        tracing::info!("SIGHUP ignored: the rules come from xDS");
+                        continue;
+                    };
                     tracing::info!("SIGHUP: reloading config");
                     // Detached: a load stuck on a read must not hold SIGHUP or exit.
-                    let _ = reloader.reload_detached().await;
+                    let _ = r.reload_detached().await;
                 }
             }
         }
@@ -114,4 +156,4 @@ fn spawn_sighup(reloader: Arc<Reloader>, stop: CancellationToken) {
 }
 
 #[cfg(not(unix))]
-fn spawn_sighup(_: Arc<Reloader>, _: CancellationToken) {}
+fn spawn_sighup(_: Option<Arc<Reloader>>, _: CancellationToken) {}

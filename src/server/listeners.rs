@@ -1,5 +1,6 @@
 //! The bound sockets and what serves them: gRPC (rate limit + health) on one, the HTTP
-//! endpoints on another, and optionally Prometheus on a third.
+//! endpoints on another, optionally Prometheus on a third, and the admin listener (unless
+//! disabled) on a fourth.
 
 use std::future::Future;
 use std::net::SocketAddr;
@@ -11,6 +12,7 @@ use tonic::service::Routes;
 use tonic::transport::server::TcpIncoming;
 
 use super::ServerError;
+use crate::admin;
 use crate::http::{self, HttpState};
 use crate::service::RateLimitService;
 use crate::service::health::Health;
@@ -21,6 +23,7 @@ pub struct Listeners {
     pub grpc: TcpListener,
     pub http: TcpListener,
     pub metrics: Option<TcpListener>,
+    pub admin: Option<TcpListener>,
 }
 
 impl Listeners {
@@ -34,6 +37,10 @@ impl Listeners {
             grpc: bind(settings.grpc_addr).await?,
             http: bind(settings.http_addr).await?,
             metrics: match settings.metrics_addr {
+                Some(a) => Some(bind(a).await?),
+                None => None,
+            },
+            admin: match settings.admin_addr {
                 Some(a) => Some(bind(a).await?),
                 None => None,
             },
@@ -71,18 +78,36 @@ impl Listeners {
                 drain.clone(),
             )
         });
-        tracing::info!(grpc = %grpc_addr, http = %http_addr, "serving");
+        let admin_addr = match &self.admin {
+            Some(l) => Some(l.local_addr()?),
+            None => None,
+        };
+        let admin_server = self
+            .admin
+            .map(|l| serve_http(l, admin::router(service.clone()), drain.clone()));
+        match admin_addr {
+            Some(admin) => {
+                tracing::info!(grpc = %grpc_addr, http = %http_addr, admin = %admin, "serving")
+            }
+            None => tracing::info!(grpc = %grpc_addr, http = %http_addr, "serving"),
+        }
         Ok(async move {
-            let metrics = async {
-                match metrics_server {
+            let optional = |f: Option<_>| async {
+                match f {
                     Some(f) => f.await,
                     None => Ok(()),
                 }
             };
-            let (g, h, m) = tokio::join!(grpc, http_server, metrics);
+            let (g, h, m, a) = tokio::join!(
+                grpc,
+                http_server,
+                optional(metrics_server),
+                optional(admin_server)
+            );
             g?;
             h?;
             m?;
+            a?;
             Ok(())
         })
     }

@@ -3,8 +3,14 @@
 //!
 //! [`run`] takes already-bound listeners, so tests bind port 0 and read the addresses. It
 //! reads as its steps: load the config, build the store and the service, start health and
-//! the background tasks, serve, and drain on shutdown (`shutdown.rs`). Protocol types stay
-//! in `service`: this module only adds the services it is given to its routers.
+//! the background tasks (config sources among them), serve, and drain on shutdown
+//! (`shutdown.rs`). Protocol types stay in `service`: this module only adds the services it
+//! is given to its routers.
+//!
+//! The initial config, as envoyproxy/ratelimit loads it: rule files with an error do not
+//! stop the server; it serves, every call fails with "no rate limit configuration loaded"
+//! until a valid config appears (file watch, SIGHUP). With xDS the listeners open only
+//! after the first valid response, unless `FORCE_START_WITHOUT_INITIAL_CONFIG`.
 
 mod background;
 mod listeners;
@@ -17,17 +23,19 @@ use tokio_util::sync::CancellationToken;
 
 pub use listeners::Listeners;
 
-use crate::config::{ConfigError, LoadOptions, RateLimitConfig};
+use crate::config::{LoadOptions, RateLimitConfig};
 use crate::metrics::Metrics;
 use crate::service::{RateLimitService, grpc};
-use crate::settings::Settings;
+use crate::settings::{ConfigSource, Settings};
 
 #[derive(Debug, thiserror::Error)]
 pub enum ServerError {
-    #[error("{}", .0.iter().map(|e| e.to_string()).collect::<Vec<_>>().join("\n"))]
-    Config(Vec<ConfigError>),
+    #[error(transparent)]
+    Xds(#[from] crate::xds::XdsError),
     #[error(transparent)]
     Redis(#[from] crate::store::redis::RedisConfigError),
+    #[error("redis tls: {0}")]
+    Tls(#[from] crate::tls::TlsError),
     #[error("{0}")]
     Io(#[from] std::io::Error),
     #[error("gRPC server: {0}")]
@@ -58,8 +66,14 @@ pub async fn run(
         merge_domains: settings.merge_domains,
         max_file_bytes: settings.caps.max_config_file_bytes,
     };
-    let config = load_initial_config(&settings, &opts, &metrics)?;
+    let config = match settings.config_source {
+        ConfigSource::Files => load_initial_config(&settings, &opts, &metrics),
+        ConfigSource::Xds(_) => None,
+    };
     let store = Arc::new(store::build(&settings)?);
+    for (name, _, _) in store.redis_pools() {
+        metrics.add_store(name);
+    }
     tracing::info!(store = store.name(), "store configured");
     let service = Arc::new(RateLimitService::new(
         config,
@@ -72,9 +86,17 @@ pub async fn run(
 
     // Tasks that end with the process, not with the listeners.
     let background = CancellationToken::new();
-    background::spawn_health_refresh(health.clone(), background.clone());
+    background::spawn_health_refresh(health.clone(), service.clone(), background.clone());
     background::spawn_memory_sweep(store, metrics, background.clone());
-    background::spawn_config_reloading(&settings, opts, service.clone(), background.clone());
+    let loaded =
+        background::spawn_config_sources(&settings, opts, service.clone(), background.clone())?;
+    if let Some(loaded) = loaded
+        && !settings.force_start_without_initial_config
+        && !wait_for_first_config(loaded, &listeners, &shutdown).await?
+    {
+        background.cancel();
+        return Ok(());
+    }
 
     // Listeners drain when `drain` fires, after health has gone NOT_SERVING.
     let drain = CancellationToken::new();
@@ -84,21 +106,54 @@ pub async fn run(
     result
 }
 
+/// The rule files at startup, or `None` when they have errors (logged with file and line;
+/// the server starts anyway and the reloader loads the first valid version).
 fn load_initial_config(
     settings: &Settings,
     opts: &LoadOptions,
     metrics: &Metrics,
-) -> Result<RateLimitConfig, ServerError> {
-    let config = RateLimitConfig::load(&settings.config_paths, opts).map_err(|e| {
-        metrics.config_load_error.inc();
-        ServerError::Config(e)
-    })?;
-    metrics.config_load_success.inc();
+) -> Option<RateLimitConfig> {
+    match RateLimitConfig::load(&settings.config_paths, opts) {
+        Ok(config) => {
+            metrics.config_load_success.inc();
+            tracing::info!(
+                domains = config.domain_count(),
+                rules = config.rules().len(),
+                paths = ?settings.config_paths,
+                "config loaded"
+            );
+            Some(config)
+        }
+        Err(errors) => {
+            metrics.config_load_error.inc();
+            for e in &errors {
+                tracing::error!(
+                    error = %e,
+                    file = e.path.as_ref().map(|p| tracing::field::display(p.display())),
+                    line = e.line.map(|l| l as u64),
+                    "config rejected at startup; serving without rules until a valid config \
+                     loads (every call fails with \"no rate limit configuration loaded\")"
+                );
+            }
+            None
+        }
+    }
+}
+
+/// Their order under xDS: no listener serves before the first config (unless forced).
+/// `false` when shutdown came first.
+async fn wait_for_first_config(
+    mut loaded: tokio::sync::watch::Receiver<bool>,
+    listeners: &Listeners,
+    shutdown: &CancellationToken,
+) -> Result<bool, ServerError> {
     tracing::info!(
-        domains = config.domain_count(),
-        rules = config.rules().len(),
-        paths = ?settings.config_paths,
-        "config loaded"
+        grpc = %listeners.grpc.local_addr()?,
+        http = %listeners.http.local_addr()?,
+        "waiting for the first xDS config before serving"
     );
-    Ok(config)
+    tokio::select! {
+        _ = shutdown.cancelled() => Ok(false),
+        _ = loaded.wait_for(|l| *l) => Ok(true),
+    }
 }

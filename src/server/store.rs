@@ -1,14 +1,18 @@
 //! The configured store, from settings: memory when no Redis is configured, else a Redis
-//! store (single node or cluster) that connects in the background while health waits.
+//! store (single node, cluster or sentinel) that connects in the background while health
+//! waits, plus a second one for per-second limits when configured. Certificate files are
+//! read here, so a bad path stops startup with the file's name.
 
 use std::sync::Arc;
 
 use super::ServerError;
 use crate::limit::SystemClock;
-use crate::settings::{RedisType, Settings};
+use crate::settings::{RedisSettings, RedisTlsFiles, RedisType, Settings};
 use crate::store::Backend;
 use crate::store::memory::{MemoryOptions, MemoryStore};
-use crate::store::redis::{RedisConfig, RedisStore};
+use crate::store::per_second::{PER_SECOND, PerSecond};
+use crate::store::redis::{RedisConfig, RedisStore, RedisTls, SentinelConfig};
+use crate::tls::{PemKind, read_pem};
 
 pub(super) fn build(settings: &Settings) -> Result<Backend, ServerError> {
     let Some(r) = &settings.redis else {
@@ -21,11 +25,47 @@ pub(super) fn build(settings: &Settings) -> Result<Backend, ServerError> {
             opts,
         )));
     };
+    let tls = tls(&r.tls)?;
+    let main = redis(r, "redis", &tls)?;
+    let Some(p) = &r.per_second else {
+        return Ok(Backend::Redis(main));
+    };
+    let per_second = redis(p, PER_SECOND, &tls)?;
+    Ok(Backend::RedisPerSecond(Box::new(PerSecond {
+        main,
+        per_second,
+    })))
+}
+
+fn tls(files: &RedisTlsFiles) -> Result<RedisTls, ServerError> {
+    let ca_pem = files
+        .ca_cert
+        .as_deref()
+        .map(|p| read_pem(p, PemKind::Certificates))
+        .transpose()?;
+    let client_identity = match (&files.client_cert, &files.client_key) {
+        (Some(c), Some(k)) => Some((
+            read_pem(c, PemKind::Certificates)?,
+            read_pem(k, PemKind::PrivateKey)?,
+        )),
+        _ => None,
+    };
+    Ok(RedisTls {
+        ca_pem,
+        client_identity,
+        skip_hostname_verification: files.skip_hostname_verification,
+    })
+}
+
+fn redis(r: &RedisSettings, name: &'static str, tls: &RedisTls) -> Result<RedisStore, ServerError> {
     let mut cfg = RedisConfig {
+        name,
         pool_size: r.pool_size,
         connect_timeout: r.connect_timeout,
         request_timeout: r.request_timeout,
         time_source: r.time_source,
+        tls: tls.clone(),
+        refusal_grace: r.refusal_grace,
         ..RedisConfig::default()
     };
     if let Some(p) = &r.key_prefix {
@@ -34,8 +74,14 @@ pub(super) fn build(settings: &Settings) -> Result<Backend, ServerError> {
     match r.redis_type {
         RedisType::Single => cfg.url = r.urls.first().cloned().unwrap_or_default(),
         RedisType::Cluster => cfg.cluster_nodes = r.urls.clone(),
+        RedisType::Sentinel => {
+            cfg.sentinel = Some(SentinelConfig {
+                master: r.sentinel_master.clone().unwrap_or_default(),
+                sentinels: r.urls.clone(),
+                master_auth: r.master_auth.clone(),
+                db: 0,
+            });
+        }
     }
-    RedisStore::new(cfg, Arc::new(SystemClock))
-        .map(Backend::Redis)
-        .map_err(ServerError::Redis)
+    RedisStore::new(cfg, Arc::new(SystemClock)).map_err(ServerError::Redis)
 }

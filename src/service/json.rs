@@ -24,7 +24,7 @@ pub enum Outcome {
     OverLimit,
     /// 400: the body is not a valid request.
     BadRequest,
-    /// 503: the store could not decide.
+    /// 503: the store could not decide, or no config is loaded yet.
     Unavailable,
 }
 
@@ -56,7 +56,9 @@ pub async fn handle(service: &RateLimitService, body: &[u8]) -> Reply {
             | ServiceError::Malformed(_)
             | ServiceError::TooLarge),
         ) => text(Outcome::BadRequest, format!("Bad Request: {e}\n")),
-        Err(ServiceError::Store(e)) => text(Outcome::Unavailable, format!("{e}\n")),
+        Err(e @ (ServiceError::Store(_) | ServiceError::NoConfig)) => {
+            text(Outcome::Unavailable, format!("{e}\n"))
+        }
     }
 }
 

@@ -6,11 +6,13 @@
 //!
 //! One file per job: this one holds the shared state ([`RateLimitService`]) and the request
 //! flow; `validate` (bounds and their messages), `plan` (matching → plans, `replaces`),
-//! `record` (per-rule statistics), `response` (decision → response), `health`, and the two
-//! codecs, `grpc` and `json`.
+//! `record` (per-rule statistics), `response` (decision → response), `health`, the two
+//! codecs, `grpc` and `json`, and `inspect` (operator queries: `/explain`, a descriptor's
+//! state peeked or reset).
 
 pub mod grpc;
 pub mod health;
+pub mod inspect;
 pub mod json;
 mod plan;
 pub mod proto;
@@ -53,18 +55,25 @@ pub enum ServiceError {
     TooLarge,
     #[error(transparent)]
     Store(#[from] StoreError),
+    /// No config has loaded yet: the startup files were invalid, or xDS has not answered
+    /// (with `FORCE_START_WITHOUT_INITIAL_CONFIG`). Their message.
+    #[error("no rate limit configuration loaded")]
+    NoConfig,
 }
 
 impl ServiceError {
     /// The gRPC status for this error: bad input is the client's problem
     /// (`INVALID_ARGUMENT`, `RESOURCE_EXHAUSTED` when too big); a store failure is
-    /// `UNAVAILABLE`, so Envoy's `failure_mode_deny` decides.
+    /// `UNAVAILABLE`, so Envoy's `failure_mode_deny` decides. So is a missing config: the
+    /// server cannot decide yet (envoyproxy/ratelimit answers `UNKNOWN` with the same
+    /// message; Envoy treats every error status alike).
     pub fn to_status(&self) -> tonic::Status {
         match self {
             ServiceError::InvalidArgument(m) => tonic::Status::invalid_argument(m.clone()),
             ServiceError::Malformed(_) => tonic::Status::invalid_argument(self.to_string()),
             ServiceError::TooLarge => tonic::Status::resource_exhausted(self.to_string()),
             ServiceError::Store(e) => tonic::Status::unavailable(e.to_string()),
+            ServiceError::NoConfig => tonic::Status::unavailable(self.to_string()),
         }
     }
 }
@@ -72,6 +81,9 @@ impl ServiceError {
 /// A loaded config plus what the service caches per rule.
 pub struct ActiveConfig {
     pub config: RateLimitConfig,
+    /// False until a first config loads: every request then fails with
+    /// [`ServiceError::NoConfig`] (`config` is empty meanwhile).
+    pub loaded: bool,
     /// Counters of each rule's static stats key, resolved on first use.
     counters: Vec<OnceLock<Arc<RuleCounters>>>,
 }
@@ -79,7 +91,18 @@ pub struct ActiveConfig {
 impl ActiveConfig {
     pub fn new(config: RateLimitConfig) -> ActiveConfig {
         let counters = (0..config.rules().len()).map(|_| OnceLock::new()).collect();
-        ActiveConfig { config, counters }
+        ActiveConfig {
+            config,
+            loaded: true,
+            counters,
+        }
+    }
+
+    fn none() -> ActiveConfig {
+        ActiveConfig {
+            loaded: false,
+            ..ActiveConfig::new(RateLimitConfig::empty())
+        }
     }
 }
 
@@ -92,16 +115,24 @@ pub struct RateLimitService {
 }
 
 impl RateLimitService {
+    /// A service answering from `config`, or, with `None`, failing every request with
+    /// [`ServiceError::NoConfig`] until [`RateLimitService::set_config`] is called.
     pub fn new(
-        config: RateLimitConfig,
+        config: Option<RateLimitConfig>,
         store: Arc<Backend>,
         metrics: Arc<Metrics>,
         settings: DecisionSettings,
     ) -> RateLimitService {
-        metrics.rules_loaded.set(config.rules().len() as i64);
-        metrics.domains_loaded.set(config.domain_count() as i64);
+        let active = match config {
+            Some(c) => ActiveConfig::new(c),
+            None => ActiveConfig::none(),
+        };
+        metrics.rules_loaded.set(active.config.rules().len() as i64);
+        metrics
+            .domains_loaded
+            .set(active.config.domain_count() as i64);
         RateLimitService {
-            config: ArcSwap::from_pointee(ActiveConfig::new(config)),
+            config: ArcSwap::from_pointee(active),
             store,
             metrics,
             settings,
@@ -155,6 +186,10 @@ impl RateLimitService {
                 self.metrics.service_error.inc();
                 tracing::debug!(domain = %req.domain, error = %e, "invalid request");
             }
+            Err(ServiceError::NoConfig) => {
+                self.metrics.service_error.inc();
+                tracing::debug!(domain = %req.domain, "no config loaded");
+            }
             Err(ServiceError::Store(e)) => {
                 self.metrics.redis_error.inc();
                 tracing::debug!(domain = %req.domain, error = %e, "store error");
@@ -174,6 +209,10 @@ impl RateLimitService {
     async fn evaluate(&self, req: &RateLimitRequest) -> Result<RateLimitResponse, ServiceError> {
         validate::validate(req, &self.settings)?;
         let active = self.config.load();
+        // After the request checks, as theirs: an empty domain is still the client's error.
+        if !active.loaded {
+            return Err(ServiceError::NoConfig);
+        }
         let domain = active.config.domain(&req.domain);
         if domain.is_none() {
             self.metrics
@@ -202,7 +241,7 @@ impl RateLimitService {
         let decision = decision.inspect_err(|e| {
             self.metrics
                 .store_errors
-                .with_label_values(&[self.store.name(), e.kind()])
+                .with_label_values(&[e.store().unwrap_or(self.store.name()), e.kind()])
                 .inc();
         })?;
         if decision.global_shadowed {

@@ -97,11 +97,15 @@ fn descriptor_status(plan: &Plan<'_>, status: &Outcome) -> DescriptorStatus {
     }
 }
 
+/// `current_limit` has a unit enum and a count: a window of several units is reported as
+/// its exact rate (`LimitSpec::reported`); `limit_remaining` and `duration_until_reset`
+/// stay those of the real window.
 fn current_limit(limit: &LimitSpec) -> PbRateLimit {
+    let (requests_per_unit, unit) = limit.reported();
     PbRateLimit {
         name: limit.name.as_deref().unwrap_or_default().to_string(),
-        requests_per_unit: limit.requests_per_unit,
-        unit: pb_unit(limit.unit) as i32,
+        requests_per_unit,
+        unit: pb_unit(unit) as i32,
     }
 }
 
@@ -179,7 +183,7 @@ fn headers(
                             "{};q={};w={}",
                             policy_name(lim, m.as_ref(), j, k),
                             lim.capacity(),
-                            lim.unit.seconds()
+                            lim.window_seconds()
                         ));
                     }
                 }

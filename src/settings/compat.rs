@@ -3,6 +3,7 @@
 use std::path::PathBuf;
 
 use super::redis::resolve_redis;
+use super::xds::resolve_config_source;
 use super::*;
 
 pub(super) type Env<'a> = &'a dyn Fn(&str) -> Option<String>;
@@ -72,6 +73,9 @@ pub(super) fn resolve(args: &ServeArgs, env: Env<'_>) -> Result<Settings, Settin
         None => bool_var(env, "MERGE_DOMAIN_CONFIG")?.unwrap_or(false),
     };
     s.watch_config = args.watch_config.unwrap_or(true);
+    s.config_source = resolve_config_source(args, env, &mut s.notes)?;
+    s.force_start_without_initial_config =
+        bool_var(env, "FORCE_START_WITHOUT_INITIAL_CONFIG")?.unwrap_or(false);
 
     s.grpc_addr = match &args.grpc_addr {
         Some(a) => parse_addr("--grpc-addr", a)?,
@@ -98,8 +102,13 @@ pub(super) fn resolve(args: &ServeArgs, env: Env<'_>) -> Result<Settings, Settin
     if !s.metrics_path.starts_with('/') {
         return Err(err("--metrics-path", "must start with '/'"));
     }
+    s.admin_addr = match args.admin_addr.as_deref().map(str::trim) {
+        None => s.admin_addr,
+        Some("off") => None,
+        Some(a) => Some(parse_addr("--admin-addr", a)?),
+    };
 
-    s.redis = resolve_redis(args, env, &mut s.notes)?;
+    s.redis = resolve_redis(&args.redis, env)?;
 
     let d = &mut s.decision;
     d.shadow_mode = match args.shadow_mode {
@@ -215,14 +224,6 @@ fn normalize_level(level: &str) -> Result<String, SettingsError> {
 
 /// Their settings that would silently change meaning here: refuse to start.
 fn unsupported(env: Env<'_>) -> Result<(), SettingsError> {
-    if let Some(t) = var(env, "CONFIG_TYPE")
-        && !t.trim().eq_ignore_ascii_case("file")
-    {
-        return Err(err(
-            "CONFIG_TYPE",
-            format!("'{t}' is not supported; sluice reads rule files (CONFIG_TYPE=FILE)"),
-        ));
-    }
     if var(env, "GRPC_UDS").is_some() {
         return Err(err(
             "GRPC_UDS",
@@ -271,6 +272,10 @@ fn ignored(env: Env<'_>, notes: &mut Vec<String>) {
         ),
         ("REDIS_PIPELINE_LIMIT", "deprecated and ignored"),
         ("TRACING_ENABLED", "tracing export is not supported"),
+        (
+            "CONFIG_GRPC_XDS_SERVER_CONNECT_RETRY_INTERVAL",
+            "xDS reconnects follow XDS_CLIENT_BACKOFF_*",
+        ),
         ("DISABLE_STATS", "metrics are always collected"),
     ];
     for (name, why) in IGNORED {

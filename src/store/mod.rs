@@ -1,15 +1,17 @@
 //! Where limit state lives. The [`Store`] trait is the only way the limiter touches state;
 //! [`memory::MemoryStore`] keeps it in process, [`redis::RedisStore`] in Redis (single node
-//! or cluster) with one Lua script per check and one round trip per request.
+//! or cluster) with one Lua script per check and one round trip per request;
+//! [`per_second::PerSecond`] sends per-second limits to a second Redis.
 //!
 //! Stores know nothing of gRPC, rule files or metrics.
 
 pub mod memory;
+pub mod per_second;
 pub mod redis;
 
 use std::future::Future;
 
-use crate::limit::{Check, LimitResult};
+use crate::limit::{Check, LimitResult, LimitSpec, StateTag};
 
 /// Why a store could not decide. Mapped to gRPC `UNAVAILABLE` by the service.
 #[derive(Debug, thiserror::Error)]
@@ -23,6 +25,12 @@ pub enum StoreError {
     /// The backend answered with an error.
     #[error("store error: {0}")]
     Backend(String),
+    /// An error of one of several stores (the per-second Redis), named.
+    #[error("{store}: {error}")]
+    In {
+        store: &'static str,
+        error: Box<StoreError>,
+    },
 }
 
 impl StoreError {
@@ -32,6 +40,15 @@ impl StoreError {
             StoreError::Unavailable(_) => "unavailable",
             StoreError::Timeout(_) => "timeout",
             StoreError::Backend(_) => "backend",
+            StoreError::In { error, .. } => error.kind(),
+        }
+    }
+
+    /// The store that failed, when it is not the configured store itself.
+    pub fn store(&self) -> Option<&'static str> {
+        match self {
+            StoreError::In { store, .. } => Some(store),
+            _ => None,
         }
     }
 }
@@ -47,6 +64,16 @@ pub trait Store: Send + Sync + 'static {
         out: &mut Vec<LimitResult>,
     ) -> impl Future<Output = Result<(), StoreError>> + Send;
 
+    /// Forget the state of `limits` for the descriptor `tag`, counters and penalty locks
+    /// alike, so its next check starts fresh (the admin listener's `DELETE`). Returns how
+    /// many stored entries went: limit states in memory (a penalty lock belongs to its
+    /// limit's), keys in Redis (a lock is a key of its own). Not on the request path.
+    fn reset(
+        &self,
+        tag: StateTag,
+        limits: &[LimitSpec],
+    ) -> impl Future<Output = Result<u64, StoreError>> + Send;
+
     /// Whether the store can currently serve (health checks).
     fn is_ready(&self) -> bool {
         true
@@ -58,6 +85,8 @@ pub trait Store: Send + Sync + 'static {
 pub enum Backend {
     Memory(memory::MemoryStore),
     Redis(redis::RedisStore),
+    /// Per-second limits on a second Redis (`REDIS_PERSECOND`).
+    RedisPerSecond(Box<per_second::PerSecond<redis::RedisStore>>),
 }
 
 impl Backend {
@@ -65,7 +94,41 @@ impl Backend {
     pub fn name(&self) -> &'static str {
         match self {
             Backend::Memory(_) => "memory",
-            Backend::Redis(_) => "redis",
+            Backend::Redis(_) | Backend::RedisPerSecond(_) => "redis",
+        }
+    }
+
+    /// Each Redis store by its metrics label, with its live connections and readiness.
+    pub fn redis_pools(&self) -> Vec<(&'static str, usize, bool)> {
+        let pool = |name, s: &redis::RedisStore| (name, s.connected(), s.is_ready());
+        match self {
+            Backend::Memory(_) => Vec::new(),
+            Backend::Redis(s) => vec![pool("redis", s)],
+            Backend::RedisPerSecond(p) => vec![
+                pool("redis", &p.main),
+                pool(per_second::PER_SECOND, &p.per_second),
+            ],
+        }
+    }
+
+    /// Health probes of the Redis stores that are refusing writes (see
+    /// `store/redis/health.rs`); nothing otherwise.
+    pub async fn probe(&self) {
+        match self {
+            Backend::Memory(_) => {}
+            Backend::Redis(s) => s.probe().await,
+            Backend::RedisPerSecond(p) => {
+                futures::join!(p.main.probe(), p.per_second.probe());
+            }
+        }
+    }
+
+    /// The Redis key prefix, for a Redis store.
+    pub fn key_prefix(&self) -> Option<&str> {
+        match self {
+            Backend::Memory(_) => None,
+            Backend::Redis(s) => Some(s.key_prefix()),
+            Backend::RedisPerSecond(p) => Some(p.main.key_prefix()),
         }
     }
 }
@@ -81,6 +144,15 @@ impl Store for Backend {
             // Boxed: the Redis future is ~0.5 KB, and every request's future (moved into
             // tonic's box) would otherwise carry it, memory store included.
             Backend::Redis(s) => Box::pin(s.run(checks, out)).await,
+            Backend::RedisPerSecond(s) => Box::pin(s.run(checks, out)).await,
+        }
+    }
+
+    async fn reset(&self, tag: StateTag, limits: &[LimitSpec]) -> Result<u64, StoreError> {
+        match self {
+            Backend::Memory(s) => s.reset(tag, limits).await,
+            Backend::Redis(s) => s.reset(tag, limits).await,
+            Backend::RedisPerSecond(s) => s.reset(tag, limits).await,
         }
     }
 
@@ -88,6 +160,7 @@ impl Store for Backend {
         match self {
             Backend::Memory(s) => s.is_ready(),
             Backend::Redis(s) => s.is_ready(),
+            Backend::RedisPerSecond(s) => s.is_ready(),
         }
     }
 }

@@ -11,20 +11,64 @@ use serde_yaml::Value;
 use super::{K8S, k8s_rules, labels_match, object, objects, service_port, sluice_pod, target_port};
 use crate::deploy::binary::{assert_rules_cover, rule_files};
 use crate::deploy::envoy::{ENVOY_YAML, envoy_bootstrap};
-use crate::deploy::files::{at, port_at, root, seq_at, strings, yaml};
+use crate::deploy::files::{at, port_at, root, seq_at, str_at, strings, yaml};
 
+/// Each kustomization directory (base, overlays, components) uses every manifest beside
+/// it, as a resource or a patch, and names only files or directories that exist.
 #[test]
-fn kubernetes_kustomization_lists_exactly_the_manifests() {
-    let kustomization = yaml(format!("{K8S}/kustomization.yaml"));
-    let listed: BTreeSet<String> = strings(at(&kustomization, "resources"))
-        .into_iter()
-        .collect();
-    let present: BTreeSet<String> = rule_files(&root().join(K8S))
-        .iter()
-        .map(|f| f.file_name().unwrap().to_str().unwrap().to_string())
-        .filter(|f| f != "kustomization.yaml")
-        .collect();
-    assert_eq!(listed, present, "kustomization.yaml resources");
+fn kubernetes_every_manifest_is_used_by_its_kustomization() {
+    let mut dirs = Vec::new();
+    let mut stack = vec![root().join(K8S)];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).unwrap() {
+            let p = e.unwrap().path();
+            if p.is_dir() {
+                stack.push(p);
+            } else if p.file_name().is_some_and(|n| n == "kustomization.yaml") {
+                dirs.push(d.clone());
+            }
+        }
+    }
+    assert!(
+        dirs.len() >= 5,
+        "base, three overlays and a component: {dirs:?}"
+    );
+    for dir in dirs {
+        let rel = dir.strip_prefix(root()).unwrap().to_path_buf();
+        let k = yaml(rel.join("kustomization.yaml"));
+        let mut used: BTreeSet<String> = strings(at(&k, "resources")).into_iter().collect();
+        used.extend(
+            seq_at(&k, "patches")
+                .iter()
+                .map(|p| str_at(p, "path").to_string()),
+        );
+        for u in &used {
+            assert!(
+                dir.join(u).exists(),
+                "{}: `{u}` does not exist",
+                rel.display()
+            );
+        }
+        for c in strings(at(&k, "components")) {
+            assert!(
+                dir.join(&c).is_dir(),
+                "{}: component `{c}` missing",
+                rel.display()
+            );
+        }
+        let present: BTreeSet<String> = rule_files(&dir)
+            .iter()
+            .filter(|f| f.parent() == Some(dir.as_path()))
+            .map(|f| f.file_name().unwrap().to_str().unwrap().to_string())
+            .filter(|f| f != "kustomization.yaml")
+            .collect();
+        let unused: Vec<_> = present.difference(&used).collect();
+        assert!(
+            unused.is_empty(),
+            "{}: not in the kustomization: {unused:?}",
+            rel.display()
+        );
+    }
 }
 
 #[test]

@@ -61,6 +61,14 @@ fn compiled_specs() {
         (multi[1].algorithm, multi[1].overdraft),
         (Algorithm::FixedWindow, false)
     );
+    let five = one("five_minutes");
+    assert_eq!(
+        (five.unit, five.unit_multiplier, five.window_ms()),
+        (Unit::Minute, 5, 300_000)
+    );
+    assert_eq!(fixed.unit_multiplier, 1, "the default");
+    let six = one("six_hours");
+    assert_eq!((six.window_seconds(), six.burst), (21_600, 1000));
     let rule = find(&c, "ext", &[("multi", "")]).map(|m| m.rule);
     assert!(rule.is_some_and(
         |r| r.name.as_deref() == Some("burst") && r.names().eq(["burst", "burst", "daily"])
@@ -144,6 +152,23 @@ fn extension_errors() {
             "wrong_level",
             "config error, key 'unit' is not allowed in a descriptor (it belongs in rate_limit)",
         ),
+        ("multiplier_zero", "unit_multiplier must be at least 1"),
+        (
+            "multiplier_too_large",
+            "unit_multiplier 101 makes a window of 101 years, longer than the maximum of 100 years (3153600000 seconds)",
+        ),
+        (
+            "multiplier_unlimited",
+            "should not specify unit_multiplier when unlimited",
+        ),
+        (
+            "multiplier_not_integer",
+            "error loading config file: 'unit_multiplier' must be an integer between 0 and 4294967295, found 'five'",
+        ),
+        (
+            "multiplier_scaled_too_large",
+            "burst 300000 per 365 days is too large for algorithm token_bucket: burst × unit must be at most 2^53 request-milliseconds (lower burst or use a shorter unit)",
+        ),
     ];
     for (name, want) in cases {
         let file = format!("ext_{name}.yaml");
@@ -167,6 +192,9 @@ fn largest_exact_bucket_is_accepted() {
     assert!(super::build_files(&[super::inline("x.yaml", ok)], false).is_ok());
     let zero = "domain: ext\ndescriptors:\n  - {key: k, rate_limit: {unit: second, requests_per_unit: 0, algorithm: sliding_window}}\n";
     assert!(super::build_files(&[super::inline("x.yaml", zero)], false).is_ok());
+    // The longest window: 100 years.
+    let century = "domain: ext\ndescriptors:\n  - {key: k, rate_limit: {unit: year, unit_multiplier: 100, requests_per_unit: 1}}\n";
+    assert!(super::build_files(&[super::inline("x.yaml", century)], false).is_ok());
     // The window algorithms have no scaled arithmetic: no such bound.
     let window = "domain: ext\ndescriptors:\n  - {key: k, rate_limit: {unit: year, requests_per_unit: 4000000000, algorithm: fixed_window}}\n";
     assert!(super::build_files(&[super::inline("x.yaml", window)], false).is_ok());

@@ -284,6 +284,7 @@ fn dump_format() {
         "ext.no_overdraft: unit=HOUR requests_per_unit=1, shadow_mode: false, quota_mode: false, algorithm=fixed_window overdraft=false",
         "ext.multi: unit=SECOND requests_per_unit=10, shadow_mode: false, quota_mode: false, algorithm=token_bucket burst=20 slot=0",
         "ext.multi: unit=DAY requests_per_unit=10000, shadow_mode: false, quota_mode: false, algorithm=fixed_window slot=1",
+        "ext.five_minutes: unit=MINUTE unit_multiplier=5 requests_per_unit=100, shadow_mode: false, quota_mode: false, algorithm=fixed_window",
     ] {
         assert!(dump.lines().any(|l| l == want), "missing {want} in\n{dump}");
     }

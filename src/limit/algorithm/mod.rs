@@ -51,7 +51,7 @@ pub const fn lmax(r: u64) -> u128 {
 pub struct Params {
     /// `R`: requests per unit (refill / leak rate in scaled units per ms).
     pub r: u64,
-    /// `W`: the unit in ms.
+    /// `W`: the window (`unit × unit_multiplier`) in ms.
     pub w: u64,
     /// `C`: capacity.
     pub c: u64,
@@ -66,7 +66,7 @@ pub struct Params {
 
 impl Params {
     pub fn new(spec: &LimitSpec) -> Params {
-        let w = spec.unit.millis();
+        let w = spec.window_ms();
         let c = spec.capacity();
         // The Lua script uses `B` verbatim (and refuses `B = 0`, which config never produces):
         // so does this, with `B = 0` read as 1 so that no input can divide by zero.

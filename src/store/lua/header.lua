@@ -4,7 +4,7 @@
 -- different algorithms is still a single atomic EVALSHA.
 --
 -- KEYS (2 per limit, all under the descriptor's hash tag, none built in Lua):
---   KEYS[2i-1]  state key of limit i   <prefix>{<tag>}:<code>:<unit s>:<buckets>:<slot>
+--   KEYS[2i-1]  state key of limit i   <prefix>{<tag>}:<code>:<window s>:<buckets>:<slot>
 --   KEYS[2i]    penalty lock of limit i (same key + ':p'), value lock_until ('%d' ms)
 -- ARGV:
 --   [1] now_ms ('' = read TIME)   [2] n (cost, 0 = peek)   [3] refund (0/1)

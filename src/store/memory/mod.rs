@@ -81,9 +81,9 @@ impl Key {
         Key {
             tag: tag.0,
             id: u64::from(id.algorithm.code())
-                | (id.unit as u64) << 8
                 | u64::from(id.buckets) << 16
                 | u64::from(id.slot) << 48,
+            window_s: id.window_seconds,
         }
     }
 }
@@ -222,6 +222,23 @@ impl MemoryStore {
         self.len() == 0
     }
 
+    /// [`Store::reset`] at an explicit `now_ms`: remove the states of `limits` under `tag`;
+    /// how many were still live.
+    pub fn reset_at(&self, tag: StateTag, limits: &[LimitSpec], now_ms: u64) -> u64 {
+        let mut shard = self.shard(tag).lock();
+        let mut removed = 0;
+        for spec in limits {
+            let taken = shard
+                .map
+                .get_index_of(&Key::new(tag, spec))
+                .and_then(|i| shard.take(i));
+            if taken.is_some_and(|slot| slot.st.is_live(now_ms)) {
+                removed += 1;
+            }
+        }
+        removed
+    }
+
     /// The stored state of `spec` under `tag`, if any (tests and debugging).
     pub fn state(&self, tag: StateTag, spec: &LimitSpec) -> Option<LimitState> {
         self.shard(tag)
@@ -249,5 +266,9 @@ impl Store for MemoryStore {
         // Fully synchronous: each check takes and releases its shard lock before the next.
         self.run_at(checks, self.clock.now_ms(), out);
         Ok(())
+    }
+
+    async fn reset(&self, tag: StateTag, limits: &[LimitSpec]) -> Result<u64, StoreError> {
+        Ok(self.reset_at(tag, limits, self.clock.now_ms()))
     }
 }

@@ -35,17 +35,20 @@ const SAMPLE: usize = 8;
 pub(super) const SLOT_BYTES: usize =
     std::mem::size_of::<(u64, Key, Slot)>() + std::mem::size_of::<usize>() * 8 / 7 + 2;
 
-/// A limit's state identity: the descriptor's tag and the packed `StateIdentity`.
+/// A limit's state identity: the descriptor's tag, the packed `StateIdentity` and its
+/// window (no larger than the tag's padding: the key stays 32 bytes).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(super) struct Key {
     pub tag: u128,
     pub id: u64,
+    pub window_s: u64,
 }
 
 impl Hash for Key {
     fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
-        // One write: distinct identities under one tag stay distinct (`id < 2^56`).
-        state.write_u128(self.tag ^ u128::from(self.id) << 64);
+        // One write: identities under one tag differ in `id` (high half) or in the window
+        // (low half); a collision would only cost a comparison, `Eq` sees every field.
+        state.write_u128(self.tag ^ (u128::from(self.id) << 64) ^ u128::from(self.window_s));
     }
 }
 

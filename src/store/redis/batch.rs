@@ -33,14 +33,23 @@ struct Job {
 #[derive(Clone)]
 pub(crate) struct Batcher {
     tx: mpsc::UnboundedSender<Job>,
+    /// The same multiplexed connection, for the odd command that is not a check (`reset`).
+    conn: MultiplexedConnection,
 }
 
 impl Batcher {
     /// Start the batcher task for `conn`.
     pub fn spawn(conn: MultiplexedConnection, sha: String, source: &'static str) -> Batcher {
         let (tx, rx) = mpsc::unbounded_channel();
+        let direct = conn.clone();
         tokio::spawn(run(conn, rx, sha, source));
-        Batcher { tx }
+        Batcher { tx, conn: direct }
+    }
+
+    /// The connection itself (cheap: the multiplexer is shared), for commands outside the
+    /// check pipelines.
+    pub fn connection(&self) -> MultiplexedConnection {
+        self.conn.clone()
     }
 
     /// Send `calls` in the next pipeline; one value per call, or the connection's error.

@@ -13,14 +13,70 @@ pub enum TimeSource {
     Local,
 }
 
+/// The key prefix when none is configured (`--cache-key-prefix`).
+pub const DEFAULT_KEY_PREFIX: &str = "sluice:";
+
+/// How TLS connections (`rediss://`) are verified and which identity they present. Applies
+/// to every TLS connection of the store: the node, every cluster node, the sentinels and the
+/// master they name.
+#[derive(Clone, Default)]
+pub struct RedisTls {
+    /// PEM bundle of the CAs that sign the servers' certificates (a private CA). `None`: the
+    /// webpki (Mozilla) roots.
+    pub ca_pem: Option<Vec<u8>>,
+    /// PEM certificate chain and PEM private key presented to servers that require client
+    /// certificates (`tls-auth-clients yes`).
+    pub client_identity: Option<(Vec<u8>, Vec<u8>)>,
+    /// Accept a certificate whose names do not match the host connected to. The chain is
+    /// still verified against the roots (a certificate from another CA is refused); only the
+    /// name check is skipped. For servers reached by IP (sentinel answers, cluster maps).
+    pub skip_hostname_verification: bool,
+}
+
+impl std::fmt::Debug for RedisTls {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RedisTls")
+            .field("ca", &self.ca_pem.is_some())
+            .field("client_identity", &self.client_identity.is_some())
+            .field(
+                "skip_hostname_verification",
+                &self.skip_hostname_verification,
+            )
+            .finish()
+    }
+}
+
+/// A master found through Redis Sentinel.
+#[derive(Clone, Debug)]
+pub struct SentinelConfig {
+    /// The name the sentinels monitor the master under.
+    pub master: String,
+    /// The sentinels, `redis://[user:pass@]host:port` or `rediss://…` (TLS to the sentinels
+    /// and to the master), asked in turn.
+    pub sentinels: Vec<String>,
+    /// Password, or `user:password`, of the master (the sentinels' own go in their URLs).
+    pub master_auth: Option<String>,
+    /// Database of the master.
+    pub db: i64,
+}
+
 /// Settings of [`RedisStore`](super::RedisStore).
 #[derive(Clone, Debug)]
 pub struct RedisConfig {
+    /// Which store this is in logs (`redis`, or `redis_per_second` for the per-second one).
+    pub name: &'static str,
     /// `redis://[user:pass@]host:port/db`, `rediss://…` (TLS) or `unix:///path`. Used when
-    /// `cluster_nodes` is empty.
+    /// `cluster_nodes` is empty and `sentinel` is `None`.
     pub url: String,
     /// Seed nodes of a Redis Cluster (same URL forms). Non-empty = cluster mode.
     pub cluster_nodes: Vec<String>,
+    /// Find the master through these sentinels (and again after every failover).
+    pub sentinel: Option<SentinelConfig>,
+    /// Verification and client identity of TLS connections.
+    pub tls: RedisTls,
+    /// How long Redis may refuse every write (OOM, READONLY, MISCONF…) before the store
+    /// reports itself not ready; see `health.rs`.
+    pub refusal_grace: Duration,
     /// Connections kept open and used round-robin (cluster mode: cluster connections, each
     /// multiplexing over every node).
     pub pool_size: usize,
@@ -45,12 +101,16 @@ pub struct RedisConfig {
 impl Default for RedisConfig {
     fn default() -> Self {
         RedisConfig {
+            name: "redis",
             url: "redis://127.0.0.1:6379".to_owned(),
             cluster_nodes: Vec::new(),
+            sentinel: None,
+            tls: RedisTls::default(),
+            refusal_grace: Duration::from_secs(1),
             pool_size: 4,
             connect_timeout: Duration::from_millis(500),
             request_timeout: Duration::from_millis(10),
-            key_prefix: "sluice:".to_owned(),
+            key_prefix: DEFAULT_KEY_PREFIX.to_owned(),
             time_source: TimeSource::Redis,
             ttl_slack_ms: None,
             reconnect_backoff_min: Duration::from_millis(50),
@@ -58,6 +118,14 @@ impl Default for RedisConfig {
             breaker_timeouts: 3,
         }
     }
+}
+
+/// A key prefix must not move the hash slot: no `{` or `}`.
+pub fn check_prefix(prefix: &str) -> Result<(), RedisConfigError> {
+    if prefix.contains(['{', '}']) {
+        return Err(RedisConfigError::PrefixBraces(prefix.to_owned()));
+    }
+    Ok(())
 }
 
 impl RedisConfig {
@@ -78,6 +146,16 @@ pub enum RedisConfigError {
     PrefixBraces(String),
     #[error("invalid redis url: {0}")]
     Url(String),
+    #[error(
+        "redis url {0:?}: '#insecure' turns off all certificate verification and is refused; \
+         use skip_hostname_verification (REDIS_TLS_SKIP_HOSTNAME_VERIFICATION) to accept a \
+         certificate for another name"
+    )]
+    Insecure(String),
+    #[error("redis tls: {0}")]
+    Tls(String),
+    #[error("redis sentinel: {0}")]
+    Sentinel(String),
     #[error("redis pool: {0}")]
     Pool(String),
     #[error("the redis store must be created inside a tokio runtime")]

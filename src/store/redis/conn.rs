@@ -14,15 +14,14 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-use deadpool_redis::redis::cluster::ClusterClient;
+use deadpool_redis::redis::Script;
 use deadpool_redis::redis::cluster_async::ClusterConnection;
-use deadpool_redis::redis::{RedisError, Script};
 use parking_lot::Mutex;
 use tokio::sync::{Notify, watch};
 use tokio_util::sync::CancellationToken;
 
 use super::batch::Batcher;
-use super::script::SCRIPT;
+use super::connect::Connector;
 
 /// A live connection; cloning shares it.
 #[derive(Clone)]
@@ -30,38 +29,6 @@ pub(crate) enum Conn {
     /// A multiplexed connection behind its batcher (see `batch.rs`).
     Single(Batcher),
     Cluster(ClusterConnection),
-}
-
-/// How new connections are made.
-pub(crate) enum Connector {
-    /// Single node: deadpool creates the connection (URL, TLS, auth, timeouts), we take it.
-    Single(deadpool_redis::Pool),
-    Cluster(Box<ClusterClient>),
-}
-
-impl Connector {
-    /// Connect and preload the script, so the first requests do not pay for `NOSCRIPT` (on
-    /// a cluster connection `SCRIPT LOAD` is sent to every primary).
-    async fn connect(&self, script: &Script) -> Result<Conn, String> {
-        let loaded = |e: RedisError| format!("SCRIPT LOAD failed: {e}");
-        match self {
-            Connector::Single(pool) => {
-                let obj = pool.get().await.map_err(|e| e.to_string())?;
-                let mut conn = deadpool_redis::Connection::take(obj);
-                script.load_async(&mut conn).await.map_err(loaded)?;
-                let sha = script.get_hash().to_owned();
-                Ok(Conn::Single(Batcher::spawn(conn, sha, SCRIPT)))
-            }
-            Connector::Cluster(client) => {
-                let mut conn = client
-                    .get_async_connection()
-                    .await
-                    .map_err(|e| e.to_string())?;
-                script.load_async(&mut conn).await.map_err(loaded)?;
-                Ok(Conn::Cluster(conn))
-            }
-        }
-    }
 }
 
 struct Slot {
@@ -91,10 +58,17 @@ pub(crate) struct Ring {
     /// Silence (no reply at all) after which timeouts mean a dead connection.
     dead_after_ms: u64,
     epoch: Instant,
+    /// Which store this is, in logs (`redis`, `redis_per_second`).
+    name: &'static str,
 }
 
 impl Ring {
-    pub fn new(size: usize, max_timeouts: u32, request_timeout: Duration) -> Ring {
+    pub fn new(
+        name: &'static str,
+        size: usize,
+        max_timeouts: u32,
+        request_timeout: Duration,
+    ) -> Ring {
         let slots = (0..size.max(1))
             .map(|_| Slot {
                 conn: Mutex::new(None),
@@ -112,6 +86,7 @@ impl Ring {
             max_timeouts,
             dead_after_ms: (request_timeout * max_timeouts).as_millis() as u64,
             epoch: Instant::now(),
+            name,
         }
     }
 
@@ -171,9 +146,34 @@ impl Ring {
             *guard = None;
             drop(guard);
             self.connected.send_modify(|c| *c = c.saturating_sub(1));
-            tracing::warn!(slot = lease.slot, "redis connection dropped; reconnecting");
+            tracing::warn!(
+                store = self.name,
+                slot = lease.slot,
+                "redis connection dropped; reconnecting"
+            );
             self.wake.notify_one();
         }
+    }
+
+    /// Drop every connection (they point at a master that is being replaced) and wake the
+    /// reconnector. Requests fail fast from now until a new connection is installed.
+    pub fn drop_all(&self) {
+        let mut dropped = 0;
+        for slot in self.slots.iter() {
+            if slot.conn.lock().take().is_some() {
+                dropped += 1;
+            }
+        }
+        if dropped > 0 {
+            self.connected
+                .send_modify(|c| *c = c.saturating_sub(dropped));
+        }
+        self.wake.notify_one();
+    }
+
+    /// Wake the reconnector (it may connect again).
+    pub fn wake(&self) {
+        self.wake.notify_one();
     }
 
     fn empty_slots(&self) -> usize {
@@ -226,27 +226,41 @@ pub(crate) async fn reconnect_loop(
                 () = ring.wake.notified() => continue,
             }
         }
+        if connector.paused() {
+            // A failover is under way: connect to nothing until it ends (or is given up).
+            tokio::select! {
+                () = stop.cancelled() => return,
+                () = ring.wake.notified() => {}
+                () = tokio::time::sleep(backoff.min) => {}
+            }
+            continue;
+        }
         let attempt = connector.connect(&script);
         let result = tokio::select! {
             () = stop.cancelled() => return,
             r = tokio::time::timeout(backoff.connect_timeout, attempt) => r,
         };
         match result {
+            Ok(Ok(_)) if connector.paused() => {} // made just before a failover began
             Ok(Ok(conn)) => {
                 if ring.install(conn) {
-                    tracing::info!(connected = ring.connected(), "redis connection established");
+                    tracing::info!(
+                        store = ring.name,
+                        connected = ring.connected(),
+                        "redis connection established"
+                    );
                 }
                 delay = backoff.min;
             }
             Ok(Err(e)) => {
-                tracing::warn!(error = %e, retry_in = ?delay, "redis connect failed");
+                tracing::warn!(store = ring.name, error = %e, retry_in = ?delay, "redis connect failed");
                 if sleep_or_stop(delay, &stop).await {
                     return;
                 }
                 delay = (delay * 2).min(backoff.max);
             }
             Err(_) => {
-                tracing::warn!(timeout = ?backoff.connect_timeout, retry_in = ?delay, "redis connect timed out");
+                tracing::warn!(store = ring.name, timeout = ?backoff.connect_timeout, retry_in = ?delay, "redis connect timed out");
                 if sleep_or_stop(delay, &stop).await {
                     return;
                 }

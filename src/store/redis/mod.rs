@@ -11,37 +11,45 @@
 //!   a connection out of a pool, and never waits longer than `request_timeout`.
 //! - Time: `TIME` inside the script, or the injected [`Clock`] in local mode.
 //!
-//! Keys: `<prefix>{<tag>}:<code>:<unit s>:<buckets>:<slot>` and the same plus `:p` for the
+//! Keys: `<prefix>{<tag>}:<code>:<window s>:<buckets>:<slot>` and the same plus `:p` for the
 //! penalty lock; the tag is the descriptor's [`StateTag`] in base64url.
 
 mod batch;
 mod config;
 mod conn;
+mod connect;
+mod health;
 mod pipeline;
+mod reset;
 mod script;
+mod sentinel;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use deadpool_redis::redis::cluster::ClusterClientBuilder;
 use deadpool_redis::redis::cluster_async::ClusterConnection;
-use deadpool_redis::redis::{
-    AsyncConnectionConfig, ErrorKind, RedisError, Script, ServerErrorKind, Value,
-};
+use deadpool_redis::redis::{ErrorKind, RedisError, Script, ServerErrorKind, Value};
 use tokio_util::sync::{CancellationToken, DropGuard};
 
-use crate::limit::{Check, Clock, LimitResult, LimitSpec, StateTag};
+use crate::limit::{Algorithm, Check, Clock, LimitResult, LimitSpec, StateTag, Unit};
 use crate::store::{Store, StoreError};
 
-pub use config::{RedisConfig, RedisConfigError, TimeSource};
-use conn::{Backoff, Conn, Connector, Ring};
+pub use config::{
+    DEFAULT_KEY_PREFIX, RedisConfig, RedisConfigError, RedisTls, SentinelConfig, TimeSource,
+    check_prefix,
+};
+use conn::{Backoff, Conn, Ring};
+use connect::Connector;
+use health::Refusals;
 pub use script::SCRIPT;
 use script::{CallContext, Invocation, parse_reply};
 
 /// State in Redis (single node or cluster). See the module documentation.
 pub struct RedisStore {
     ring: Arc<Ring>,
+    /// Calls refused by a server that will not write (see `health.rs`).
+    refusals: Refusals,
     cluster: bool,
     script: Script,
     clock: Arc<dyn Clock>,
@@ -49,6 +57,8 @@ pub struct RedisStore {
     slack_ms: u64,
     prefix: String,
     request_timeout: Duration,
+    /// How long a `reset` (an admin command) may take.
+    admin_timeout: Duration,
     nonce_seed: u64,
     nonce_counter: AtomicU64,
     /// Stops the reconnect task when the store is dropped.
@@ -60,38 +70,17 @@ impl RedisStore {
     /// inside a tokio runtime. Until a connection is up, [`Store::is_ready`] is false and
     /// `run()` fails with [`StoreError::Unavailable`].
     pub fn new(cfg: RedisConfig, clock: Arc<dyn Clock>) -> Result<RedisStore, RedisConfigError> {
-        if cfg.key_prefix.contains(['{', '}']) {
-            return Err(RedisConfigError::PrefixBraces(cfg.key_prefix));
-        }
+        check_prefix(&cfg.key_prefix)?;
         let runtime =
             tokio::runtime::Handle::try_current().map_err(|_| RedisConfigError::NoRuntime)?;
+        // Every path that may open a TLS connection gets the crypto provider, not only the
+        // server's startup (tests and embedders build stores directly).
+        crate::tls::install_crypto_provider();
         let pool_size = cfg.pool_size.max(1);
-        let cluster = !cfg.cluster_nodes.is_empty();
-        let connector = if cluster {
-            let client = ClusterClientBuilder::new(cfg.cluster_nodes.clone())
-                .connection_timeout(cfg.connect_timeout)
-                .retries(3)
-                .build()
-                .map_err(|e| RedisConfigError::Url(e.to_string()))?;
-            Connector::Cluster(Box::new(client))
-        } else {
-            // No response timeout on the connection itself: every request is bounded by
-            // `request_timeout` around it, and the preload by `connect_timeout`.
-            let conn_cfg = AsyncConnectionConfig::new()
-                .set_connection_timeout(Some(cfg.connect_timeout))
-                .set_response_timeout(None);
-            let manager = deadpool_redis::Manager::new_with_config(cfg.url.as_str(), conn_cfg)
-                .map_err(|e| RedisConfigError::Url(e.to_string()))?;
-            let pool = deadpool_redis::Pool::builder(manager)
-                .max_size(pool_size)
-                .runtime(deadpool_redis::Runtime::Tokio1)
-                .create_timeout(Some(cfg.connect_timeout))
-                .wait_timeout(Some(cfg.connect_timeout))
-                .build()
-                .map_err(|e| RedisConfigError::Pool(e.to_string()))?;
-            Connector::Single(pool)
-        };
+        let cluster = !cfg.cluster_nodes.is_empty() && cfg.sentinel.is_none();
+        let connector = Connector::new(&cfg, pool_size)?;
         let ring = Arc::new(Ring::new(
+            cfg.name,
             pool_size,
             cfg.breaker_timeouts,
             cfg.request_timeout,
@@ -103,6 +92,7 @@ impl RedisStore {
             max: cfg.reconnect_backoff_max.max(cfg.reconnect_backoff_min),
             connect_timeout: cfg.connect_timeout,
         };
+        connector.spawn_watchers(&ring, &stop);
         runtime.spawn(conn::reconnect_loop(
             ring.clone(),
             connector,
@@ -112,6 +102,7 @@ impl RedisStore {
         ));
         Ok(RedisStore {
             ring,
+            refusals: Refusals::new(cfg.refusal_grace),
             cluster,
             script,
             clock,
@@ -119,6 +110,7 @@ impl RedisStore {
             slack_ms: cfg.effective_slack_ms(),
             prefix: cfg.key_prefix,
             request_timeout: cfg.request_timeout,
+            admin_timeout: cfg.connect_timeout + cfg.request_timeout,
             nonce_seed: nonce_seed(),
             nonce_counter: AtomicU64::new(0),
             _stop: stop.drop_guard(),
@@ -139,6 +131,37 @@ impl RedisStore {
         self.ring.connected()
     }
 
+    /// While writes are being refused, try one: a real check on a key of the store's own (a
+    /// per-second window no request can fill), so recovery is seen without traffic. Does
+    /// nothing otherwise. Called by the health refresher.
+    pub async fn probe(&self) {
+        if !self.refusals.refusing() {
+            return;
+        }
+        let limits = [LimitSpec {
+            requests_per_unit: 1_000_000_000,
+            unit: Unit::Second,
+            unit_multiplier: 1,
+            algorithm: Algorithm::FixedWindow,
+            burst: 1_000_000_000,
+            buckets: 0,
+            overdraft: true,
+            penalty_ms: 0,
+            name: None,
+            slot: 0,
+        }];
+        let check = Check {
+            tag: StateTag::compute("sluice.health", [("probe", "")]),
+            limits: &limits,
+            cost: 1,
+            refund: false,
+        };
+        let mut out = Vec::with_capacity(1);
+        if let Err(e) = self.run(&[check], &mut out).await {
+            tracing::debug!(error = %e, "redis health probe failed");
+        }
+    }
+
     /// SHA1 of [`SCRIPT`], as used by `EVALSHA`.
     pub fn script_sha(&self) -> &str {
         self.script.get_hash()
@@ -146,12 +169,17 @@ impl RedisStore {
 
     /// The key holding `spec`'s state for the descriptor `tag`.
     pub fn state_key(&self, tag: StateTag, spec: &LimitSpec) -> String {
-        script::state_key(&self.prefix, &tag.to_base64url(), spec)
+        state_key(&self.prefix, tag, spec)
     }
 
     /// The key holding `spec`'s penalty lock for the descriptor `tag`.
     pub fn lock_key(&self, tag: StateTag, spec: &LimitSpec) -> String {
-        script::lock_key(&self.prefix, &tag.to_base64url(), spec)
+        lock_key(&self.prefix, tag, spec)
+    }
+
+    /// The prefix of every key.
+    pub fn key_prefix(&self) -> &str {
+        &self.prefix
     }
 
     /// Unique per `EVALSHA` (sliding-log members embed it, so two calls in one ms never
@@ -182,6 +210,17 @@ impl RedisStore {
         });
         futures::future::join_all(calls).await.into_iter().collect()
     }
+}
+
+/// The key a store with key prefix `prefix` keeps `spec`'s state in for the descriptor
+/// `tag` (`sluice explain` shows it without a store).
+pub fn state_key(prefix: &str, tag: StateTag, spec: &LimitSpec) -> String {
+    script::state_key(prefix, &tag.to_base64url(), spec)
+}
+
+/// The key of `spec`'s penalty lock: [`state_key`] plus `:p`.
+pub fn lock_key(prefix: &str, tag: StateTag, spec: &LimitSpec) -> String {
+    script::lock_key(prefix, &tag.to_base64url(), spec)
 }
 
 impl Store for RedisStore {
@@ -223,6 +262,10 @@ impl Store for RedisStore {
                     self.ring.broken(&lease);
                     return Err(StoreError::Unavailable(e.to_string()));
                 }
+                Ok(Err(e)) if e.code().is_some_and(health::is_refusal) => {
+                    self.refusals.refused();
+                    return Err(StoreError::Unavailable(e.to_string()));
+                }
                 Ok(Err(e)) if matches!(e.kind(), ErrorKind::Server(k) if is_transient(k)) => {
                     return Err(StoreError::Unavailable(e.to_string()));
                 }
@@ -233,6 +276,12 @@ impl Store for RedisStore {
         // Per-command errors that say "wrong server" or "not now" rather than "bad call".
         for v in &values {
             if let Value::ServerError(e) = v {
+                // A server that will not write (Redis passes a script's `OOM`, `READONLY`…
+                // on as the script's error code).
+                let refused = health::is_refusal(e.code());
+                if refused {
+                    self.refusals.refused();
+                }
                 match e.kind() {
                     // Connected to a demoted primary (failover behind a DNS name or proxy):
                     // reconnect so the name is resolved again.
@@ -243,6 +292,7 @@ impl Store for RedisStore {
                     Some(k) if is_transient(k) => {
                         return Err(StoreError::Unavailable(e.to_string()));
                     }
+                    _ if refused => return Err(StoreError::Unavailable(e.to_string())),
                     _ => {}
                 }
             }
@@ -257,11 +307,17 @@ impl Store for RedisStore {
         for (&limits, value) in sizes.iter().zip(&values) {
             parse_reply(value, limits, out)?;
         }
+        self.refusals.succeeded();
         Ok(())
     }
 
+    async fn reset(&self, tag: StateTag, limits: &[LimitSpec]) -> Result<u64, StoreError> {
+        self.delete_state(tag, limits).await
+    }
+
+    /// Connected, and not refusing writes for longer than the grace period.
     fn is_ready(&self) -> bool {
-        self.ring.connected() > 0
+        self.ring.connected() > 0 && !self.refusals.sustained()
     }
 }
 

@@ -71,7 +71,7 @@ impl Invocation {
             keys.push(lock_key(ctx.prefix, &tag, spec));
             args.push(spec.algorithm.code().to_string());
             args.push(spec.requests_per_unit.to_string());
-            args.push(spec.unit.millis().to_string());
+            args.push(spec.window_ms().to_string());
             args.push(spec.capacity().to_string());
             args.push(spec.buckets.to_string());
             args.push(if spec.overdraft { "1" } else { "0" }.to_owned());

@@ -4,6 +4,7 @@
 
 mod buckets;
 mod fixed_window;
+mod multiplier;
 mod props;
 mod protocol;
 mod sliding_log;
@@ -20,6 +21,7 @@ pub(super) fn spec(algorithm: Algorithm, rpu: u32, unit: Unit) -> LimitSpec {
     LimitSpec {
         requests_per_unit: rpu,
         unit,
+        unit_multiplier: 1,
         algorithm,
         burst: rpu,
         buckets: if algorithm == Algorithm::SlidingWindow {

@@ -1,4 +1,5 @@
 use std::collections::HashMap;
+use std::path::Path;
 
 use clap::Parser;
 
@@ -140,7 +141,29 @@ fn bad_values_are_clear_errors() {
         (&[("SHADOW_MODE", "maybe")], "'maybe' is not a boolean"),
         (&[("GRPC_PORT", "http")], "'http' is not a port number"),
         (&[("LOG_LEVEL", "loud")], "'loud' is not one of"),
-        (&[("CONFIG_TYPE", "GRPC_XDS_SOTW")], "not supported"),
+        (&[("CONFIG_TYPE", "GRPC_XDS")], "not FILE or GRPC_XDS_SOTW"),
+        (
+            &[
+                ("CONFIG_TYPE", "GRPC_XDS_SOTW"),
+                ("CONFIG_GRPC_XDS_NODE_METADATA", "cluster:edge"),
+            ],
+            "'cluster:edge' is not key=value",
+        ),
+        (
+            &[
+                ("CONFIG_TYPE", "GRPC_XDS_SOTW"),
+                ("CONFIG_GRPC_XDS_SERVER_USE_TLS", "true"),
+                ("CONFIG_GRPC_XDS_CLIENT_TLS_CERT", "/c.pem"),
+            ],
+            "go together",
+        ),
+        (
+            &[
+                ("CONFIG_TYPE", "GRPC_XDS_SOTW"),
+                ("XDS_CLIENT_BACKOFF_RANDOM_FACTOR", "0"),
+            ],
+            "must be a positive number",
+        ),
         (&[("NEAR_LIMIT_RATIO", "2")], "between 0 and 1"),
         (
             &[("CACHE_KEY_PREFIX", "a{b}"), ("REDIS_URL", "redis://x")],
@@ -197,3 +220,26 @@ fn boolean_flags_need_no_value() {
     .unwrap();
     assert!(s.decision.shadow_mode && s.merge_domains && !s.decision.quota_mode);
 }
+
+#[test]
+fn the_admin_listener_is_on_loopback_unless_moved_or_off() {
+    let s = serve(&[], &[]).unwrap();
+    assert_eq!(
+        s.admin_addr.map(|a| a.to_string()).as_deref(),
+        Some("127.0.0.1:8082")
+    );
+    assert!(s.admin_addr.is_some_and(|a| a.ip().is_loopback()));
+    let s = serve(&["--admin-addr", "10.0.0.5:9999"], &[]).unwrap();
+    assert_eq!(
+        s.admin_addr.map(|a| a.to_string()).as_deref(),
+        Some("10.0.0.5:9999")
+    );
+    assert_eq!(
+        serve(&["--admin-addr", "off"], &[]).unwrap().admin_addr,
+        None
+    );
+    assert!(serve(&["--admin-addr", "nowhere"], &[]).is_err());
+}
+
+mod redis;
+mod xds;

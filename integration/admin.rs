@@ -1,0 +1,234 @@
+//! The admin listener through the real binary: a descriptor's state per limit, peeked
+//! without charging (`GET /state`) and reset (`DELETE /state`), on the memory store and on a
+//! real redis-server; its errors; and turning it off.
+
+use std::time::Duration;
+
+use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_response::Code;
+use serde_json::Value;
+
+use crate::support::redis::RedisServer;
+use crate::support::sluice::*;
+
+const RULES: &str = r#"
+domain: shop
+descriptors:
+  - key: user
+    rate_limits:
+      - {name: per_hour, unit: hour, requests_per_unit: 3}
+      - {name: per_day, unit: day, requests_per_unit: 100, algorithm: token_bucket}
+  - key: login
+    rate_limit: {unit: hour, requests_per_unit: 1, algorithm: sliding_log, penalty_seconds: 600}
+  - key: vip
+    rate_limit: {unlimited: true}
+"#;
+
+async fn admin(s: &Sluice, method: &str, query: &str) -> (u16, Value) {
+    let addr = s.admin.expect("the admin listener is on");
+    let (code, body) = http_request(addr, method, &format!("/state?{query}"), "").await;
+    let json = serde_json::from_str(&body).unwrap_or_else(|e| panic!("{e}: {body}"));
+    (code, json)
+}
+
+async fn hit(c: &mut Client, pairs: &[(&str, &str)]) -> Code {
+    let r = call(c, req("shop", vec![desc(pairs)])).await;
+    Code::try_from(r.overall_code).expect("code")
+}
+
+/// `(used, remaining)` of each limit of a state report.
+fn usage(report: &Value) -> Vec<(u64, u64)> {
+    report["limits"]
+        .as_array()
+        .expect("limits")
+        .iter()
+        .map(|l| {
+            (
+                l["used"].as_u64().unwrap(),
+                l["remaining"].as_u64().unwrap(),
+            )
+        })
+        .collect()
+}
+
+/// Peek, charge, peek again (nothing charged by peeking), reset, peek: fresh.
+async fn peek_and_reset(s: &Sluice) {
+    let mut c = s.client().await;
+    let q = "domain=shop&descriptor=user=alice";
+    let (code, fresh) = admin(s, "GET", q).await;
+    assert_eq!(code, 200, "{fresh}");
+    assert_eq!(fresh["rule"], "shop.user");
+    assert_eq!(usage(&fresh), [(0, 3), (0, 100)]);
+    for _ in 0..2 {
+        assert_eq!(hit(&mut c, &[("user", "alice")]).await, Code::Ok);
+    }
+    for _ in 0..3 {
+        let (code, seen) = admin(s, "GET", q).await;
+        assert_eq!(code, 200);
+        assert_eq!(usage(&seen), [(2, 1), (2, 98)], "a peek charges nothing");
+    }
+    let (_, seen) = admin(s, "GET", q).await;
+    let l = &seen["limits"][0];
+    assert_eq!(
+        (l["name"].as_str(), l["algorithm"].as_str()),
+        (Some("per_hour"), Some("fixed_window"))
+    );
+    let reset = l["reset_ms"].as_u64().unwrap();
+    assert!(reset > 0 && reset <= 3_600_000, "{reset}");
+    // Another descriptor is untouched by all of this.
+    assert_eq!(hit(&mut c, &[("user", "bob")]).await, Code::Ok);
+    let (code, gone) = admin(s, "DELETE", q).await;
+    assert_eq!(code, 200, "{gone}");
+    assert!(
+        gone["removed"].as_u64().unwrap() >= 2,
+        "both limits had state: {gone}"
+    );
+    let (_, after) = admin(s, "GET", q).await;
+    assert_eq!(usage(&after), [(0, 3), (0, 100)]);
+    let (_, bob) = admin(s, "GET", "domain=shop&descriptor=user=bob").await;
+    assert_eq!(usage(&bob), [(1, 2), (1, 99)]);
+    // The three hits of a fresh hour are there again.
+    for _ in 0..3 {
+        assert_eq!(hit(&mut c, &[("user", "alice")]).await, Code::Ok);
+    }
+    assert_eq!(hit(&mut c, &[("user", "alice")]).await, Code::OverLimit);
+}
+
+#[tokio::test]
+async fn memory_state_is_peeked_without_charging_and_reset() {
+    avoid_boundary(3600, 30).await;
+    let s = sluice().file("shop.yaml", RULES).start().await;
+    peek_and_reset(&s).await;
+}
+
+#[tokio::test]
+async fn redis_state_is_peeked_without_charging_and_reset_deletes_its_keys() {
+    avoid_boundary(3600, 30).await;
+    let redis = RedisServer::start();
+    let s = sluice()
+        .file("shop.yaml", RULES)
+        .arg("--redis-url")
+        .arg(redis.url())
+        .arg("--redis-timeout")
+        .arg("2s")
+        .start()
+        .await;
+    assert!(
+        s.wait_healthy(Duration::from_secs(10)).await,
+        "{:?}",
+        s.logs()
+    );
+    peek_and_reset(&s).await;
+    // alice's keys came back with her last hits; bob's were never touched.
+    let keys = |redis: &RedisServer| {
+        let mut k: Vec<String> = redis.query(&["KEYS", "*"]);
+        k.sort();
+        k
+    };
+    let before = keys(&redis);
+    assert_eq!(
+        before.len(),
+        4,
+        "two limits for each of two users: {before:?}"
+    );
+    let (code, gone) = admin(&s, "DELETE", "domain=shop&descriptor=user=alice").await;
+    assert_eq!(code, 200);
+    assert_eq!(gone["removed"], 2, "DEL counts keys: {gone}");
+    let after = keys(&redis);
+    assert_eq!(after.len(), 2, "only bob's keys are left: {after:?}");
+    assert!(after.iter().all(|k| before.contains(k)));
+}
+
+#[tokio::test]
+async fn a_penalty_shows_in_the_state_and_a_reset_lifts_it() {
+    avoid_boundary(3600, 30).await;
+    let s = sluice().file("shop.yaml", RULES).start().await;
+    let mut c = s.client().await;
+    let q = "domain=shop&descriptor=login=carol";
+    assert_eq!(hit(&mut c, &[("login", "carol")]).await, Code::Ok);
+    assert_eq!(hit(&mut c, &[("login", "carol")]).await, Code::OverLimit);
+    let (_, locked) = admin(&s, "GET", q).await;
+    let l = &locked["limits"][0];
+    assert_eq!(l["penalized"], true, "{locked}");
+    let left = l["penalty_left_ms"].as_u64().unwrap();
+    assert!(left > 590_000 && left <= 600_000, "{left}");
+    let (code, _) = admin(&s, "DELETE", q).await;
+    assert_eq!(code, 200);
+    let (_, free) = admin(&s, "GET", q).await;
+    assert_eq!(free["limits"][0]["penalized"], false);
+    assert_eq!(hit(&mut c, &[("login", "carol")]).await, Code::Ok);
+}
+
+#[tokio::test]
+async fn descriptors_without_a_rule_and_bad_queries_are_refused() {
+    let s = sluice().file("shop.yaml", RULES).start().await;
+    let (code, body) = admin(&s, "GET", "domain=shop&descriptor=nobody=x").await;
+    assert_eq!(code, 404, "{body}");
+    assert!(
+        body["error"]
+            .as_str()
+            .unwrap()
+            .contains("nothing at that level matches"),
+        "{body}"
+    );
+    let (code, body) = admin(&s, "DELETE", "domain=nope&descriptor=user=a").await;
+    assert_eq!(code, 404, "{body}");
+    assert!(
+        body["error"].as_str().unwrap().contains("domain 'nope'"),
+        "{body}"
+    );
+    for bad in [
+        "descriptor=user=a",
+        "domain=shop",
+        "domain=shop&descriptor=user",
+        "domain=shop&descriptor=user=a&descriptor=user=b",
+        "domain=shop&descriptor=user=a&hits=3",
+    ] {
+        let (code, body) = admin(&s, "GET", bad).await;
+        assert_eq!(code, 400, "{bad}: {body}");
+    }
+    // Unlimited: a state that is never counted.
+    let (code, vip) = admin(&s, "GET", "domain=shop&descriptor=vip=x").await;
+    assert_eq!(code, 200);
+    assert_eq!(
+        (
+            vip["unlimited"].as_bool(),
+            vip["limits"].as_array().map(Vec::len)
+        ),
+        (Some(true), Some(0))
+    );
+    // Values are URL-decoded.
+    let (code, body) = admin(&s, "GET", "domain=shop&descriptor=user%3Da%2Fb%20c").await;
+    assert_eq!(code, 200, "{body}");
+    assert_eq!(body["entries"][0]["value"], "a/b c");
+}
+
+#[tokio::test]
+async fn the_admin_listener_can_be_turned_off() {
+    let s = sluice()
+        .file("shop.yaml", RULES)
+        .arg("--admin-addr")
+        .arg("off")
+        .start()
+        .await;
+    assert_eq!(s.admin, None);
+    // The line that announced the addresses may reach the log a moment after start().
+    assert!(s.wait_log("\"serving\"", Duration::from_secs(5)).await);
+    let serving = s
+        .logs()
+        .into_iter()
+        .find(|l| l.contains("\"serving\""))
+        .expect("serving line");
+    assert!(!serving.contains("admin"), "{serving}");
+}
+
+#[tokio::test]
+async fn resets_are_logged() {
+    let s = sluice().file("shop.yaml", RULES).start().await;
+    let (code, _) = admin(&s, "DELETE", "domain=shop&descriptor=user=dave").await;
+    assert_eq!(code, 200);
+    assert!(
+        s.wait_log("state reset", Duration::from_secs(5)).await,
+        "{:?}",
+        s.logs()
+    );
+}

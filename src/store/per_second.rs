@@ -1,0 +1,206 @@
+//! Two stores, one for per-second limits (envoyproxy/ratelimit's `REDIS_PERSECOND`): the
+//! busiest, shortest-lived keys go to a Redis of their own, sized and scaled apart.
+//!
+//! **Which checks are per-second.** A check (one descriptor) goes to the per-second store
+//! when every one of its limits has the unit SECOND; a check mixing units (a `rate_limits`
+//! list with a per-second burst and a daily quota) stays whole on the main store. All limits
+//! of one descriptor are decided by one script on one Redis, atomically (a burst denial must
+//! not charge the quota); splitting them over two servers would lose that. For rules with a
+//! single limit, as theirs always are, this is exactly their rule ("keys whose unit is
+//! SECOND").
+//!
+//! **One round trip per store.** A request's checks are split by destination, both stores
+//! run concurrently (each is still one pipeline), and the results are merged back in the
+//! order of the checks. A failure of either fails the request, tagged with the store's name
+//! so metrics and logs say which Redis failed.
+
+use crate::limit::{Check, LimitResult, LimitSpec, StateTag, Unit};
+use crate::store::{Store, StoreError};
+
+/// Routes each check to `main` or `per_second` (see the module documentation).
+pub struct PerSecond<S> {
+    pub main: S,
+    pub per_second: S,
+}
+
+/// Name of the per-second store in metrics and errors.
+pub const PER_SECOND: &str = "redis_per_second";
+
+/// Whether a check belongs to the per-second store: it has limits, all per second.
+pub fn is_per_second(check: &Check<'_>) -> bool {
+    !check.limits.is_empty() && check.limits.iter().all(|l| l.unit == Unit::Second)
+}
+
+fn tagged(e: StoreError) -> StoreError {
+    StoreError::In {
+        store: PER_SECOND,
+        error: Box::new(e),
+    }
+}
+
+impl<S: Store> Store for PerSecond<S> {
+    async fn run(
+        &self,
+        checks: &[Check<'_>],
+        out: &mut Vec<LimitResult>,
+    ) -> Result<(), StoreError> {
+        let fast = checks.iter().filter(|c| is_per_second(c)).count();
+        if fast == 0 {
+            return self.main.run(checks, out).await;
+        }
+        if fast == checks.len() {
+            return self.per_second.run(checks, out).await.map_err(tagged);
+        }
+        let (mut main_checks, mut fast_checks) = (Vec::new(), Vec::with_capacity(fast));
+        main_checks.reserve(checks.len() - fast);
+        for c in checks {
+            if is_per_second(c) {
+                fast_checks.push(*c);
+            } else {
+                main_checks.push(*c);
+            }
+        }
+        let (mut main_out, mut fast_out) = (Vec::new(), Vec::new());
+        let (main, fast) = futures::join!(
+            self.main.run(&main_checks, &mut main_out),
+            self.per_second.run(&fast_checks, &mut fast_out),
+        );
+        main?;
+        fast.map_err(tagged)?;
+        // Each check yields exactly `limits.len()` results: deal them back in check order.
+        let (mut main_out, mut fast_out) = (main_out.into_iter(), fast_out.into_iter());
+        for c in checks {
+            let from = if is_per_second(c) {
+                &mut fast_out
+            } else {
+                &mut main_out
+            };
+            out.extend(from.by_ref().take(c.limits.len()));
+        }
+        Ok(())
+    }
+
+    /// The descriptor's state lives where its checks go: reset it there.
+    async fn reset(&self, tag: StateTag, limits: &[LimitSpec]) -> Result<u64, StoreError> {
+        let check = Check {
+            tag,
+            limits,
+            cost: 0,
+            refund: false,
+        };
+        if is_per_second(&check) {
+            self.per_second.reset(tag, limits).await.map_err(tagged)
+        } else {
+            self.main.reset(tag, limits).await
+        }
+    }
+
+    fn is_ready(&self) -> bool {
+        self.main.is_ready() && self.per_second.is_ready()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use super::*;
+    use crate::limit::{Algorithm, ManualClock};
+    use crate::store::memory::MemoryStore;
+
+    fn spec(rate: u32, unit: Unit) -> LimitSpec {
+        LimitSpec {
+            requests_per_unit: rate,
+            unit,
+            unit_multiplier: 1,
+            algorithm: Algorithm::FixedWindow,
+            burst: rate,
+            buckets: 0,
+            overdraft: true,
+            penalty_ms: 0,
+            name: None,
+            slot: 0,
+        }
+    }
+
+    fn check<'a>(name: &str, limits: &'a [LimitSpec]) -> Check<'a> {
+        Check {
+            tag: StateTag::compute("d", [("k", name)]),
+            limits,
+            cost: 1,
+            refund: false,
+        }
+    }
+
+    #[tokio::test]
+    async fn checks_go_where_their_units_say_and_results_keep_their_order() {
+        let clock = Arc::new(ManualClock::new(1_000_000));
+        let store = PerSecond {
+            main: MemoryStore::new(clock.clone()),
+            per_second: MemoryStore::new(clock),
+        };
+        let sec = [spec(5, Unit::Second)];
+        let day = [spec(7, Unit::Day)];
+        let mixed = [spec(3, Unit::Second), spec(9, Unit::Day)];
+        let checks = [
+            check("a", &sec),
+            check("b", &day),
+            check("c", &mixed),
+            check("d", &sec),
+        ];
+        let mut out = Vec::new();
+        store.run(&checks, &mut out).await.expect("run");
+        let remaining: Vec<u64> = out.iter().map(|r| r.remaining).collect();
+        assert_eq!(remaining, [4, 6, 2, 8, 4]);
+
+        // What each store holds: hitting the same checks on each store alone shows the
+        // counts each has already seen.
+        let mut out = Vec::new();
+        store
+            .per_second
+            .run(&[check("a", &sec), check("b", &day)], &mut out)
+            .await
+            .expect("run");
+        assert_eq!(out[0].remaining, 3, "a was counted on the per-second store");
+        assert_eq!(out[1].remaining, 6, "b was not");
+        let mut out = Vec::new();
+        store
+            .main
+            .run(&[check("c", &mixed), check("a", &sec)], &mut out)
+            .await
+            .expect("run");
+        assert_eq!(
+            [out[0].remaining, out[1].remaining, out[2].remaining],
+            [1, 7, 4],
+            "the mixed check stayed whole on the main store; a never reached it"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_reset_reaches_the_store_that_holds_the_state() {
+        let clock = Arc::new(ManualClock::new(1_000_000));
+        let store = PerSecond {
+            main: MemoryStore::new(clock.clone()),
+            per_second: MemoryStore::new(clock),
+        };
+        let (sec, day) = ([spec(5, Unit::Second)], [spec(7, Unit::Day)]);
+        let mut out = Vec::new();
+        store
+            .run(&[check("a", &sec), check("b", &day)], &mut out)
+            .await
+            .expect("run");
+        let (a, b) = (check("a", &sec), check("b", &day));
+        assert_eq!(store.reset(a.tag, &sec).await.expect("reset"), 1);
+        assert_eq!(store.reset(b.tag, &day).await.expect("reset"), 1);
+        assert!(store.main.is_empty() && store.per_second.is_empty());
+    }
+
+    #[test]
+    fn per_second_means_every_limit_per_second() {
+        let sec = [spec(1, Unit::Second), spec(2, Unit::Second)];
+        let mixed = [spec(1, Unit::Second), spec(2, Unit::Minute)];
+        assert!(is_per_second(&check("x", &sec)));
+        assert!(!is_per_second(&check("x", &mixed)));
+        assert!(!is_per_second(&check("x", &[])));
+    }
+}

@@ -1,0 +1,187 @@
+//! How connections are made: a URL plus the TLS settings become redis-rs connection info
+//! (private CA, client certificate, hostname check), and the three connectors (single node
+//! through deadpool, cluster, sentinel) make the connections the ring uses.
+//!
+//! Every single-node or sentinel connection is checked with `ROLE` before use: a replica
+//! (a demoted primary, a stale sentinel answer, a node turned `REPLICAOF`) would answer
+//! every write with `READONLY`, so it is refused like an unreachable node and the reconnect
+//! task keeps trying. Health then says NOT_SERVING instead of serving errors.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use deadpool_redis::redis::aio::MultiplexedConnection;
+use deadpool_redis::redis::cluster::{ClusterClient, ClusterClientBuilder};
+use deadpool_redis::redis::{
+    self, AsyncConnectionConfig, Client, ClientTlsConfig, ConnectionAddr, ConnectionInfo,
+    IntoConnectionInfo, RedisError, Script, TlsCertificates, Value,
+};
+
+use super::batch::Batcher;
+use super::config::{RedisConfig, RedisConfigError, RedisTls};
+use super::conn::{Conn, Ring};
+use super::script::SCRIPT;
+use super::sentinel::Resolver;
+
+/// Connection info for `url`, with the TLS settings applied when the URL is `rediss://`.
+/// Refuses `#insecure` (it turns off all verification).
+pub(crate) fn connection_info(
+    url: &str,
+    tls: &RedisTls,
+) -> Result<ConnectionInfo, RedisConfigError> {
+    let info = url
+        .into_connection_info()
+        .map_err(|e| RedisConfigError::Url(format!("{url}: {e}")))?;
+    let ConnectionAddr::TcpTls { insecure, .. } = info.addr() else {
+        return Ok(info);
+    };
+    if *insecure {
+        return Err(RedisConfigError::Insecure(url.to_owned()));
+    }
+    let client = Client::build_with_tls(info, certificates(tls))
+        .map_err(|e| RedisConfigError::Tls(e.to_string()))?;
+    let mut info = client.get_connection_info().clone();
+    if tls.skip_hostname_verification {
+        // redis-rs wraps the webpki verifier and forgives only `NotValidForName`: the chain
+        // is still checked against the roots.
+        let mut addr = info.addr().clone();
+        addr.set_danger_accept_invalid_hostnames(true);
+        info = info.set_addr(addr);
+    }
+    Ok(info)
+}
+
+fn certificates(tls: &RedisTls) -> TlsCertificates {
+    TlsCertificates {
+        client_tls: tls
+            .client_identity
+            .as_ref()
+            .map(|(cert, key)| ClientTlsConfig {
+                client_cert: cert.clone(),
+                client_key: key.clone(),
+            }),
+        root_cert: tls.ca_pem.clone(),
+    }
+}
+
+/// Connection settings of every single-node connection: no response timeout on the
+/// connection itself, since every request is bounded by `request_timeout` around it, and
+/// the connect (with the script preload) by `connect_timeout`.
+pub(crate) fn async_config(connect_timeout: Duration) -> AsyncConnectionConfig {
+    AsyncConnectionConfig::new()
+        .set_connection_timeout(Some(connect_timeout))
+        .set_response_timeout(None)
+}
+
+/// How new connections are made.
+pub(crate) enum Connector {
+    /// Single node: deadpool creates the connection (address, TLS, auth, timeouts), we take it.
+    Single(deadpool_redis::Pool),
+    Cluster(Box<ClusterClient>),
+    /// Ask the sentinels for the master, then connect to it.
+    Sentinel(Arc<Resolver>),
+}
+
+impl Connector {
+    pub fn new(cfg: &RedisConfig, pool_size: usize) -> Result<Connector, RedisConfigError> {
+        if let Some(s) = &cfg.sentinel {
+            return Ok(Connector::Sentinel(Arc::new(Resolver::new(s, cfg)?)));
+        }
+        if !cfg.cluster_nodes.is_empty() {
+            for url in &cfg.cluster_nodes {
+                connection_info(url, &cfg.tls)?;
+            }
+            let mut builder = ClusterClientBuilder::new(cfg.cluster_nodes.clone())
+                .connection_timeout(cfg.connect_timeout)
+                .retries(3);
+            if cfg.cluster_nodes.iter().any(|u| u.starts_with("rediss:")) {
+                // The nodes the cluster map names are reached with the same TLS settings.
+                builder = builder
+                    .certs(certificates(&cfg.tls))
+                    .danger_accept_invalid_hostnames(cfg.tls.skip_hostname_verification);
+            }
+            let client = builder
+                .build()
+                .map_err(|e| RedisConfigError::Url(e.to_string()))?;
+            return Ok(Connector::Cluster(Box::new(client)));
+        }
+        let info = connection_info(&cfg.url, &cfg.tls)?;
+        let manager =
+            deadpool_redis::Manager::new_with_config(info, async_config(cfg.connect_timeout))
+                .map_err(|e| RedisConfigError::Url(e.to_string()))?;
+        let pool = deadpool_redis::Pool::builder(manager)
+            .max_size(pool_size)
+            .runtime(deadpool_redis::Runtime::Tokio1)
+            .create_timeout(Some(cfg.connect_timeout))
+            .wait_timeout(Some(cfg.connect_timeout))
+            .build()
+            .map_err(|e| RedisConfigError::Pool(e.to_string()))?;
+        Ok(Connector::Single(pool))
+    }
+
+    /// Background duties of the connector: the sentinel watcher, which drops connections
+    /// when a failover starts.
+    pub fn spawn_watchers(&self, ring: &Arc<Ring>, stop: &tokio_util::sync::CancellationToken) {
+        if let Connector::Sentinel(resolver) = self {
+            resolver.spawn_watchers(ring, stop);
+        }
+    }
+
+    /// Whether the ring should wait rather than connect (a failover is under way).
+    pub fn paused(&self) -> bool {
+        match self {
+            Connector::Sentinel(r) => r.paused(),
+            _ => false,
+        }
+    }
+
+    /// Connect and preload the script, so the first requests do not pay for `NOSCRIPT` (on
+    /// a cluster connection `SCRIPT LOAD` is sent to every primary).
+    pub async fn connect(&self, script: &Script) -> Result<Conn, String> {
+        let loaded = |e: RedisError| format!("SCRIPT LOAD failed: {e}");
+        match self {
+            Connector::Single(pool) => {
+                let obj = pool.get().await.map_err(|e| e.to_string())?;
+                let mut conn = deadpool_redis::Connection::take(obj);
+                ensure_primary(&mut conn).await?;
+                script.load_async(&mut conn).await.map_err(loaded)?;
+                Ok(single(conn, script))
+            }
+            Connector::Cluster(client) => {
+                let mut conn = client
+                    .get_async_connection()
+                    .await
+                    .map_err(|e| e.to_string())?;
+                script.load_async(&mut conn).await.map_err(loaded)?;
+                Ok(Conn::Cluster(conn))
+            }
+            Connector::Sentinel(resolver) => {
+                let mut conn = resolver.connect_master().await?;
+                ensure_primary(&mut conn).await?;
+                script.load_async(&mut conn).await.map_err(loaded)?;
+                Ok(single(conn, script))
+            }
+        }
+    }
+}
+
+fn single(conn: MultiplexedConnection, script: &Script) -> Conn {
+    Conn::Single(Batcher::spawn(conn, script.get_hash().to_owned(), SCRIPT))
+}
+
+/// Refuse a replica: the first element of `ROLE` is `master` on a primary. A server that
+/// does not allow `ROLE` (ACLs) is taken as it is.
+async fn ensure_primary(conn: &mut MultiplexedConnection) -> Result<(), String> {
+    match redis::cmd("ROLE").query_async::<Value>(conn).await {
+        Ok(Value::Array(items)) => match items.first() {
+            Some(Value::BulkString(role)) if role.as_slice() != b"master" => Err(format!(
+                "the server is a {} (read-only); waiting for a primary",
+                String::from_utf8_lossy(role)
+            )),
+            _ => Ok(()),
+        },
+        Ok(_) => Ok(()),
+        Err(e) if e.is_io_error() || e.is_connection_dropped() => Err(e.to_string()),
+        Err(_) => Ok(()),
+    }
+}
