@@ -8,13 +8,11 @@
 
 use std::sync::Arc;
 
-use envoy_types::pb::envoy::extensions::common::ratelimit::v3::RateLimitDescriptor;
-use envoy_types::pb::envoy::extensions::common::ratelimit::v3::rate_limit_descriptor::Entry;
-use envoy_types::pb::envoy::service::ratelimit::v3::RateLimitRequest;
 use sluice::config::{LoadOptions, RateLimitConfig};
 use sluice::limit::ManualClock;
 use sluice::metrics::Metrics;
 use sluice::service::RateLimitService;
+use sluice::service::proto::{Entry, RateLimitDescriptor, RateLimitRequest};
 use sluice::settings::DecisionSettings;
 use sluice::store::Backend;
 use sluice::store::memory::MemoryStore;
@@ -52,8 +50,8 @@ fn main() {
         domain: "d".into(),
         descriptors: vec![RateLimitDescriptor {
             entries: vec![Entry {
-                key: "k".into(),
-                value: "v".into(),
+                key: b"k".to_vec(),
+                value: b"v".to_vec(),
             }],
             ..Default::default()
         }],

@@ -18,6 +18,7 @@
 //! where `C·W` must exceed 2^53) so real-time TTLs outlive the few milliseconds a scenario
 //! takes, and no scenario relies on state surviving past its TTL.
 
+mod multi_limit;
 mod operator;
 mod scenarios;
 
@@ -33,6 +34,7 @@ use sluice::store::{Store, StoreError};
 
 use crate::support::redis::RedisServer;
 
+pub use multi_limit::*;
 pub use operator::*;
 pub use scenarios::*;
 
@@ -60,6 +62,11 @@ macro_rules! conformance_suite {
                 config_change_keeps_state,
                 state_is_forgotten_after_its_ttl,
                 concurrent_hits_are_counted_exactly,
+                rate_limits_charge_all_or_nothing_by_default,
+                shipped_rate_limits_example_holds,
+                over_limit_waits_for_the_longest_denial,
+                ok_reports_the_binding_limit,
+                durations_fit_protobuf,
                 multiplied_fixed_windows_align_to_the_whole_window,
                 every_algorithm_runs_over_the_multiplied_window,
                 changing_the_multiplier_starts_fresh_state,

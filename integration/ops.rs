@@ -10,6 +10,7 @@ use envoy_types::pb::google::protobuf::value::Kind;
 use crate::support::sluice::*;
 
 mod lifecycle;
+mod memory;
 
 const RULES: &str = r#"
 domain: m

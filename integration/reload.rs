@@ -8,6 +8,8 @@ use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_response::Code;
 
 use crate::support::sluice::*;
 
+mod files;
+
 const WAIT: Duration = Duration::from_secs(10);
 
 fn rules(domain: &str, rpu: u32) -> String {

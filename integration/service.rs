@@ -9,6 +9,7 @@ use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_response::{Code, 
 
 use crate::support::sluice::*;
 
+mod bytes;
 mod requests;
 mod windows;
 

@@ -42,6 +42,7 @@ fn merge_domains(flag: bool) -> LoadOptions {
             .is_ok_and(|v| parse_bool("MERGE_DOMAIN_CONFIG", &v).unwrap_or(false));
     LoadOptions {
         merge_domains: merge,
+        ..LoadOptions::default()
     }
 }
 
@@ -61,7 +62,11 @@ fn print_config_errors(errors: &[sluice::config::ConfigError]) {
 
 /// `sluice check`: "all rate limit configs ok", or every error.
 fn check(args: &CheckArgs) -> ExitCode {
-    match RateLimitConfig::load(&args.paths, &merge_domains(args.merge_domains)) {
+    let opts = LoadOptions {
+        max_file_bytes: args.max_config_file_bytes,
+        ..merge_domains(args.merge_domains)
+    };
+    match RateLimitConfig::load(&args.paths, &opts) {
         Ok(_) => {
             println!("all rate limit configs ok");
             ExitCode::SUCCESS

@@ -5,14 +5,22 @@
 //! directories that touch the path itself (a Kubernetes ConfigMap or `RUNTIME_ROOT` symlink
 //! swap), and `SIGHUP`. Watches are re-established after every reload, because a swapped
 //! symlink leaves the old watch on the old directory.
+//!
+//! Paths are watched absolute (`./config` becomes `/cwd/config`, `..` resolved), because
+//! file events always name absolute paths: a relative watch list would match none of them.
+//! Each load runs on a thread of its own and is awaited at most [`LOAD_TIMEOUT`]: a read
+//! that never returns (a hung network file system) costs that thread, never the watcher,
+//! SIGHUP or process exit. Loads are serialized, so configs are swapped in the order they
+//! were read, and a load that finishes after its timeout is discarded.
 
 use std::collections::BTreeSet;
-use std::path::{Path, PathBuf};
+use std::path::{Component, Path, PathBuf};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use notify::{EventKind, RecommendedWatcher, RecursiveMode, Watcher};
-use tokio::sync::mpsc;
+use tokio::sync::{Mutex, mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
 
 use crate::config::{ConfigError, LoadOptions, RateLimitConfig};
@@ -21,10 +29,26 @@ use crate::service::RateLimitService;
 /// Default quiet time before a burst of file events triggers one reload.
 pub const DEFAULT_DEBOUNCE: Duration = Duration::from_millis(200);
 
+/// Longest wait for one load (discovery, reads, parsing) before it is given up.
+pub const LOAD_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// Loads still running after their timeout beyond which no new one is started (each holds
+/// a thread).
+const MAX_STUCK_LOADS: usize = 4;
+
+/// How a config is loaded from its paths ([`RateLimitConfig::load`]).
+pub type Load = fn(&[PathBuf], &LoadOptions) -> Result<RateLimitConfig, Vec<ConfigError>>;
+
 pub struct Reloader {
     paths: Vec<PathBuf>,
     opts: LoadOptions,
     service: Arc<RateLimitService>,
+    /// One load at a time.
+    serial: Mutex<()>,
+    /// Load threads still running (stuck ones included).
+    running: Arc<AtomicUsize>,
+    load: Load,
+    load_timeout: Duration,
 }
 
 impl Reloader {
@@ -33,14 +57,77 @@ impl Reloader {
             paths,
             opts,
             service,
+            serial: Mutex::new(()),
+            running: Arc::new(AtomicUsize::new(0)),
+            load: RateLimitConfig::load,
+            load_timeout: LOAD_TIMEOUT,
         }
     }
 
-    /// Rebuild and swap. On error the active config stays and every error is logged with
-    /// its file and line.
+    /// A reloader with its own load function and load timeout (tests use it to stand in
+    /// for a file system that hangs).
+    pub fn with_loader(
+        paths: Vec<PathBuf>,
+        opts: LoadOptions,
+        service: Arc<RateLimitService>,
+        load: Load,
+        load_timeout: Duration,
+    ) -> Reloader {
+        Reloader {
+            load,
+            load_timeout,
+            ..Reloader::new(paths, opts, service)
+        }
+    }
+
+    /// Rebuild and swap, on this thread. On error the active config stays and every error
+    /// is logged with its file and line.
     pub fn reload(&self) -> Result<(), Vec<ConfigError>> {
+        self.apply((self.load)(&self.paths, &self.opts))
+    }
+
+    /// [`Reloader::reload`] with the load on a thread of its own, awaited at most the load
+    /// timeout (see the module documentation).
+    pub async fn reload_detached(&self) -> Result<(), Vec<ConfigError>> {
+        let _one_at_a_time = self.serial.lock().await;
+        let stuck = self.running.load(Ordering::SeqCst);
+        if stuck >= MAX_STUCK_LOADS {
+            return self.apply(Err(vec![ConfigError::general(format!(
+                "{stuck} config loads are still stuck reading files; not starting another"
+            ))]));
+        }
+        let (tx, rx) = oneshot::channel();
+        let (paths, opts, load) = (self.paths.clone(), self.opts.clone(), self.load);
+        let running = RunningGuard::enter(&self.running);
+        let spawned = std::thread::Builder::new()
+            .name("sluice-config-load".into())
+            .spawn(move || {
+                let _running = running;
+                let _ = tx.send(load(&paths, &opts));
+            });
+        if let Err(e) = spawned {
+            return self.apply(Err(vec![ConfigError::general(format!(
+                "cannot start a config load: {e}"
+            ))]));
+        }
+        match tokio::time::timeout(self.load_timeout, rx).await {
+            Ok(Ok(result)) => self.apply(result),
+            Ok(Err(_)) => self.apply(Err(vec![ConfigError::general(
+                "config load ended without a result".into(),
+            )])),
+            Err(_) => self.apply(Err(vec![ConfigError::general(format!(
+                "config load did not finish within {:?} (a file read is stuck); it is abandoned",
+                self.load_timeout
+            ))])),
+        }
+    }
+
+    fn apply(
+        &self,
+        result: Result<RateLimitConfig, Vec<ConfigError>>,
+    ) -> Result<(), Vec<ConfigError>> {
         let metrics = self.service.metrics();
-        match RateLimitConfig::load(&self.paths, &self.opts) {
+        match result {
             Ok(config) => {
                 tracing::info!(
                     domains = config.domain_count(),
@@ -73,8 +160,9 @@ impl Reloader {
         shutdown: CancellationToken,
     ) -> Result<(), notify::Error> {
         let (tx, mut rx) = mpsc::unbounded_channel::<()>();
-        let targets = self.paths.clone();
+        let targets: Vec<PathBuf> = self.paths.iter().map(|p| watch_path(p)).collect();
         let ancestors: Vec<PathBuf> = targets.iter().flat_map(|p| ancestors_of(p)).collect();
+        let filter = targets.clone();
         let mut watcher =
             notify::recommended_watcher(move |res: notify::Result<notify::Event>| {
                 let Ok(ev) = res else { return };
@@ -84,7 +172,7 @@ impl Reloader {
                 // Events in an ancestor directory matter only when they touch our path (a
                 // symlink swap); events inside the config paths always do.
                 let relevant = ev.paths.iter().any(|p| {
-                    targets.iter().any(|t| p.starts_with(t) || t.starts_with(p))
+                    filter.iter().any(|t| p.starts_with(t) || t.starts_with(p))
                         || ancestors.iter().any(|a| p == a)
                 });
                 if relevant {
@@ -92,7 +180,7 @@ impl Reloader {
                 }
             })?;
         let mut watched = BTreeSet::new();
-        rewatch(&mut watcher, &self.paths, &mut watched);
+        rewatch(&mut watcher, &targets, &mut watched);
         tokio::spawn(async move {
             loop {
                 tokio::select! {
@@ -107,20 +195,52 @@ impl Reloader {
                         got = rx.recv() => if got.is_none() { return },
                     }
                 }
-                let this = self.clone();
-                let _ = tokio::task::spawn_blocking(move || this.reload()).await;
-                rewatch(&mut watcher, &self.paths, &mut watched);
+                let _ = self.reload_detached().await;
+                rewatch(&mut watcher, &targets, &mut watched);
             }
         });
         Ok(())
     }
 }
 
+/// Counts a load thread from its start to its end, however it ends.
+struct RunningGuard(Arc<AtomicUsize>);
+
+impl RunningGuard {
+    fn enter(counter: &Arc<AtomicUsize>) -> RunningGuard {
+        counter.fetch_add(1, Ordering::SeqCst);
+        RunningGuard(counter.clone())
+    }
+}
+
+impl Drop for RunningGuard {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+/// The path as it is watched and as file events name it: absolute (relative paths are
+/// taken from the working directory), with `..` resolved against the real directories
+/// (the kernel's meaning of `..`), and the symlinks after the last `..` kept: swapping them
+/// is what the ancestor watches see.
+pub fn watch_path(path: &Path) -> PathBuf {
+    let abs = std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf());
+    let parts: Vec<Component<'_>> = abs.components().collect();
+    let Some(last_up) = parts.iter().rposition(|c| *c == Component::ParentDir) else {
+        return abs;
+    };
+    let head: PathBuf = parts[..=last_up].iter().collect();
+    let tail: PathBuf = parts[last_up + 1..].iter().collect();
+    match std::fs::canonicalize(&head) {
+        Ok(real) => real.join(tail),
+        Err(_) => abs,
+    }
+}
+
 /// Directories whose entries can replace a config path: its parent (editors rename files
 /// over it) and the parent of every symlink on the way to it (a Kubernetes `..data` link, or
 /// envoyproxy/ratelimit's `RUNTIME_ROOT` pointing at a `current` link that is swapped).
-fn ancestors_of(path: &Path) -> Vec<PathBuf> {
-    let abs = std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf());
+fn ancestors_of(abs: &Path) -> Vec<PathBuf> {
     let mut dirs = Vec::new();
     if let Some(parent) = abs.parent() {
         dirs.push(parent.to_path_buf());
@@ -136,24 +256,24 @@ fn ancestors_of(path: &Path) -> Vec<PathBuf> {
     dirs
 }
 
-/// (Re)establish watches: each config path recursively, its ancestors non-recursively.
+/// (Re)establish watches: each config path (as [`watch_path`] gives it) recursively, its
+/// ancestors non-recursively.
 fn rewatch(
     watcher: &mut RecommendedWatcher,
-    paths: &[PathBuf],
+    targets: &[PathBuf],
     watched: &mut BTreeSet<(PathBuf, bool)>,
 ) {
     for (p, _) in std::mem::take(watched) {
         let _ = watcher.unwatch(&p);
     }
-    for path in paths {
-        let abs = std::path::absolute(path).unwrap_or_else(|_| path.clone());
-        match watcher.watch(&abs, RecursiveMode::Recursive) {
+    for abs in targets {
+        match watcher.watch(abs, RecursiveMode::Recursive) {
             Ok(()) => {
                 watched.insert((abs.clone(), true));
             }
             Err(e) => tracing::warn!(path = %abs.display(), error = %e, "cannot watch config path"),
         }
-        for a in ancestors_of(&abs) {
+        for a in ancestors_of(abs) {
             if watcher.watch(&a, RecursiveMode::NonRecursive).is_ok() {
                 watched.insert((a, false));
             }

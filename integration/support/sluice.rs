@@ -24,6 +24,7 @@ pub use super::requests::*;
 pub struct Builder {
     files: Vec<(String, String)>,
     config_args: bool,
+    relative: bool,
     args: Vec<String>,
     env: BTreeMap<String, String>,
     ready: String,
@@ -39,6 +40,7 @@ pub fn sluice() -> Builder {
     Builder {
         files: Vec::new(),
         config_args: true,
+        relative: false,
         args: Vec::new(),
         env,
         ready: "serving".into(),
@@ -97,6 +99,12 @@ impl Builder {
         self
     }
 
+    /// Run in the temporary directory with `--config ./config` (the README's default).
+    pub fn relative_config(mut self) -> Self {
+        self.relative = true;
+        self
+    }
+
     pub async fn start(self) -> Sluice {
         self.try_start().await.unwrap_or_else(|e| panic!("{e}"))
     }
@@ -130,13 +138,14 @@ impl Builder {
         if self.program.is_none() {
             cmd.arg("serve");
         }
+        if self.relative {
+            cmd.current_dir(dir.path());
+        }
         if self.config_args {
-            cmd.arg("--config").arg(&config).args([
-                "--grpc-addr",
-                "127.0.0.1:0",
-                "--http-addr",
-                "127.0.0.1:0",
-            ]);
+            let rel = self.relative.then(|| PathBuf::from("./config"));
+            cmd.arg("--config")
+                .arg(rel.unwrap_or(config.clone()))
+                .args(["--grpc-addr", "127.0.0.1:0", "--http-addr", "127.0.0.1:0"]);
         }
         cmd.args(&self.args)
             .env_clear()

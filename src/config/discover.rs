@@ -6,18 +6,35 @@
 //! through the `..data` symlink, and the visible `x.yaml` entries are symlinks into it.
 //! Symlinks are followed (a ConfigMap is nothing but symlinks); a directory already on the
 //! current path is not entered twice, and one real file reached by two names is read once.
+//!
+//! Only regular files are read. A FIFO, device or socket named `x.yaml` (or a symlink to
+//! one, e.g. to `/dev/zero`) is an error and is never opened: opening a FIFO blocks until a
+//! writer comes, reading a device may never end, and opening some devices has effects. The
+//! file is opened non-blocking and checked again on the open descriptor (it may have been
+//! swapped since), and at most `max_file_bytes` are read: a bigger file is an error.
 
 use std::collections::HashSet;
 use std::fs;
-use std::io;
+use std::io::{self, Read};
 use std::path::{Path, PathBuf};
 
 use super::{ConfigError, ConfigFile};
 
+/// Largest rule file read by default (`--max-config-file-bytes`): far above any real rule
+/// file, far below what would hurt the process.
+pub const DEFAULT_MAX_FILE_BYTES: u64 = 4 << 20;
+
 /// Read every rule file under `paths` (files, or directories searched recursively for
-/// `*.yaml`/`*.yml`, skipping dot-files and dot-directories), in a stable order.
-pub fn discover(paths: &[PathBuf]) -> Result<Vec<ConfigFile>, Vec<ConfigError>> {
-    let mut found = Found::default();
+/// `*.yaml`/`*.yml`, skipping dot-files and dot-directories), in a stable order. Files over
+/// `max_file_bytes` and anything but regular files are errors.
+pub fn discover(
+    paths: &[PathBuf],
+    max_file_bytes: u64,
+) -> Result<Vec<ConfigFile>, Vec<ConfigError>> {
+    let mut found = Found {
+        max_file_bytes,
+        ..Found::default()
+    };
     for root in paths {
         match fs::metadata(root) {
             Err(e) if e.kind() == io::ErrorKind::NotFound => {
@@ -57,6 +74,7 @@ pub fn discover(paths: &[PathBuf]) -> Result<Vec<ConfigFile>, Vec<ConfigError>> 
 
 #[derive(Default)]
 struct Found {
+    max_file_bytes: u64,
     files: Vec<ConfigFile>,
     errors: Vec<ConfigError>,
     /// Canonical paths already read.
@@ -130,22 +148,92 @@ impl Found {
         {
             return;
         }
-        match fs::read(&path) {
-            Ok(bytes) => match String::from_utf8(bytes) {
-                Ok(content) => self.files.push(ConfigFile {
-                    name,
-                    path,
-                    content,
-                }),
-                Err(_) => {
-                    let msg = format!("config file '{}' is not valid UTF-8", path.display());
-                    self.errors.push(ConfigError::for_path(&path, msg));
-                }
-            },
-            Err(e) => {
-                let msg = format!("cannot read config file '{}': {e}", path.display());
-                self.errors.push(ConfigError::for_path(&path, msg));
-            }
+        match read_rule_file(&path, self.max_file_bytes) {
+            Ok(content) => self.files.push(ConfigFile {
+                name,
+                path,
+                content,
+            }),
+            Err(msg) => self.errors.push(ConfigError::for_path(&path, msg)),
         }
     }
+}
+
+/// What a path that is not a regular file is, for the error message.
+fn kind(meta: &fs::Metadata) -> &'static str {
+    let t = meta.file_type();
+    if t.is_dir() {
+        return "a directory";
+    }
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::FileTypeExt;
+        if t.is_fifo() {
+            return "a FIFO";
+        } else if t.is_char_device() {
+            return "a character device";
+        } else if t.is_block_device() {
+            return "a block device";
+        } else if t.is_socket() {
+            return "a socket";
+        }
+    }
+    "a special file"
+}
+
+/// Open for reading without waiting for anything (a FIFO's writer, a terminal).
+#[cfg(unix)]
+fn open_nonblocking(path: &Path) -> io::Result<fs::File> {
+    use std::os::unix::fs::OpenOptionsExt;
+    fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY)
+        .open(path)
+}
+
+#[cfg(not(unix))]
+fn open_nonblocking(path: &Path) -> io::Result<fs::File> {
+    fs::File::open(path)
+}
+
+/// The content of one rule file, or the message saying why it cannot be read.
+fn read_rule_file(path: &Path, max: u64) -> Result<String, String> {
+    let shown = path.display();
+    let not_regular = |meta: &fs::Metadata| {
+        format!(
+            "config file '{shown}' is {}, not a regular file: only regular files (or symlinks to them) are read",
+            kind(meta)
+        )
+    };
+    let too_big = |size: Option<u64>| {
+        let size = size.map(|n| format!("{n} bytes, ")).unwrap_or_default();
+        format!(
+            "config file '{shown}' is {size}over the limit of {max} bytes (--max-config-file-bytes)"
+        )
+    };
+    let cannot = |e: io::Error| format!("cannot read config file '{shown}': {e}");
+    // Decided before opening: opening a FIFO blocks, opening a device can act.
+    let meta = fs::metadata(path).map_err(cannot)?;
+    if !meta.is_file() {
+        return Err(not_regular(&meta));
+    }
+    if meta.len() > max {
+        return Err(too_big(Some(meta.len())));
+    }
+    // Checked again on the descriptor: the path may have been swapped for a FIFO or a
+    // device in between.
+    let file = open_nonblocking(path).map_err(cannot)?;
+    let meta = file.metadata().map_err(cannot)?;
+    if !meta.is_file() {
+        return Err(not_regular(&meta));
+    }
+    // A file growing while it is read stops one byte past the cap.
+    let mut bytes = Vec::with_capacity(usize::try_from(meta.len()).unwrap_or(0));
+    file.take(max.saturating_add(1))
+        .read_to_end(&mut bytes)
+        .map_err(cannot)?;
+    if bytes.len() as u64 > max {
+        return Err(too_big(None));
+    }
+    String::from_utf8(bytes).map_err(|_| format!("config file '{shown}' is not valid UTF-8"))
 }

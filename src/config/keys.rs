@@ -16,7 +16,7 @@ use serde::de::{
     self, Deserialize, DeserializeSeed, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor,
 };
 
-use super::yaml::{Ctx, GoValue};
+use super::yaml::{ALIAS_BUDGET, Ctx, GoValue, Seg};
 
 /// Where in the schema a map sits.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -92,6 +92,13 @@ impl Level {
             _ => Expect::Scalar,
         }
     }
+}
+
+/// The schema's own spelling of a known key (document paths hold `&'static str`).
+pub(super) fn static_key(key: &str) -> Option<&'static str> {
+    [ROOT_KEYS, DESCRIPTOR_KEYS, RATE_LIMIT_KEYS]
+        .iter()
+        .find_map(|set| set.iter().find(|k| **k == key).copied())
 }
 
 fn known(key: &str) -> bool {
@@ -232,11 +239,20 @@ fn walk_map<'de, A: MapAccess<'de>>(ctx: &Ctx, level: Level, mut map: A) -> Resu
         level,
         seen: &mut seen,
     })? {
+        let seg = static_key(&key).map(Seg::Key);
+        if let Some(seg) = seg
+            && !ctx.enter(seg)
+        {
+            return Err(ctx.fail(ALIAS_BUDGET));
+        }
         match level.child(&key) {
             Expect::Skip => {
                 map.next_value::<IgnoredAny>()?;
             }
             expect => map.next_value_seed(Walk { ctx, expect })?,
+        }
+        if seg.is_some() {
+            ctx.leave();
         }
     }
     Ok(())
@@ -325,13 +341,21 @@ impl<'de> Visitor<'de> for Walk<'_> {
             Expect::List(level) => level,
             _ => Level::Any,
         };
-        while seq
-            .next_element_seed(Element {
-                ctx: self.ctx,
-                level,
-            })?
-            .is_some()
-        {}
+        for i in 0.. {
+            if !self.ctx.enter(Seg::Index(i)) {
+                return Err(self.ctx.fail(ALIAS_BUDGET));
+            }
+            let more = seq
+                .next_element_seed(Element {
+                    ctx: self.ctx,
+                    level,
+                })?
+                .is_some();
+            self.ctx.leave();
+            if !more {
+                break;
+            }
+        }
         Ok(())
     }
     // Their leaf types: string, int (Go's int is 64-bit), bool and null.

@@ -36,9 +36,24 @@ pub(super) enum Compiled {
     Limit(LimitSpec),
 }
 
+/// Where a limit is written: it decides the default of `overdraft`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Place {
+    /// `rate_limit`: the algorithm's default (their fixed window counts denied hits).
+    Single,
+    /// An entry of `rate_limits`: `false` unless set, so the limits are all-or-nothing (a
+    /// hit denied by one limit does not use up the others).
+    List,
+}
+
 /// `own_names`: every limit name of the descriptor (their check compares `replaces` with
 /// the descriptor's own `name`; with `rate_limits` any of its names counts as its own).
-pub(super) fn compile(raw: &RawLimit, slot: u8, own_names: &[&str]) -> Result<Compiled, Problem> {
+pub(super) fn compile(
+    raw: &RawLimit,
+    slot: u8,
+    place: Place,
+    own_names: &[&str],
+) -> Result<Compiled, Problem> {
     let unit = Unit::parse(&raw.unit);
     if raw.unlimited {
         if unit.is_some() {
@@ -68,7 +83,7 @@ pub(super) fn compile(raw: &RawLimit, slot: u8, own_names: &[&str]) -> Result<Co
     let Some(unit) = unit.filter(|_| !raw.unlimited) else {
         return unlimited(raw);
     };
-    extended(raw, unit, slot).map(Compiled::Limit)
+    extended(raw, unit, slot, place).map(Compiled::Limit)
 }
 
 /// Extension fields mean nothing on an unlimited limit: reject them rather than ignore.
@@ -113,7 +128,7 @@ fn multiplier(raw: &RawLimit, unit: Unit) -> Result<u32, Problem> {
     }
 }
 
-fn extended(raw: &RawLimit, unit: Unit, slot: u8) -> Result<LimitSpec, Problem> {
+fn extended(raw: &RawLimit, unit: Unit, slot: u8, place: Place) -> Result<LimitSpec, Problem> {
     let rpu = raw.requests_per_unit;
     let unit_multiplier = multiplier(raw, unit)?;
     // The window's length and name before the spec exists (same arithmetic as LimitSpec's).
@@ -172,7 +187,10 @@ fn extended(raw: &RawLimit, unit: Unit, slot: u8) -> Result<LimitSpec, Problem> 
         None if algorithm == Algorithm::SlidingWindow => DEFAULT_BUCKETS,
         None => 0,
     };
-    let overdraft = raw.overdraft.unwrap_or(algorithm.default_overdraft());
+    let overdraft = raw.overdraft.unwrap_or(match place {
+        Place::Single => algorithm.default_overdraft(),
+        Place::List => false,
+    });
     if overdraft && algorithm == Algorithm::SlidingLog {
         return Err(Problem::new(
             "overdraft is not supported with algorithm sliding_log (the log would grow without bound)",

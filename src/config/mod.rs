@@ -26,6 +26,7 @@
 mod discover;
 mod keys;
 mod limits;
+mod locate;
 mod metadata;
 mod raw;
 mod scalars;
@@ -48,8 +49,9 @@ use serde::Deserialize;
 
 use crate::limit::{LimitSpec, StateTag};
 
-pub use discover::discover;
+pub use discover::{DEFAULT_MAX_FILE_BYTES, discover};
 pub use raw::{RawDescriptor, RawLimit, RawRoot};
+pub use stats::{push_shown, shown};
 pub use trace::{Children, How, Step, Trace};
 pub use tree::Domain;
 
@@ -64,10 +66,21 @@ pub struct ConfigFile {
     pub content: String,
 }
 
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug)]
 pub struct LoadOptions {
     /// `--merge-domains` / `MERGE_DOMAIN_CONFIG`: the same domain may appear in several files.
     pub merge_domains: bool,
+    /// `--max-config-file-bytes`: larger rule files are errors, never read whole.
+    pub max_file_bytes: u64,
+}
+
+impl Default for LoadOptions {
+    fn default() -> Self {
+        LoadOptions {
+            merge_domains: false,
+            max_file_bytes: DEFAULT_MAX_FILE_BYTES,
+        }
+    }
 }
 
 /// A configuration error. `Display` is the exact envoyproxy/ratelimit message, prefixed
@@ -84,6 +97,16 @@ pub struct ConfigError {
 }
 
 impl ConfigError {
+    /// An error about the load as a whole, not about one file (e.g. it did not finish).
+    pub fn general(message: String) -> ConfigError {
+        ConfigError {
+            message,
+            path: None,
+            line: None,
+            column: None,
+        }
+    }
+
     /// An error about a path itself (missing, unreadable), not about its content.
     fn for_path(path: &Path, message: String) -> ConfigError {
         ConfigError {
@@ -112,37 +135,76 @@ impl ConfigError {
 /// Passes 0–2 on one file: YAML syntax, the key walk, the typed decode.
 fn parse_file(file: &ConfigFile) -> Result<raw::RawRoot, ConfigError> {
     let content = file.content.as_str();
-    // Syntax first, as their first `yaml.Unmarshal` does: the later passes would otherwise
-    // report a key error found before the point where the YAML breaks.
-    if let Some(doc) = yaml::first_document(content)
-        && let Err(e) = serde::de::IgnoredAny::deserialize(doc)
-    {
-        let msg = format!("error loading config file: {e}");
-        return Err(ConfigError::in_file(file, msg, yaml::position(&e)));
-    }
-    let ctx = yaml::Ctx::default();
+    let ctx = yaml::Ctx::budget_for(content);
     let from_serde = |e: serde_yaml::Error| {
+        // A resource limit (alias bomb, nesting) is the real cause whatever a pass was
+        // expecting at that node. Alias expansions have no position of their own, so the
+        // node being read when the limit tripped gives it.
+        let aliases = ctx.over_budget().then_some(yaml::ALIAS_BUDGET);
+        if let Some(why) = aliases.or_else(|| yaml::limit_error(&e)) {
+            let mut path = ctx.path();
+            let at = match yaml::position(&e) {
+                (Some(line), col) if aliases.is_none() => (Some(line), col),
+                _ => {
+                    // Deep inside an expansion the path runs through anchors defined
+                    // elsewhere; its first steps are still the text that holds the aliases,
+                    // and the field is what expanded (its list items may be aliases).
+                    path.truncate(4);
+                    while matches!(path.last(), Some(yaml::Seg::Index(_))) {
+                        path.pop();
+                    }
+                    yaml::locate_key(content, &path)
+                }
+            };
+            // A path that long says nothing the position does not.
+            let msg = if path.is_empty() || path.len() > 8 {
+                yaml::load(why)
+            } else {
+                yaml::load(format_args!("{}: {why}", yaml::render_path(&path)))
+            };
+            return ConfigError::in_file(file, msg, at);
+        }
         let msg = ctx
             .take()
             .unwrap_or_else(|| format!("error loading config file: {e}"));
         ConfigError::in_file(file, msg, yaml::position(&e))
     };
+    // Syntax first, as their first `yaml.Unmarshal` does: the later passes would otherwise
+    // report a key error found before the point where the YAML breaks.
+    if let Some(doc) = yaml::first_document(content)
+        && let Err(e) = serde::de::IgnoredAny::deserialize(doc)
+    {
+        return Err(from_serde(e));
+    }
     keys::check(content, &ctx).map_err(from_serde)?;
+    ctx.refill(content);
     raw::decode(content, &ctx).map_err(from_serde)
 }
 
 /// A request descriptor entry as the matcher sees it (implemented by the service for the
-/// protocol's entry type, so `config` never sees protocol types).
+/// protocol's entry type, so `config` never sees protocol types). Keys and values are
+/// bytes: Envoy copies request header bytes into them, UTF-8 or not, and every byte
+/// string is matched, counted and limited like any other (rule values are UTF-8, so a
+/// value that is not can match only a glob or a key-only rule).
 pub trait EntryRef {
-    fn key(&self) -> &str;
-    fn value(&self) -> &str;
+    fn key(&self) -> &[u8];
+    fn value(&self) -> &[u8];
 }
 
 impl EntryRef for (&str, &str) {
-    fn key(&self) -> &str {
+    fn key(&self) -> &[u8] {
+        self.0.as_bytes()
+    }
+    fn value(&self) -> &[u8] {
+        self.1.as_bytes()
+    }
+}
+
+impl EntryRef for (&[u8], &[u8]) {
+    fn key(&self) -> &[u8] {
         self.0
     }
-    fn value(&self) -> &str {
+    fn value(&self) -> &[u8] {
         self.1
     }
 }
@@ -217,7 +279,7 @@ impl RateLimitConfig {
         paths: &[PathBuf],
         opts: &LoadOptions,
     ) -> Result<RateLimitConfig, Vec<ConfigError>> {
-        let files = discover(paths)?;
+        let files = discover(paths, opts.max_file_bytes)?;
         RateLimitConfig::build(&files, opts)
     }
 
@@ -289,15 +351,16 @@ pub fn override_state_tag<E: EntryRef>(domain: &str, entries: &[E]) -> StateTag 
     StateTag::compute(domain, entries.iter().map(|e| (e.key(), e.value())))
 }
 
-/// Stats key of a request override: `domain.k1_v1.k2` (value omitted when empty).
+/// Stats key of a request override: `domain.k1_v1.k2` (value omitted when empty; bytes
+/// shown as [`push_shown`] does).
 pub fn override_stats_key<E: EntryRef>(domain: &str, entries: &[E]) -> String {
     let mut s = String::from(domain);
     for e in entries {
         s.push('.');
-        s.push_str(e.key());
+        push_shown(&mut s, e.key());
         if !e.value().is_empty() {
             s.push('_');
-            s.push_str(e.value());
+            push_shown(&mut s, e.value());
         }
     }
     s

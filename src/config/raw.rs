@@ -10,9 +10,10 @@ use std::fmt;
 use serde::de::{self, DeserializeSeed, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
 use serde_json::{Map, Value};
 
+use super::keys::static_key;
 use super::metadata::Metadata;
 use super::scalars::{FLAG, Flag, INT, Int, Optional, STRING, Str};
-use super::yaml::{Ctx, first_document, load};
+use super::yaml::{ALIAS_BUDGET, Ctx, Seg, first_document, load};
 
 #[derive(Debug, Default)]
 pub struct RawRoot {
@@ -126,7 +127,17 @@ impl<'de, T: Fields> Visitor<'de> for Node<'_, T> {
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Option<T>, A::Error> {
         let mut out = T::default();
         while let Some(key) = map.next_key::<String>()? {
+            // Pass 1 let only known keys through.
+            let seg = static_key(&key).map(Seg::Key);
+            if let Some(seg) = seg
+                && !self.ctx.enter(seg)
+            {
+                return Err(self.ctx.fail(load(ALIAS_BUDGET)));
+            }
             out.read(&key, &mut map, self.ctx)?;
+            if seg.is_some() {
+                self.ctx.leave();
+            }
         }
         Ok(Some(out))
     }
@@ -155,10 +166,17 @@ impl<'de, T: Fields> Visitor<'de> for ListOf<'_, T> {
     }
     fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Vec<T>, A::Error> {
         let mut out = Vec::new();
-        while let Some(item) = seq.next_element_seed(self.0)? {
-            out.push(item.unwrap_or_default());
+        loop {
+            if !self.0.ctx.enter(Seg::Index(out.len())) {
+                return Err(self.0.ctx.fail(load(ALIAS_BUDGET)));
+            }
+            let item = seq.next_element_seed(self.0)?;
+            self.0.ctx.leave();
+            match item {
+                Some(item) => out.push(item.unwrap_or_default()),
+                None => return Ok(out),
+            }
         }
-        Ok(out)
     }
     fn visit_unit<E: de::Error>(self) -> Result<Vec<T>, E> {
         Ok(Vec::new())

@@ -2,6 +2,7 @@
 //! in place of values), the stats key (their §2.13 rules, level by level), and `/rlconfig`.
 
 use std::borrow::Cow;
+use std::fmt::Write;
 
 use super::tree::{MAX_DEPTH, Node};
 use super::{EntryRef, Match, RateLimitConfig};
@@ -61,11 +62,11 @@ impl<'a> Match<'a> {
         }
         let mut out = String::with_capacity(self.rule.full_key.len() + 16);
         out.push_str(self.domain.name());
-        let push_kv = |out: &mut String, k: &str, v: &str| {
-            out.push_str(k);
+        let push_kv = |out: &mut String, k: &[u8], v: &[u8]| {
+            push_shown(out, k);
             if !v.is_empty() {
                 out.push('_');
-                out.push_str(v);
+                push_shown(out, v);
             }
         };
         if leaf.flags.detailed_metric {
@@ -78,9 +79,9 @@ impl<'a> Match<'a> {
                     Some(node) => push_kv(&mut out, e.key(), node.shared_value(e.key())),
                     None if any_shared => push_kv(&mut out, e.key(), e.value()),
                     None => {
-                        out.push_str(e.key());
+                        push_shown(&mut out, e.key());
                         out.push('_');
-                        out.push_str(e.value());
+                        push_shown(&mut out, e.value());
                     }
                 }
             }
@@ -90,24 +91,50 @@ impl<'a> Match<'a> {
             out.push('.');
             let (k, v) = (e.key(), e.value());
             let Some(node) = self.level(i) else {
-                out.push_str(k);
+                push_shown(&mut out, k);
                 continue;
             };
             if self.by_wildcard(i) {
                 if node.flags.value_to_metric && !node.flags.share_threshold {
                     push_kv(&mut out, k, v);
                 } else {
-                    out.push_str(k);
+                    push_shown(&mut out, k);
                     out.push('_');
-                    out.push_str(node.shared_value(k));
+                    push_shown(&mut out, node.shared_value(k));
                 }
             } else if self.by_exact(i) || node.flags.value_to_metric {
                 push_kv(&mut out, k, v);
             } else {
-                out.push_str(k);
+                push_shown(&mut out, k);
             }
         }
         Cow::Owned(out)
+    }
+}
+
+/// Appends request bytes as text: UTF-8 as is, every byte of an invalid sequence as `\xNN`
+/// (so 0xFF and 0xFE stay distinguishable, where U+FFFD would merge them). Stats keys,
+/// metric labels and logs show values this way; state tags hash the raw bytes, so two
+/// values that show alike (`\xFF` typed out, and the byte 0xFF) still never share a
+/// counter, only, at worst, a metric series.
+pub fn push_shown(out: &mut String, bytes: &[u8]) {
+    for chunk in bytes.utf8_chunks() {
+        out.push_str(chunk.valid());
+        for b in chunk.invalid() {
+            let _ = write!(out, "\\x{b:02X}");
+        }
+    }
+}
+
+/// [`push_shown`] into a new string, borrowing when the bytes are UTF-8.
+pub fn shown(bytes: &[u8]) -> Cow<'_, str> {
+    match std::str::from_utf8(bytes) {
+        Ok(s) => Cow::Borrowed(s),
+        Err(_) => {
+            let mut out = String::with_capacity(bytes.len() + 8);
+            push_shown(&mut out, bytes);
+            Cow::Owned(out)
+        }
     }
 }
 
@@ -143,7 +170,9 @@ pub(super) fn dump(config: &RateLimitConfig) -> String {
             if l.algorithm == Algorithm::SlidingWindow {
                 line.push_str(&format!(" buckets={}", l.buckets));
             }
-            if l.overdraft != l.algorithm.default_overdraft() {
+            // Printed when it differs from the default (inside `rate_limits`: false).
+            let default_overdraft = rule.limits.len() == 1 && l.algorithm.default_overdraft();
+            if l.overdraft != default_overdraft {
                 line.push_str(&format!(" overdraft={}", l.overdraft));
             }
             if l.penalty_ms > 0 {

@@ -44,10 +44,10 @@ pub(super) struct Node {
 
 impl Node {
     /// The value a `share_threshold` level stands for: their `TrimPrefix(finalKey, key+"_")`.
-    pub fn shared_value<'a>(&'a self, request_key: &str) -> &'a str {
-        let fk = &*self.final_key;
+    pub fn shared_value<'a>(&'a self, request_key: &[u8]) -> &'a [u8] {
+        let fk = self.final_key.as_bytes();
         match fk.strip_prefix(request_key) {
-            Some(rest) => rest.strip_prefix('_').unwrap_or(fk),
+            Some(rest) => rest.strip_prefix(b"_").unwrap_or(fk),
             None => fk,
         }
     }
@@ -95,15 +95,15 @@ impl Domain {
         };
         let mut level = &self.root;
         // Built only if a level with wildcards is reached, then reused.
-        let mut joined = String::new();
+        let mut joined = Vec::new();
         let (mut exact, mut wild) = (0u64, 0u64);
         for (i, entry) in entries.iter().enumerate().take(MAX_DEPTH) {
             let (key, value) = (entry.key(), entry.value());
             let children = Children::new(self, level);
             // `key_value` hashes as a continuation of `key`: one pass over the key serves
             // both the exact and the key-only lookups.
-            let key_hash = fnv(FNV_OFFSET, key.as_bytes());
-            let kv_hash = fnv(fnv(key_hash, b"_"), value.as_bytes());
+            let key_hash = fnv(FNV_OFFSET, key);
+            let kv_hash = fnv(fnv(key_hash, b"_"), value);
             let (id, how) = if let Some(id) = self.lookup(level, kv_hash, key, Some(value)) {
                 exact |= 1 << i;
                 (id, How::Exact)
@@ -147,7 +147,7 @@ impl Domain {
     }
 
     /// The child whose finalKey is `key` (`value` None) or `key_value`; `h` is its hash.
-    fn lookup(&self, level: &Level, h: u64, key: &str, value: Option<&str>) -> Option<u32> {
+    fn lookup(&self, level: &Level, h: u64, key: &[u8], value: Option<&[u8]>) -> Option<u32> {
         let start = level.exact.partition_point(|&(x, _)| x < h);
         level.exact[start..]
             .iter()
@@ -160,14 +160,20 @@ impl Domain {
             })
     }
 
-    fn wildcard(&self, level: &Level, key: &str, value: &str, joined: &mut String) -> Option<u32> {
+    fn wildcard(
+        &self,
+        level: &Level,
+        key: &[u8],
+        value: &[u8],
+        joined: &mut Vec<u8>,
+    ) -> Option<u32> {
         if level.wildcards.is_empty() {
             return None;
         }
         joined.clear();
-        joined.push_str(key);
-        joined.push('_');
-        joined.push_str(value);
+        joined.extend_from_slice(key);
+        joined.push(b'_');
+        joined.extend_from_slice(value);
         level.wildcards.iter().copied().find(|&id| {
             self.nodes
                 .get(id as usize)
@@ -181,14 +187,15 @@ impl Domain {
     }
 }
 
-fn is_final_key(fk: &str, key: &str, value: Option<&str>) -> bool {
+fn is_final_key(fk: &str, key: &[u8], value: Option<&[u8]>) -> bool {
+    let fk = fk.as_bytes();
     match value {
         None => fk == key,
         Some(v) => {
             fk.len() == key.len() + 1 + v.len()
                 && fk.starts_with(key)
                 && fk.ends_with(v)
-                && fk.as_bytes().get(key.len()) == Some(&b'_')
+                && fk.get(key.len()) == Some(&b'_')
         }
     }
 }
@@ -204,10 +211,12 @@ fn fnv(mut h: u64, bytes: &[u8]) -> u64 {
     h
 }
 
-/// A wildcard finalKey split on `*`: each `*` matches zero or more characters.
+/// A wildcard finalKey split on `*`: each `*` matches zero or more bytes (on UTF-8 text,
+/// zero or more characters, as theirs: the pieces are UTF-8, so they only ever match at
+/// character boundaries).
 #[derive(Debug)]
 struct Glob {
-    pieces: Box<[Box<str>]>,
+    pieces: Box<[Box<[u8]>]>,
     fixed: usize,
 }
 
@@ -216,18 +225,18 @@ impl Glob {
         if !pattern.contains('*') {
             return None;
         }
-        let pieces: Box<[Box<str>]> = pattern.split('*').map(Box::from).collect();
+        let pieces: Box<[Box<[u8]>]> = pattern.split('*').map(|p| p.as_bytes().into()).collect();
         let fixed = pieces.iter().map(|p| p.len()).sum();
         Some(Glob { pieces, fixed })
     }
 
     /// Their `wildcardMatch`: first piece a prefix, last a suffix, the middle ones found
     /// left to right in between.
-    fn matches(&self, s: &str) -> bool {
+    fn matches(&self, s: &[u8]) -> bool {
         let (Some(first), Some(last)) = (self.pieces.first(), self.pieces.last()) else {
             return false;
         };
-        if s.len() < self.fixed || !s.starts_with(&**first) || !s.ends_with(&**last) {
+        if s.len() < self.fixed || !s.starts_with(first) || !s.ends_with(last) {
             return false;
         }
         let (mut pos, end) = (first.len(), s.len() - last.len());
@@ -236,13 +245,21 @@ impl Glob {
             .get(1..self.pieces.len() - 1)
             .unwrap_or_default();
         for piece in middle.iter().filter(|p| !p.is_empty()) {
-            let Some(found) = s.get(pos..end).and_then(|hay| hay.find(&**piece)) else {
+            let Some(found) = s.get(pos..end).and_then(|hay| find(hay, piece)) else {
                 return false;
             };
             pos += found + piece.len();
         }
         true
     }
+}
+
+/// First position of `needle` (not empty) in `hay`. Values are at most `--max-value-bytes`
+/// and pieces come from the config, so the simple scan is bounded.
+fn find(hay: &[u8], needle: &[u8]) -> Option<usize> {
+    let first = *needle.first()?;
+    let last_start = hay.len().checked_sub(needle.len())?;
+    (0..=last_start).find(|&i| hay[i] == first && hay[i..].starts_with(needle))
 }
 
 /// A domain's tree while files are being loaded (merge appends to it).

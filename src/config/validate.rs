@@ -4,7 +4,7 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use super::limits::{self, Compiled, MAX_RATE_LIMITS, Problem};
+use super::limits::{self, Compiled, MAX_RATE_LIMITS, Place, Problem};
 use super::raw::{RawDescriptor, RawRoot};
 use super::tree::{DomainBuilder, MAX_DEPTH, NodeFlags};
 use super::yaml::Seg;
@@ -209,10 +209,11 @@ impl Walk<'_> {
                     self.problem(p.msg, &[&[Seg::Key("rate_limit")], &p.at[..]].concat())
                 };
                 let own: Vec<&str> = vec![raw.name.as_str()];
-                let (specs, unlimited) = match limits::compile(raw, 0, &own).map_err(at)? {
-                    Compiled::Unlimited => (Vec::new(), true),
-                    Compiled::Limit(spec) => (vec![spec], false),
-                };
+                let (specs, unlimited) =
+                    match limits::compile(raw, 0, Place::Single, &own).map_err(at)? {
+                        Compiled::Unlimited => (Vec::new(), true),
+                        Compiled::Limit(spec) => (vec![spec], false),
+                    };
                 Ok(Some(Limits {
                     specs,
                     unlimited,
@@ -255,7 +256,7 @@ impl Walk<'_> {
                         ));
                     }
                     let slot = u8::try_from(i).unwrap_or(u8::MAX);
-                    match limits::compile(raw, slot, &own) {
+                    match limits::compile(raw, slot, Place::List, &own) {
                         Ok(Compiled::Limit(spec)) => specs.push(spec),
                         Ok(Compiled::Unlimited) => {}
                         Err(p) => {

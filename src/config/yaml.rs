@@ -1,16 +1,17 @@
 //! The serde_yaml plumbing shared by the parsing passes: the side channel that carries our
 //! exact messages through serde errors (so serde_yaml attaches the position), document
-//! paths, the locator that turns a path back into a line, and Go `%v` formatting.
+//! paths (the locator that turns one back into a line is `locate.rs`), resource limits
+//! explained, and Go `%v` formatting.
 //!
 //! serde_yaml only reveals a position through an error raised while a value is being
 //! deserialized (`fix_mark`). So every pass raises `de::Error::custom` at the offending
 //! node and keeps the real message in [`Ctx`]; validation errors found later on typed data
 //! carry a [`Seg`] path and [`locate`] re-reads the file to find it.
 
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::fmt;
 
-use serde::de::{self, DeserializeSeed, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
+use serde::de::{self, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
 
 /// Their prefix for every message about a file's shape (YAML syntax or a field of the
 /// wrong kind): `error loading config file: <msg>`.
@@ -18,13 +19,62 @@ pub(super) fn load(msg: impl fmt::Display) -> String {
     format!("error loading config file: {msg}")
 }
 
-/// Carries the first message raised during one deserialization pass.
+/// Carries the first message raised during one deserialization pass, and the document
+/// path of the node being read (left as it was when an error unwinds, so it names where a
+/// position-less error, such as serde_yaml's alias limit, happened).
 #[derive(Default)]
 pub(super) struct Ctx {
     msg: RefCell<Option<String>>,
+    path: RefCell<Vec<Seg>>,
+    /// Schema nodes a pass may still enter (see [`Ctx::budget_for`]).
+    budget: Cell<usize>,
+    over_budget: Cell<bool>,
 }
 
 impl Ctx {
+    /// A context whose passes each enter at most [`node_budget`] schema nodes.
+    pub(super) fn budget_for(content: &str) -> Ctx {
+        let ctx = Ctx::default();
+        ctx.refill(content);
+        ctx
+    }
+
+    /// A fresh budget for the next pass.
+    pub(super) fn refill(&self, content: &str) {
+        self.budget.set(node_budget(content));
+    }
+
+    /// Entering the node at `seg` below the current one. `false` when the pass has
+    /// entered more nodes than the text can hold without aliases: the caller fails there.
+    #[must_use]
+    pub(super) fn enter(&self, seg: Seg) -> bool {
+        self.path.borrow_mut().push(seg);
+        match self.budget.get().checked_sub(1) {
+            Some(left) => {
+                self.budget.set(left);
+                true
+            }
+            None => {
+                self.over_budget.set(true);
+                false
+            }
+        }
+    }
+
+    /// Whether a pass stopped on its node budget.
+    pub(super) fn over_budget(&self) -> bool {
+        self.over_budget.get()
+    }
+
+    /// Leaving it, once read without error.
+    pub(super) fn leave(&self) {
+        self.path.borrow_mut().pop();
+    }
+
+    pub(super) fn path(&self) -> Vec<Seg> {
+        self.path.borrow().clone()
+    }
+
     /// Record `msg` (unless an inner node already recorded one) and return a serde error
     /// for serde_yaml to stamp with the current node's position.
     pub(super) fn fail<E: de::Error>(&self, msg: impl Into<String>) -> E {
@@ -58,118 +108,56 @@ pub(super) fn position(err: &serde_yaml::Error) -> (Option<usize>, Option<usize>
     }
 }
 
+/// Most schema nodes (map entries and list elements of the rule schema) one pass enters:
+/// every node takes at least two bytes of text, so only aliases can exceed it. serde_yaml's
+/// own alias limit (a hundred times the document's events) comes later; this one stops a
+/// bomb of aliased descriptor lists before its expansion costs seconds.
+pub(super) fn node_budget(content: &str) -> usize {
+    content.len().saturating_add(1000)
+}
+
+/// Our explanation of a pass stopped by [`node_budget`].
+pub(super) const ALIAS_BUDGET: &str =
+    "YAML aliases expand to more nodes than the file could hold without them (an alias bomb?)";
+
+/// serde_yaml's resource limits, explained (its own text says what tripped, not why).
+/// Both stop the parse early: an alias bomb ("billion laughs") is refused after about a
+/// hundred times the document's own events, never expanded.
+pub(super) fn limit_error(err: &serde_yaml::Error) -> Option<&'static str> {
+    let text = err.to_string();
+    if text.starts_with("repetition limit exceeded") {
+        Some("YAML aliases expand to too much data (repetition limit exceeded: an alias bomb?)")
+    } else if text.starts_with("recursion limit exceeded") {
+        Some("YAML nested more than 128 levels deep (recursion limit exceeded)")
+    } else {
+        None
+    }
+}
+
+/// `descriptors[0].rate_limit.unit`.
+pub(super) fn render_path(path: &[Seg]) -> String {
+    let mut out = String::new();
+    for seg in path {
+        match seg {
+            Seg::Key(k) => {
+                if !out.is_empty() {
+                    out.push('.');
+                }
+                out.push_str(k);
+            }
+            Seg::Index(i) => out.push_str(&format!("[{i}]")),
+        }
+    }
+    out
+}
+
+pub(super) use super::locate::{locate, locate_key};
+
 /// One step from the document root to a node.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(super) enum Seg {
     Key(&'static str),
     Index(usize),
-}
-
-/// Position of the node at `path` (or of its deepest existing ancestor) in `content`.
-pub(super) fn locate(content: &str, path: &[Seg]) -> (Option<usize>, Option<usize>) {
-    let Some(doc) = first_document(content) else {
-        return (None, None);
-    };
-    match (Locate { path }).deserialize(doc) {
-        Ok(()) => (None, None),
-        Err(err) => position(&err),
-    }
-}
-
-struct Locate<'p> {
-    path: &'p [Seg],
-}
-
-impl<'de> DeserializeSeed<'de> for Locate<'_> {
-    type Value = ();
-    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
-        d.deserialize_any(self)
-    }
-}
-
-/// Reaching the target (or running out of path) raises an error at the current node.
-fn here<E: de::Error>() -> E {
-    E::custom("here")
-}
-
-impl<'de> Visitor<'de> for Locate<'_> {
-    type Value = ();
-
-    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-        f.write_str("any value")
-    }
-
-    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
-        let Some((Seg::Key(want), rest)) = self.path.split_first() else {
-            return Err(here());
-        };
-        while let Some(key) = map.next_key::<KeyText>()? {
-            if key.0.as_deref() == Some(*want) {
-                map.next_value_seed(Locate { path: rest })?;
-                return Err(here());
-            }
-            map.next_value::<IgnoredAny>()?;
-        }
-        Err(here())
-    }
-
-    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<(), A::Error> {
-        let Some((Seg::Index(want), rest)) = self.path.split_first() else {
-            return Err(here());
-        };
-        let mut i = 0;
-        while i < *want {
-            if seq.next_element::<IgnoredAny>()?.is_none() {
-                return Err(here());
-            }
-            i += 1;
-        }
-        seq.next_element_seed(Locate { path: rest })?;
-        Err(here())
-    }
-
-    fn visit_bool<E: de::Error>(self, _: bool) -> Result<(), E> {
-        Err(here())
-    }
-    fn visit_i64<E: de::Error>(self, _: i64) -> Result<(), E> {
-        Err(here())
-    }
-    fn visit_u64<E: de::Error>(self, _: u64) -> Result<(), E> {
-        Err(here())
-    }
-    fn visit_i128<E: de::Error>(self, _: i128) -> Result<(), E> {
-        Err(here())
-    }
-    fn visit_u128<E: de::Error>(self, _: u128) -> Result<(), E> {
-        Err(here())
-    }
-    fn visit_f64<E: de::Error>(self, _: f64) -> Result<(), E> {
-        Err(here())
-    }
-    fn visit_str<E: de::Error>(self, _: &str) -> Result<(), E> {
-        Err(here())
-    }
-    fn visit_unit<E: de::Error>(self) -> Result<(), E> {
-        Err(here())
-    }
-    fn visit_none<E: de::Error>(self) -> Result<(), E> {
-        Err(here())
-    }
-    fn visit_enum<A: de::EnumAccess<'de>>(self, _: A) -> Result<(), A::Error> {
-        Err(here())
-    }
-}
-
-/// A map key as text when it is a string (the locator only follows string keys).
-struct KeyText(Option<String>);
-
-impl<'de> de::Deserialize<'de> for KeyText {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        GoValue::deserialize(d).map(|v| match v {
-            GoValue::Str(s) => KeyText(Some(s)),
-            _ => KeyText(None),
-        })
-    }
 }
 
 /// A YAML value as Go's yaml.v2 would hold it in an `interface{}`, kept only to print it

@@ -333,19 +333,21 @@ impl StateIdentity {
 pub struct StateTag(pub u128);
 
 impl StateTag {
-    pub fn compute<'a>(
+    /// Over the raw bytes of keys and values: two different values never share a tag,
+    /// whether or not they are UTF-8.
+    pub fn compute<K: AsRef<[u8]>, V: AsRef<[u8]>>(
         domain: &str,
-        entries: impl IntoIterator<Item = (&'a str, &'a str)>,
+        entries: impl IntoIterator<Item = (K, V)>,
     ) -> StateTag {
         let mut h = xxhash_rust::xxh3::Xxh3::new();
-        let mut part = |s: &str| {
+        let mut part = |s: &[u8]| {
             h.update(&(s.len() as u64).to_le_bytes());
-            h.update(s.as_bytes());
+            h.update(s);
         };
-        part(domain);
+        part(domain.as_bytes());
         for (k, v) in entries {
-            part(k);
-            part(v);
+            part(k.as_ref());
+            part(v.as_ref());
         }
         StateTag(h.digest128())
     }

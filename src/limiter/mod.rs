@@ -86,11 +86,13 @@ pub struct Verdict {
     /// Shadow mode turned OVER_LIMIT into OK.
     pub shadowed: bool,
     /// Index (within the plan's limits) of the limit the status reports: the first denying
-    /// one, else the one with the least remaining.
+    /// one, else the binding one (least remaining; on a tie, the longest reset).
     pub reported: usize,
     /// `limit_remaining` (0 when OVER_LIMIT), clamped to u32.
     pub remaining: u32,
-    /// `duration_until_reset` in milliseconds (whole seconds for fixed windows).
+    /// `duration_until_reset` in milliseconds (whole seconds for fixed windows): when OVER_LIMIT
+    /// the longest wait among the denying limits, else the reported limit's reset; never
+    /// above [`MAX_DURATION_MS`].
     pub duration_ms: u64,
     /// This descriptor's results in [`Decision::results`].
     pub results: Range<usize>,
@@ -266,31 +268,35 @@ fn limited_status(
     plan: &Metered<'_>,
 ) -> Verdict {
     let denied = !plan.refund && results.iter().any(|r| !r.allowed);
-    let reported = if denied {
-        results.iter().position(|r| !r.allowed).unwrap_or(0)
+    let (reported, duration_ms) = if denied {
+        // The status names the first denying limit, but the hit can pass only once every
+        // denying limit lets it: the wait is the longest among them (penalties included).
+        // Allowing limits were not charged (all-or-nothing) and only recover meanwhile.
+        let first = results.iter().position(|r| !r.allowed).unwrap_or(0);
+        let wait = limits
+            .iter()
+            .zip(results)
+            .filter(|(_, r)| !r.allowed)
+            // "Never" (cost above capacity): the time until the limit is fully replenished.
+            .map(|(l, r)| reported_ms(l, r.retry_ms.unwrap_or(r.reset_ms)))
+            .max()
+            .unwrap_or(0);
+        (first, wait)
     } else {
-        // Least remaining; the first wins ties.
+        // The binding limit: least remaining; on a tie the one that takes longest to
+        // reset (the first of equals wins).
         let mut best = 0;
-        for (i, r) in results.iter().enumerate() {
-            if r.remaining < results[best].remaining {
+        for (i, r) in results.iter().enumerate().skip(1) {
+            let b = &results[best];
+            let longer =
+                reported_ms(&limits[i], r.reset_ms) > reported_ms(&limits[best], b.reset_ms);
+            if r.remaining < b.remaining || (r.remaining == b.remaining && longer) {
                 best = i;
             }
         }
-        best
+        (best, reported_ms(&limits[best], results[best].reset_ms))
     };
-    let (limit, r) = (&limits[reported], results[reported]);
-    let raw_ms = if denied {
-        // "Never" (cost above capacity): report the time until the limit is fully replenished.
-        r.retry_ms.unwrap_or(r.reset_ms)
-    } else {
-        r.reset_ms
-    };
-    let duration_ms = if limit.algorithm == Algorithm::FixedWindow {
-        // Their value: whole seconds, `unit − now % unit`.
-        raw_ms.div_ceil(1000) * 1000
-    } else {
-        raw_ms
-    };
+    let r = results[reported];
     let shadowed = denied && plan.shadow;
     Verdict {
         code: if denied && !shadowed {
@@ -310,6 +316,21 @@ fn limited_status(
         results: range,
         cached: false,
     }
+}
+
+/// Largest `duration_until_reset` a response can carry: protobuf `Duration`'s range
+/// (315 576 000 000 s, 10 000 years). An overdrafted bucket can owe more than that.
+pub const MAX_DURATION_MS: u64 = 315_576_000_000_000;
+
+/// A store duration as reported: whole seconds for `fixed_window` (their value,
+/// `unit − now % unit`), milliseconds otherwise; clamped to [`MAX_DURATION_MS`].
+fn reported_ms(limit: &LimitSpec, raw_ms: u64) -> u64 {
+    let ms = if limit.algorithm == Algorithm::FixedWindow {
+        raw_ms.div_ceil(1000).saturating_mul(1000)
+    } else {
+        raw_ms
+    };
+    ms.min(MAX_DURATION_MS)
 }
 
 #[cfg(test)]

@@ -66,7 +66,14 @@ fn several_limits_report_first_denial_else_least_remaining() {
     ];
     let plans = [limited(&l, false, false)];
     let d = compose(&plans, vec![ok(5, 500), ok(3, 60_000)], Modes::default());
-    assert_eq!((st(&d, 0).reported, st(&d, 0).remaining), (1, 3));
+    assert_eq!(
+        (
+            st(&d, 0).reported,
+            st(&d, 0).remaining,
+            st(&d, 0).duration_ms
+        ),
+        (1, 3, 60_000)
+    );
     let d = compose(
         &plans,
         vec![denied(Some(100), 1000), ok(3, 60_000)],
@@ -84,6 +91,109 @@ fn several_limits_report_first_denial_else_least_remaining() {
         Modes::default(),
     );
     assert_eq!(st(&d, 0).duration_ms, 1234);
+}
+
+#[test]
+fn over_limit_waits_for_the_longest_denying_limit() {
+    // Denied by 1/second and by 1/hour: retrying after one second would be denied again
+    // for the hour. The status names the first denying limit, the wait is the longest.
+    let l = [
+        spec(Algorithm::Gcra, 1),
+        LimitSpec {
+            unit: Unit::Hour,
+            ..spec(Algorithm::FixedWindow, 1)
+        },
+        spec(Algorithm::TokenBucket, 50),
+    ];
+    let plans = [limited(&l, false, false)];
+    let d = compose(
+        &plans,
+        vec![
+            denied(Some(1_000), 1_000),
+            denied(Some(3_599_200), 3_599_200),
+            ok(40, 12_000),
+        ],
+        Modes::default(),
+    );
+    let s = st(&d, 0);
+    // The fixed window's wait is whole seconds, as it reports alone.
+    assert_eq!(
+        (s.code, s.reported, s.duration_ms),
+        (Code::OverLimit, 0, 3_600_000)
+    );
+    // A penalty counts like any other denial; "never" counts as the time until full.
+    let d = compose(
+        &plans,
+        vec![
+            LimitResult {
+                penalized: true,
+                ..denied(Some(300_000), 0)
+            },
+            denied(None, 2_000),
+            ok(40, 12_000),
+        ],
+        Modes::default(),
+    );
+    assert_eq!((st(&d, 0).reported, st(&d, 0).duration_ms), (0, 300_000));
+}
+
+#[test]
+fn ok_reports_the_binding_limit_longest_reset_on_ties() {
+    let l = [
+        spec(Algorithm::Gcra, 10),
+        spec(Algorithm::TokenBucket, 10),
+        spec(Algorithm::LeakyBucket, 10),
+    ];
+    let plans = [limited(&l, false, false)];
+    let d = compose(
+        &plans,
+        vec![ok(4, 500), ok(4, 9_000), ok(4, 2_000)],
+        Modes::default(),
+    );
+    assert_eq!((st(&d, 0).reported, st(&d, 0).duration_ms), (1, 9_000));
+    // Least remaining wins over a longer reset.
+    let d = compose(
+        &plans,
+        vec![ok(3, 500), ok(4, 9_000), ok(4, 2_000)],
+        Modes::default(),
+    );
+    assert_eq!(
+        (
+            st(&d, 0).reported,
+            st(&d, 0).remaining,
+            st(&d, 0).duration_ms
+        ),
+        (0, 3, 500)
+    );
+    // Equal in both: the first.
+    let d = compose(
+        &plans,
+        vec![ok(4, 500), ok(4, 500), ok(4, 500)],
+        Modes::default(),
+    );
+    assert_eq!(st(&d, 0).reported, 0);
+}
+
+#[test]
+fn durations_are_clamped_to_the_protobuf_range() {
+    let l = [spec(Algorithm::TokenBucket, 1)];
+    let plans = [limited(&l, false, false)];
+    // An overdrafted bucket can owe ~2^52 ms (7.2e11 s); protobuf stops at 315 576 000 000 s.
+    let d = compose(
+        &plans,
+        vec![denied(Some(1 << 52), 1 << 52)],
+        Modes::default(),
+    );
+    assert_eq!(st(&d, 0).duration_ms, MAX_DURATION_MS);
+    let d = compose(&plans, vec![ok(0, u64::MAX)], Modes::default());
+    assert_eq!(st(&d, 0).duration_ms, MAX_DURATION_MS);
+    let fw = [spec(Algorithm::FixedWindow, 1)];
+    let d = compose(
+        &[limited(&fw, false, false)],
+        vec![ok(0, u64::MAX)],
+        Modes::default(),
+    );
+    assert_eq!(st(&d, 0).duration_ms, MAX_DURATION_MS);
 }
 
 #[test]

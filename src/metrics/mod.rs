@@ -9,7 +9,6 @@
 
 use std::collections::HashMap;
 use std::sync::Arc;
-use std::sync::atomic::AtomicU64;
 
 use parking_lot::RwLock;
 use prometheus::{
@@ -24,52 +23,6 @@ const LATENCY_BUCKETS: &[f64] = &[
     0.000_05, 0.000_1, 0.000_25, 0.000_5, 0.001, 0.002_5, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5,
     1.0,
 ];
-
-/// Counters of one stats key.
-#[derive(Debug)]
-pub struct RuleCounters {
-    pub total_hits: IntCounter,
-    pub over_limit: IntCounter,
-    pub near_limit: IntCounter,
-    pub within_limit: IntCounter,
-    pub shadow_mode: IntCounter,
-    /// Denials answered from the local over-limit cache without asking the store.
-    pub over_limit_with_local_cache: IntCounter,
-    /// The sanitized stats key, as it appears in statsd names (`statsd.rs`).
-    statsd_key: Box<str>,
-    /// Values last sent to statsd, in [`RULE_STATS`] order (only the flusher touches them).
-    statsd_sent: [AtomicU64; 6],
-}
-
-/// The per-rule statistics, in the order of [`RuleCounters::values`]: their names in statsd
-/// (`ratelimit.service.rate_limit.<key>.<stat>`) and the suffix of the Prometheus family.
-pub const RULE_STATS: [&str; 6] = [
-    "total_hits",
-    "over_limit",
-    "near_limit",
-    "within_limit",
-    "shadow_mode",
-    "over_limit_with_local_cache",
-];
-
-/// One hit's outcome, in the terms of their statistics.
-#[derive(Clone, Copy, Debug)]
-pub struct HitStats {
-    /// Capacity of the reported limit.
-    pub limit: u64,
-    /// Usage before the hit (whole requests).
-    pub before: u64,
-    /// Cost of the hit.
-    pub hits: u64,
-    /// The store denied the hit.
-    pub over: bool,
-    /// Denied by a penalty lock (usage did not change).
-    pub penalized: bool,
-    /// Per-rule shadow mode turned the denial into OK.
-    pub shadowed: bool,
-    /// Answered from the local over-limit cache.
-    pub cached: bool,
-}
 
 pub struct Metrics {
     registry: Registry,
@@ -101,6 +54,10 @@ pub struct Metrics {
     statsd_sent: statsd::Sent,
     /// A `PROMETHEUS_MAPPER_YAML` mapping applied when rendering.
     mapper: Option<mapper::Mapper>,
+    /// Memory store: live entries evicted to stay within `--memory-max-bytes`.
+    pub memory_evictions: IntCounter,
+    /// Memory store: bytes of state held (what `--memory-max-bytes` bounds).
+    pub memory_bytes: IntGauge,
 }
 
 impl std::fmt::Debug for Metrics {
@@ -272,6 +229,15 @@ impl Metrics {
             statsd_timings: None,
             statsd_sent: statsd::Sent::default(),
             mapper: None,
+            memory_evictions: counter(
+                "sluice_memory_store_evictions_total",
+                "Memory store: live entries evicted to stay within --memory-max-bytes (the least used go first).",
+                &[],
+            ),
+            memory_bytes: gauge(
+                "sluice_memory_store_bytes",
+                "Memory store: bytes of limit state held (tables and state heap).",
+            ),
             registry,
         }
     }
@@ -362,38 +328,13 @@ impl Metrics {
     }
 }
 
-impl RuleCounters {
-    /// Current values, in [`RULE_STATS`] order.
-    pub fn values(&self) -> [u64; 6] {
-        [
-            self.total_hits.get(),
-            self.over_limit.get(),
-            self.near_limit.get(),
-            self.within_limit.get(),
-            self.shadow_mode.get(),
-            self.over_limit_with_local_cache.get(),
-        ]
-    }
-}
-
-fn counters(rule: &[IntCounterVec; 6], labels: [&str; 4], statsd_key: &str) -> RuleCounters {
-    let c = |i: usize| rule[i].with_label_values(&labels);
-    RuleCounters {
-        total_hits: c(0),
-        over_limit: c(1),
-        near_limit: c(2),
-        within_limit: c(3),
-        shadow_mode: c(4),
-        over_limit_with_local_cache: c(5),
-        statsd_key: statsd_key.into(),
-        statsd_sent: Default::default(),
-    }
-}
-
 pub mod mapper;
+mod rule;
 mod sanitize;
 pub mod statsd;
 
+use rule::counters;
+pub use rule::{HitStats, RULE_STATS, RuleCounters};
 pub use sanitize::sanitize;
 
 #[cfg(test)]

@@ -1,6 +1,6 @@
-//! Tasks that live as long as the process: the health refresher and the config sources
-//! (file watcher and SIGHUP, or the xDS client). Each stops when its cancellation token
-//! fires.
+//! Tasks that live as long as the process: the health refresher, the memory store's sweep,
+//! and the config sources (file watcher and SIGHUP, or the xDS client). Each stops when its
+//! cancellation token fires.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -8,10 +8,12 @@ use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 
 use crate::config::LoadOptions;
+use crate::metrics::Metrics;
 use crate::reload::{self, Reloader};
 use crate::service::RateLimitService;
 use crate::service::health::Health;
 use crate::settings::{ConfigSource, Settings};
+use crate::store::Backend;
 use crate::xds::{self, XdsError};
 
 /// How often health is re-evaluated (store connectivity can change at any time).
@@ -39,6 +41,49 @@ pub(super) fn spawn_health_refresh(
                     }
                     health.refresh().await;
                 }
+            }
+        }
+    });
+}
+
+/// How often the memory store drops expired state (so memory comes back while idle) and
+/// its gauges are refreshed.
+const MEMORY_SWEEP_INTERVAL: Duration = Duration::from_secs(5);
+
+/// The memory store's periodic sweep, and its metrics.
+pub(super) fn spawn_memory_sweep(
+    store: Arc<Backend>,
+    metrics: Arc<Metrics>,
+    stop: CancellationToken,
+) {
+    if !matches!(&*store, Backend::Memory(_)) {
+        return;
+    }
+    tokio::spawn(async move {
+        let mut tick = tokio::time::interval(MEMORY_SWEEP_INTERVAL);
+        let mut counted = 0;
+        loop {
+            tokio::select! {
+                _ = stop.cancelled() => break,
+                _ = tick.tick() => {}
+            }
+            // A full sweep locks one shard at a time, briefly; off the async workers.
+            let store = store.clone();
+            let swept = tokio::task::spawn_blocking(move || match &*store {
+                Backend::Memory(memory) => {
+                    memory.sweep();
+                    Some((memory.bytes(), memory.evictions()))
+                }
+                _ => None,
+            });
+            if let Ok(Some((bytes, evictions))) = swept.await {
+                metrics
+                    .memory_bytes
+                    .set(i64::try_from(bytes).unwrap_or(i64::MAX));
+                metrics
+                    .memory_evictions
+                    .inc_by(evictions.saturating_sub(counted));
+                counted = evictions;
             }
         }
     });
@@ -102,7 +147,8 @@ fn spawn_sighup(reloader: Option<Arc<Reloader>>, stop: CancellationToken) {
                         continue;
                     };
                     tracing::info!("SIGHUP: reloading config");
-                    let _ = tokio::task::spawn_blocking(move || r.reload()).await;
+                    // Detached: a load stuck on a read must not hold SIGHUP or exit.
+                    let _ = r.reload_detached().await;
                 }
             }
         }

@@ -65,6 +65,7 @@ pub async fn run(
     let telemetry = Telemetry::start(&settings.telemetry, &metrics)?;
     let opts = LoadOptions {
         merge_domains: settings.merge_domains,
+        max_file_bytes: settings.caps.max_config_file_bytes,
     };
     let config = match settings.config_source {
         ConfigSource::Files => load_initial_config(&settings, &opts, &metrics),
@@ -83,9 +84,14 @@ pub async fn run(
         );
     }
     let service = Arc::new(
-        RateLimitService::new(config, store, metrics, settings.decision.clone())
-            .with_local_cache(cache)
-            .with_tracer(telemetry.tracer()),
+        RateLimitService::new(
+            config,
+            store.clone(),
+            metrics.clone(),
+            settings.decision.clone(),
+        )
+        .with_local_cache(cache)
+        .with_tracer(telemetry.tracer()),
     );
     let (health, grpc_routes) = grpc::routes(service.clone(), settings.healthy_requires_config);
     health.refresh().await;
@@ -93,6 +99,7 @@ pub async fn run(
     // Tasks that end with the process, not with the listeners.
     let background = CancellationToken::new();
     background::spawn_health_refresh(health.clone(), service.clone(), background.clone());
+    background::spawn_memory_sweep(store, metrics, background.clone());
     let loaded =
         background::spawn_config_sources(&settings, opts, service.clone(), background.clone())?;
     if let Some(loaded) = loaded

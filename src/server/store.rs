@@ -9,14 +9,21 @@ use super::ServerError;
 use crate::limit::SystemClock;
 use crate::settings::{RedisSettings, RedisTlsFiles, RedisType, Settings};
 use crate::store::Backend;
-use crate::store::memory::MemoryStore;
+use crate::store::memory::{MemoryOptions, MemoryStore};
 use crate::store::per_second::{PER_SECOND, PerSecond};
 use crate::store::redis::{RedisConfig, RedisStore, RedisTls, SentinelConfig};
 use crate::tls::{PemKind, read_pem};
 
 pub(super) fn build(settings: &Settings) -> Result<Backend, ServerError> {
     let Some(r) = &settings.redis else {
-        return Ok(Backend::Memory(MemoryStore::new(Arc::new(SystemClock))));
+        let opts = MemoryOptions {
+            max_bytes: settings.caps.memory_max_bytes,
+            ..MemoryOptions::default()
+        };
+        return Ok(Backend::Memory(MemoryStore::with_options(
+            Arc::new(SystemClock),
+            opts,
+        )));
     };
     let tls = tls(&r.tls)?;
     let main = redis(r, "redis", &tls)?;

@@ -2,20 +2,15 @@
 //! a `RateLimitResponse` in proto3 JSON out (camelCase, enums as names, default values
 //! omitted, durations as `"58s"`), like envoyproxy/ratelimit's endpoint.
 
-use envoy_types::pb::envoy::extensions::common::ratelimit::v3::RateLimitDescriptor;
-use envoy_types::pb::envoy::extensions::common::ratelimit::v3::rate_limit_descriptor::{
-    Entry, RateLimitOverride,
-};
+use envoy_types::pb::envoy::service::ratelimit::v3::RateLimitResponse;
 use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_response::rate_limit::Unit as PbUnit;
 use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_response::{
     Code as PbCode, DescriptorStatus,
 };
-use envoy_types::pb::envoy::service::ratelimit::v3::{RateLimitRequest, RateLimitResponse};
-use envoy_types::pb::google::protobuf::{
-    Duration, Struct, UInt64Value, Value as PbValue, value::Kind,
-};
+use envoy_types::pb::google::protobuf::{Duration, Struct, Value as PbValue, value::Kind};
 use serde_json::{Map, Value, json};
 
+use super::proto::{Entry, RateLimitDescriptor, RateLimitOverride, RateLimitRequest, UInt64Value};
 use super::{RateLimitService, ServiceError};
 
 type Obj = Map<String, Value>;
@@ -56,9 +51,11 @@ pub async fn handle(service: &RateLimitService, body: &[u8]) -> Reply {
             },
             body: render_response(&resp).to_string(),
         },
-        Err(ServiceError::InvalidArgument(e)) => {
-            text(Outcome::BadRequest, format!("Bad Request: {e}\n"))
-        }
+        Err(
+            e @ (ServiceError::InvalidArgument(_)
+            | ServiceError::Malformed(_)
+            | ServiceError::TooLarge),
+        ) => text(Outcome::BadRequest, format!("Bad Request: {e}\n")),
         Err(e @ (ServiceError::Store(_) | ServiceError::NoConfig)) => {
             text(Outcome::Unavailable, format!("{e}\n"))
         }
@@ -115,8 +112,8 @@ fn entry(v: &Value) -> Result<Entry, String> {
     let mut e = Entry::default();
     for (k, v) in object(v, "entry")? {
         match k.as_str() {
-            "key" => e.key = string(v, k)?,
-            "value" => e.value = string(v, k)?,
+            "key" => e.key = string(v, k)?.into_bytes(),
+            "value" => e.value = string(v, k)?.into_bytes(),
             other => return Err(format!("entry: unknown field '{other}'")),
         }
     }
@@ -283,7 +280,7 @@ mod tests {
         assert!(r.descriptors[0].is_negative_hits);
         let l = r.descriptors[0].limit.as_ref().unwrap();
         assert_eq!((l.requests_per_unit, l.unit), (5, PbUnit::Minute as i32));
-        assert_eq!(r.descriptors[1].entries[0].value, "");
+        assert!(r.descriptors[1].entries[0].value.is_empty());
         assert_eq!(r.descriptors[1].limit.as_ref().unwrap().unit, 7);
     }
 

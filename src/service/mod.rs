@@ -15,6 +15,7 @@ pub mod health;
 pub mod inspect;
 pub mod json;
 mod plan;
+pub mod proto;
 mod record;
 mod response;
 mod validate;
@@ -23,8 +24,7 @@ use std::sync::{Arc, OnceLock};
 use std::time::Instant;
 
 use arc_swap::ArcSwap;
-use envoy_types::pb::envoy::extensions::common::ratelimit::v3::rate_limit_descriptor::Entry;
-use envoy_types::pb::envoy::service::ratelimit::v3::{RateLimitRequest, RateLimitResponse};
+use envoy_types::pb::envoy::service::ratelimit::v3::RateLimitResponse;
 
 use crate::config::{EntryRef, RateLimitConfig};
 use crate::limiter::{self, Modes, OverLimitCache};
@@ -32,12 +32,13 @@ use crate::metrics::{Metrics, RuleCounters};
 use crate::settings::DecisionSettings;
 use crate::store::{Backend, StoreError};
 use crate::telemetry::{RequestSpan, Tracer};
+use proto::{Entry, RateLimitRequest};
 
 impl EntryRef for Entry {
-    fn key(&self) -> &str {
+    fn key(&self) -> &[u8] {
         &self.key
     }
-    fn value(&self) -> &str {
+    fn value(&self) -> &[u8] {
         &self.value
     }
 }
@@ -47,6 +48,12 @@ impl EntryRef for Entry {
 pub enum ServiceError {
     #[error("{0}")]
     InvalidArgument(String),
+    /// The request message is not valid protobuf for `RateLimitRequest`.
+    #[error("malformed RateLimitRequest: {0}")]
+    Malformed(String),
+    /// The request message is over `--max-request-bytes`.
+    #[error("request message over --max-request-bytes")]
+    TooLarge,
     #[error(transparent)]
     Store(#[from] StoreError),
     /// No config has loaded yet: the startup files were invalid, or xDS has not answered
@@ -57,13 +64,15 @@ pub enum ServiceError {
 
 impl ServiceError {
     /// The gRPC status for this error: bad input is the client's problem
-    /// (`INVALID_ARGUMENT`); a store failure is `UNAVAILABLE`, so Envoy's
-    /// `failure_mode_deny` decides. So is a missing config: the server cannot decide yet
-    /// (envoyproxy/ratelimit answers `UNKNOWN` with the same message; Envoy treats every
-    /// error status alike).
+    /// (`INVALID_ARGUMENT`, `RESOURCE_EXHAUSTED` when too big); a store failure is
+    /// `UNAVAILABLE`, so Envoy's `failure_mode_deny` decides. So is a missing config: the
+    /// server cannot decide yet (envoyproxy/ratelimit answers `UNKNOWN` with the same
+    /// message; Envoy treats every error status alike).
     pub fn to_status(&self) -> tonic::Status {
         match self {
             ServiceError::InvalidArgument(m) => tonic::Status::invalid_argument(m.clone()),
+            ServiceError::Malformed(_) => tonic::Status::invalid_argument(self.to_string()),
+            ServiceError::TooLarge => tonic::Status::resource_exhausted(self.to_string()),
             ServiceError::Store(e) => tonic::Status::unavailable(e.to_string()),
             ServiceError::NoConfig => tonic::Status::unavailable(self.to_string()),
         }
@@ -206,9 +215,13 @@ impl RateLimitService {
                 overall_code = resp.overall_code,
                 "decided"
             ),
-            Err(ServiceError::InvalidArgument(m)) => {
+            Err(
+                e @ (ServiceError::InvalidArgument(_)
+                | ServiceError::Malformed(_)
+                | ServiceError::TooLarge),
+            ) => {
                 self.metrics.service_error.inc();
-                tracing::debug!(domain = %req.domain, error = %m, "invalid request");
+                tracing::debug!(domain = %req.domain, error = %e, "invalid request");
             }
             Err(ServiceError::NoConfig) => {
                 self.metrics.service_error.inc();
@@ -220,6 +233,14 @@ impl RateLimitService {
             }
         }
         result
+    }
+
+    /// A request refused before it could be decoded (malformed, too large): counted like
+    /// any other failed call.
+    pub(crate) fn count_failure(&self, e: &ServiceError) {
+        self.metrics.total_requests.inc();
+        self.metrics.service_error.inc();
+        tracing::debug!(error = %e, "undecodable request");
     }
 
     async fn evaluate(

@@ -2,7 +2,7 @@
 //! `limit` override), then their `replaces`. The plan says which limits, which state and
 //! what cost; nothing here touches the store.
 
-use envoy_types::pb::envoy::extensions::common::ratelimit::v3::RateLimitDescriptor;
+use super::proto::RateLimitDescriptor;
 
 use super::{RateLimitService, ServiceError};
 use crate::config::{self, Match};

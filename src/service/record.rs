@@ -1,7 +1,7 @@
 //! Per-rule statistics after a decision (their arithmetic for total, over, near, within and
 //! shadow counts), through counter handles cached per rule of the active config.
 
-use envoy_types::pb::envoy::service::ratelimit::v3::RateLimitRequest;
+use super::proto::RateLimitRequest;
 
 use super::plan::Matched;
 use super::{ActiveConfig, RateLimitService};

@@ -2,17 +2,18 @@
 //! response headers and dynamic metadata.
 
 use envoy_types::pb::envoy::config::core::v3::HeaderValue;
+use envoy_types::pb::envoy::service::ratelimit::v3::RateLimitResponse;
 use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_response::rate_limit::Unit as PbUnit;
 use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_response::{
     Code as PbCode, DescriptorStatus, RateLimit as PbRateLimit,
 };
-use envoy_types::pb::envoy::service::ratelimit::v3::{RateLimitRequest, RateLimitResponse};
 use envoy_types::pb::google::protobuf::{
     Duration as PbDuration, ListValue, Struct, Value as PbValue, value::Kind,
 };
 
 use super::plan::{Matched, override_unit};
-use crate::config::Match;
+use super::proto::RateLimitRequest;
+use crate::config::{Match, push_shown};
 use crate::limit::{LimitSpec, Unit};
 use crate::limiter::{Code, Decision, Outcome, Plan, Verdict};
 use crate::settings::{DecisionSettings, HeaderStyle};
@@ -67,9 +68,12 @@ pub(super) fn pb_unit(u: Unit) -> PbUnit {
     }
 }
 
+/// A protobuf `Duration`, within its valid range (the limiter already clamps; this keeps
+/// the message valid whatever it is given).
 fn duration(ms: u64) -> PbDuration {
+    let ms = ms.min(crate::limiter::MAX_DURATION_MS);
     PbDuration {
-        seconds: i64::try_from(ms / 1000).unwrap_or(i64::MAX),
+        seconds: (ms / 1000) as i64,
         nanos: ((ms % 1000) * 1_000_000) as i32,
     }
 }
@@ -264,7 +268,13 @@ fn dynamic_metadata(
             let entries = d
                 .entries
                 .iter()
-                .map(|e| string(format!("{}={}", e.key, e.value)))
+                .map(|e| {
+                    let mut s = String::with_capacity(e.key.len() + e.value.len() + 1);
+                    push_shown(&mut s, &e.key);
+                    s.push('=');
+                    push_shown(&mut s, &e.value);
+                    string(s)
+                })
                 .collect();
             f.insert(
                 "entries".to_string(),

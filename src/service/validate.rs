@@ -1,7 +1,7 @@
 //! Request validation before any matching: their two messages for empty input, and
 //! documented, configurable bounds for oversized input (each message names its bound).
 
-use envoy_types::pb::envoy::service::ratelimit::v3::RateLimitRequest;
+use super::proto::RateLimitRequest;
 
 use super::ServiceError;
 use super::plan::override_unit;

@@ -195,6 +195,8 @@ pub(super) fn resolve(args: &ServeArgs, env: Env<'_>) -> Result<Settings, Settin
 
     s.telemetry = super::telemetry::resolve(&args.telemetry, env)?;
 
+    super::caps::resolve(&args.caps, &mut s)?;
+
     unsupported(env)?;
     ignored(env, &mut s.notes);
     Ok(s)

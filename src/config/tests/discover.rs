@@ -3,7 +3,7 @@
 use std::fs;
 use std::path::{Path, PathBuf};
 
-use crate::config::{LoadOptions, RateLimitConfig, discover};
+use crate::config::{DEFAULT_MAX_FILE_BYTES as MAX, LoadOptions, RateLimitConfig, discover};
 
 fn write(path: &Path, content: &str) {
     if let Some(dir) = path.parent() {
@@ -19,7 +19,7 @@ fn domain(name: &str) -> String {
 }
 
 fn names(paths: &[PathBuf]) -> Vec<String> {
-    match discover(paths) {
+    match discover(paths, MAX) {
         Ok(files) => files.into_iter().map(|f| f.name).collect(),
         Err(e) => panic!("{e:?}"),
     }
@@ -57,7 +57,7 @@ fn recursive_sorted_and_filtered() {
         names(&[root.join("sub/x.yaml"), root.join("notes.txt")]),
         ["x.yaml", "notes.txt"]
     );
-    let files = discover(&[root.to_path_buf()]).unwrap_or_default();
+    let files = discover(&[root.to_path_buf()], MAX).unwrap_or_default();
     assert_eq!(files[4].path, root.join("sub/x.yaml"));
     assert_eq!(files[4].content, domain("x"));
 }
@@ -102,7 +102,9 @@ fn symlinks_are_followed_without_looping_or_reading_twice() {
     );
     // A dangling link named like a rule file is an error naming it.
     symlink("missing.yaml", root.join("dangling.yaml")).unwrap_or_else(|e| panic!("{e}"));
-    let errors = discover(&[root.to_path_buf()]).err().unwrap_or_default();
+    let errors = discover(&[root.to_path_buf()], MAX)
+        .err()
+        .unwrap_or_default();
     assert_eq!(errors.len(), 1);
     assert!(errors[0].message.contains("dangling.yaml"), "{}", errors[0]);
 }
@@ -111,7 +113,7 @@ fn symlinks_are_followed_without_looping_or_reading_twice() {
 fn missing_and_unreadable_paths() {
     let dir = tempdir();
     let missing = dir.path().join("nope");
-    let errors = discover(std::slice::from_ref(&missing))
+    let errors = discover(std::slice::from_ref(&missing), MAX)
         .err()
         .unwrap_or_default();
     assert_eq!(errors.len(), 1);
@@ -123,7 +125,7 @@ fn missing_and_unreadable_paths() {
     // Non-UTF-8 content is reported, not loaded.
     let bad = dir.path().join("bad.yaml");
     fs::write(&bad, [0xff, 0xfe, b'a']).unwrap_or_else(|e| panic!("{e}"));
-    let errors = discover(std::slice::from_ref(&bad))
+    let errors = discover(std::slice::from_ref(&bad), MAX)
         .err()
         .unwrap_or_default();
     assert_eq!(
@@ -134,4 +136,69 @@ fn missing_and_unreadable_paths() {
     let empty = dir.path().join("empty");
     fs::create_dir(&empty).unwrap_or_else(|e| panic!("{e}"));
     assert!(names(&[empty]).is_empty());
+}
+
+/// Runs `discover` on a thread: a read that blocks fails the test instead of hanging it.
+fn discover_within(paths: Vec<PathBuf>, max: u64) -> Result<Vec<String>, Vec<String>> {
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let r = discover(&paths, max)
+            .map(|files| files.into_iter().map(|f| f.name).collect())
+            .map_err(|es| es.into_iter().map(|e| e.message).collect());
+        let _ = tx.send(r);
+    });
+    rx.recv_timeout(std::time::Duration::from_secs(10))
+        .unwrap_or_else(|_| panic!("discover blocked"))
+}
+
+#[test]
+fn only_regular_files_are_read() {
+    let dir = tempdir();
+    let root = dir.path();
+    write(&root.join("good.yaml"), &domain("good"));
+    let fifo = root.join("x.yaml");
+    let made = std::process::Command::new("mkfifo").arg(&fifo).status();
+    assert!(made.is_ok_and(|s| s.success()), "mkfifo");
+    symlink_or_panic("/dev/zero", &root.join("z.yaml"));
+    let _socket = std::os::unix::net::UnixListener::bind(root.join("s.yaml"))
+        .unwrap_or_else(|e| panic!("bind: {e}"));
+    let errors = discover_within(vec![root.to_path_buf()], MAX).expect_err("special files");
+    let want = [
+        ("s.yaml", "is a socket, not a regular file"),
+        ("x.yaml", "is a FIFO, not a regular file"),
+        ("z.yaml", "is a character device, not a regular file"),
+    ];
+    assert_eq!(errors.len(), want.len(), "{errors:?}");
+    for (e, (name, what)) in errors.iter().zip(want) {
+        assert!(e.contains(name) && e.contains(what), "{e}");
+    }
+    // Given directly, too (`sluice check x.yaml`).
+    let errors = discover_within(vec![fifo], MAX).expect_err("fifo");
+    assert!(errors[0].contains("is a FIFO"), "{errors:?}");
+}
+
+#[test]
+fn files_over_the_cap_are_errors() {
+    let dir = tempdir();
+    let root = dir.path();
+    let content = domain("a");
+    write(&root.join("a.yaml"), &content);
+    let n = content.len() as u64;
+    assert_eq!(
+        discover_within(vec![root.to_path_buf()], n),
+        Ok(vec!["a.yaml".into()])
+    );
+    let errors = discover_within(vec![root.to_path_buf()], n - 1).expect_err("over the cap");
+    assert_eq!(
+        errors,
+        [format!(
+            "config file '{}' is {n} bytes, over the limit of {} bytes (--max-config-file-bytes)",
+            root.join("a.yaml").display(),
+            n - 1
+        )]
+    );
+}
+
+fn symlink_or_panic(target: &str, link: &Path) {
+    std::os::unix::fs::symlink(target, link).unwrap_or_else(|e| panic!("symlink: {e}"));
 }

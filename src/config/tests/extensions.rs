@@ -55,6 +55,12 @@ fn compiled_specs() {
         (multi[1].slot, multi[1].unit, multi[1].requests_per_unit),
         (1, Unit::Day, 10_000)
     );
+    // Inside rate_limits a fixed window does not overdraft unless it says so: a hit denied
+    // by the burst limit must not use up the daily quota.
+    assert_eq!(
+        (multi[1].algorithm, multi[1].overdraft),
+        (Algorithm::FixedWindow, false)
+    );
     let five = one("five_minutes");
     assert_eq!(
         (five.unit, five.unit_multiplier, five.window_ms()),

@@ -45,6 +45,7 @@ pub(super) fn build_files(
         files,
         &LoadOptions {
             merge_domains: merge,
+            ..LoadOptions::default()
         },
     )
 }

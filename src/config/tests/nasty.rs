@@ -63,13 +63,122 @@ fn deep_descriptors_are_rejected_cleanly() {
         .err()
         .unwrap_or_default();
     assert_eq!(errors.len(), 1);
-    assert!(
-        errors[0]
-            .message
-            .starts_with("deep.yaml: error loading config file: recursion limit exceeded"),
-        "{}",
-        errors[0]
+    assert_eq!(
+        errors[0].message,
+        "deep.yaml: error loading config file: YAML nested more than 128 levels deep (recursion limit exceeded)"
     );
+    assert!(errors[0].line.is_some(), "{:?}", errors[0]);
+}
+
+/// One error for `content`: (message, line).
+fn only_error(content: &str) -> (String, Option<usize>) {
+    let errors = build_files(&[inline("x.yaml", content)], false)
+        .err()
+        .unwrap_or_default();
+    assert_eq!(errors.len(), 1, "{errors:?}");
+    (errors[0].message.clone(), errors[0].line)
+}
+
+/// Nine anchors, each nine aliases of the one before: 9^8 nodes if expanded.
+fn laughs(indent: &str, map: bool) -> String {
+    let mut s = String::new();
+    for (i, name) in ["a", "b", "c", "d", "e", "f", "g", "h"].iter().enumerate() {
+        let item = match i {
+            0 => "x".to_string(),
+            _ => format!("*{}", ["a", "b", "c", "d", "e", "f", "g"][i - 1]),
+        };
+        let body = if map {
+            (1..=9)
+                .map(|k| format!("k{k}: {item}"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        } else {
+            vec![item; 9].join(", ")
+        };
+        let (open, close) = if map { ("{", "}") } else { ("[", "]") };
+        s.push_str(&format!("{indent}{name}: &{name} {open}{body}{close}\n"));
+    }
+    s
+}
+
+#[test]
+fn alias_bombs_and_nesting_name_their_cause_and_place() {
+    let head = "domain: d\ndescriptors:\n  - key: k\n    rate_limit: {unit: second, requests_per_unit: 1}\n";
+    // In metadata (expanded only by the typed decode): serde_yaml's alias limit.
+    let bomb = format!("{head}    metadata:\n{}", laughs("      ", false));
+    assert_eq!(
+        only_error(&bomb),
+        (
+            "x.yaml: error loading config file: descriptors[0].metadata: YAML aliases expand to too much data (repetition limit exceeded: an alias bomb?)".into(),
+            Some(5)
+        )
+    );
+    // Aliased into a rule field (expanded by the key walk).
+    let bomb = format!(
+        "{head}    metadata:\n{}  - key: j\n    value: *h\n",
+        laughs("      ", false)
+    );
+    let (msg, line) = only_error(&bomb);
+    assert_eq!(
+        (msg.as_str(), line),
+        (
+            "x.yaml: error loading config file: descriptors[1].value: YAML aliases expand to too much data (repetition limit exceeded: an alias bomb?)",
+            Some(15)
+        )
+    );
+    // Descriptor lists aliased into each other: stopped by the node budget long before
+    // serde_yaml's limit, at the descriptor that holds the aliases.
+    let mut bomb = String::from(
+        "domain: d\ndescriptors:\n  - key: k1\n    descriptors: &l1 [{key: a}, {key: b}, {key: c}, {key: d}, {key: e}, {key: f}, {key: g}, {key: h}]\n",
+    );
+    for n in 2..=7 {
+        let items = ["a", "b", "c", "d", "e", "f", "g", "h"]
+            .map(|k| format!("{{key: {k}, descriptors: *l{}}}", n - 1))
+            .join(", ");
+        bomb.push_str(&format!(
+            "  - key: k{n}\n    descriptors: &l{n} [{items}]\n"
+        ));
+    }
+    let (msg, line) = only_error(&bomb);
+    assert_eq!(
+        (msg.as_str(), line),
+        (
+            "x.yaml: error loading config file: descriptors[3].descriptors: YAML aliases expand to more nodes than the file could hold without them (an alias bomb?)",
+            Some(10)
+        )
+    );
+    // Nesting in metadata: the depth limit, not "'metadata' must be a mapping".
+    let deep = format!(
+        "{head}    metadata: {{a: {}{}}}\n",
+        "[".repeat(200),
+        "]".repeat(200)
+    );
+    assert_eq!(
+        only_error(&deep),
+        (
+            "x.yaml: error loading config file: descriptors[0].metadata: YAML nested more than 128 levels deep (recursion limit exceeded)".into(),
+            Some(5)
+        )
+    );
+    // A maps-of-aliases bomb used where a rate limit belongs.
+    let bomb = format!(
+        "{head}    metadata:\n{}  - key: j\n    rate_limit: *h\n",
+        laughs("      ", true)
+    );
+    let (msg, _) = only_error(&bomb);
+    assert!(msg.contains("unknown key 'k1'"), "{msg}");
+}
+
+#[test]
+fn honest_aliases_load() {
+    let mut content = String::from(
+        "domain: d\ndescriptors:\n  - key: k0\n    rate_limit: &common {unit: second, requests_per_unit: 5}\n",
+    );
+    for i in 1..200 {
+        content.push_str(&format!("  - key: k{i}\n    rate_limit: *common\n"));
+    }
+    let c = build_files(&[inline("x.yaml", &content)], false).expect("loads");
+    assert_eq!(c.rules().len(), 200);
 }
 
 #[test]

@@ -145,3 +145,31 @@ fn no_backtracking() {
     check(&k, "d", &[("a", "b")], Some((9, s, "d.a_b")));
     check(&k, "d", &[("a_b", "zz")], Some((9, s, "d.a_b")));
 }
+
+/// Request values are bytes: one that is not UTF-8 matches key-only rules and globs, gets
+/// its own state tag, and shows escaped in stats keys.
+#[test]
+fn values_that_are_not_utf8() {
+    let c = load_str(
+        "domain: d\ndescriptors:\n  - key: any\n    detailed_metric: true\n    rate_limit: {unit: hour, requests_per_unit: 1}\n  - key: glob\n    value: \"a*z\"\n    value_to_metric: true\n    rate_limit: {unit: hour, requests_per_unit: 1}\n  - key: exact\n    value: \"\u{e9}\"\n    rate_limit: {unit: hour, requests_per_unit: 1}\n",
+    );
+    let Some(d) = c.domain("d") else { panic!() };
+    let bytes = |k: &'static str, v: &'static [u8]| [(k.as_bytes(), v)];
+    let ff = bytes("any", b"\xff\xfe");
+    let m = d.find(&ff).expect("key-only rule");
+    assert_eq!(m.stats_key(&ff), "d.any_\\xFF\\xFE");
+    let fd = bytes("any", b"\xff\xfd");
+    let typed = bytes("any", b"\\xFF\\xFE");
+    let tag = |e: &[(&[u8], &[u8]); 1]| d.find(e).map(|m| m.state_tag(e));
+    assert_ne!(tag(&ff), tag(&fd));
+    assert_ne!(tag(&ff), tag(&typed), "shown alike, counted apart");
+    let glob = bytes("glob", b"a\xc0\xffz");
+    let m = d.find(&glob).expect("glob over bytes");
+    assert_eq!(m.stats_key(&glob), "d.glob_a\\xC0\\xFFz");
+    assert!(d.find(&bytes("glob", b"a\xc0\xff")).is_none());
+    // Half a character never equals the whole one.
+    assert!(d.find(&bytes("exact", b"\xc3")).is_none());
+    assert!(d.find(&bytes("exact", "\u{e9}".as_bytes())).is_some());
+    assert_eq!(crate::config::shown(b"ok"), "ok");
+    assert_eq!(crate::config::shown(b"\xe2\x82"), "\\xE2\\x82");
+}

@@ -119,6 +119,16 @@ pub struct LimitState {
 }
 
 impl LimitState {
+    /// Bytes this state holds on the heap: the sub-windows of a `sliding_window`, the runs
+    /// of a `sliding_log`; nothing for the others.
+    pub fn heap_bytes(&self) -> usize {
+        match &self.state {
+            State::SlidingWindow(s) => s.heap_bytes(),
+            State::SlidingLog(s) => s.heap_bytes(),
+            _ => 0,
+        }
+    }
+
     /// When nothing of this limit is left: the later of the state's expiry and the lock.
     pub fn expires_at_ms(&self) -> u64 {
         let state = match self.state {

@@ -30,6 +30,11 @@ pub struct View {
 }
 
 impl SlidingLog {
+    /// Bytes held on the heap (the memory store's accounting).
+    pub fn heap_bytes(&self) -> usize {
+        self.runs.capacity() * std::mem::size_of::<(u64, u64)>()
+    }
+
     /// Drop (virtually) entries with `ts ≤ now − W`; `U` = what is left.
     pub fn view(&self, w: u64, now: u64) -> View {
         let first = self

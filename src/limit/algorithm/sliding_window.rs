@@ -54,6 +54,11 @@ pub struct View {
 }
 
 impl SlidingWindow {
+    /// Bytes held on the heap (the memory store's accounting).
+    pub fn heap_bytes(&self) -> usize {
+        self.subs.capacity() * std::mem::size_of::<(u64, u64)>()
+    }
+
     /// The live sub-windows at `now` (missing state: `SlidingWindow::default()`).
     pub fn view(&self, g: &Geometry, now: u64) -> View {
         let cur = g.idx(now);

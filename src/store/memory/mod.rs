@@ -3,39 +3,54 @@
 //! State is keyed by `(StateTag, StateIdentity)` and sharded by the tag alone, so every limit
 //! of one check lives in one shard and the check is decided atomically under one
 //! `parking_lot` mutex, with no await while it is held. Each entry carries the doc's expiry
-//! (TTL, slack 0): an expired state reads as missing, and expired entries are evicted inline
-//! by an amortized sweep of the shard whenever it has doubled since the last sweep, so memory
-//! stays proportional to the live keys without a background task ([`MemoryStore::sweep`] is
-//! there for one that wants to return memory sooner).
+//! (TTL, slack 0): an expired state reads as missing.
+//!
+//! Memory is bounded (`shard.rs`): each shard has a byte budget (its share of
+//! `--memory-max-bytes`), and when full it evicts what is closest to empty, so a flood of
+//! distinct keys cannot flush the counters that matter. Expired entries are dropped by an
+//! amortized sweep whenever a shard has doubled since the last one, by eviction sampling,
+//! and by [`MemoryStore::sweep`], which the server runs periodically so memory comes back
+//! while idle.
 //!
 //! Hashing: tags are already 128-bit hashes, but of client-chosen values with an unkeyed
 //! function, so the map and the shard choice each fold the tag through a multiply keyed by
 //! per-store random seeds (one 64×64→128 multiply, as foldhash does) to keep crafted
 //! descriptors from piling into one bucket chain.
 
-use std::collections::HashMap;
-use std::hash::{Hash, Hasher};
 use std::sync::Arc;
 
 use parking_lot::Mutex;
 
 use self::hash::{FoldBuild, folded_mul, random_seed};
+use self::shard::{Key, Shard, Slot};
 
 use super::{Store, StoreError};
 use crate::limit::algorithm::{self, LimitState};
 use crate::limit::{Charge, Check, Clock, LimitResult, LimitSpec, StateTag};
 
 mod hash;
+mod shard;
 #[cfg(test)]
 mod tests;
+
+/// Default cap on the bytes of live state (`--memory-max-bytes`).
+pub const DEFAULT_MAX_BYTES: usize = 256 << 20;
+
+/// Smallest budget a shard is given: a shard must hold the largest single state (a full
+/// `sliding_log` of 10 000 distinct timestamps, 160 KB) many times over, so small totals
+/// get fewer shards.
+const MIN_SHARD_BYTES: usize = 1 << 20;
 
 /// Tuning of a [`MemoryStore`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct MemoryOptions {
-    /// Number of independently locked shards (rounded up to a power of two, 1 to 65536).
+    /// Number of independently locked shards (rounded up to a power of two, 1 to 65536;
+    /// fewer when `max_bytes` would give a shard less than 1 MiB).
     pub shards: usize,
-    /// A shard is not swept before it holds this many entries.
+    /// A shard is not swept inline before it holds this many entries.
     pub min_sweep_len: usize,
+    /// Most bytes of state held (table and heap), split evenly among the shards.
+    pub max_bytes: usize,
 }
 
 impl Default for MemoryOptions {
@@ -43,6 +58,7 @@ impl Default for MemoryOptions {
         MemoryOptions {
             shards: 64,
             min_sweep_len: 1024,
+            max_bytes: DEFAULT_MAX_BYTES,
         }
     }
 }
@@ -53,29 +69,11 @@ pub struct MemoryStore {
     shards: Box<[Padded]>,
     mask: usize,
     shard_seed: (u64, u64),
-    min_sweep_len: usize,
 }
 
 /// One shard per cache line, so two cores locking neighbouring shards do not false-share.
 #[repr(align(64))]
 struct Padded(Mutex<Shard>);
-
-struct Shard {
-    map: HashMap<Key, LimitState, FoldBuild>,
-    /// Reused buffer for the states of a multi-limit check (no allocation per call).
-    scratch: Vec<LimitState>,
-    /// Sweep when `map.len()` exceeds this.
-    sweep_at: usize,
-}
-
-/// A limit's state identity: the descriptor's tag, the packed `StateIdentity` and its
-/// window (no larger than the tag's padding: the key stays 32 bytes).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-struct Key {
-    tag: u128,
-    id: u64,
-    window_s: u64,
-}
 
 impl Key {
     fn new(tag: StateTag, spec: &LimitSpec) -> Key {
@@ -90,98 +88,29 @@ impl Key {
     }
 }
 
-impl Hash for Key {
-    fn hash<H: Hasher>(&self, state: &mut H) {
-        // One write: identities under one tag differ in `id` (high half) or in the window
-        // (low half); a collision would only cost a comparison, `Eq` sees every field.
-        state.write_u128(self.tag ^ (u128::from(self.id) << 64) ^ u128::from(self.window_s));
-    }
-}
-
-impl Shard {
-    /// One check, under this shard's lock (every limit of a check lives in its tag's shard).
-    fn run_check(
-        &mut self,
-        check: &Check<'_>,
-        now: u64,
-        held: bool,
-        min_sweep_len: usize,
-        out: &mut Vec<LimitResult>,
-    ) {
-        match check.limits {
-            [] => {}
-            [spec] => {
-                // Steady state: one lookup, updated in place.
-                let key = Key::new(check.tag, spec);
-                if let Some(st) = self.map.get_mut(&key) {
-                    algorithm::evaluate_held(check, now, std::slice::from_mut(st), held, out);
-                    if !st.is_live(now) {
-                        self.map.remove(&key);
-                    }
-                } else {
-                    let mut st = LimitState::default();
-                    let one = std::slice::from_mut(&mut st);
-                    algorithm::evaluate_held(check, now, one, held, out);
-                    if st.is_live(now) {
-                        self.insert(key, st, now, min_sweep_len);
-                    }
-                }
-            }
-            limits => {
-                // Several limits: move their states out (no clone: the deques move), decide
-                // them together, put back what is still live. Limits with the same identity
-                // (config never produces them) would share one state: the last one wins.
-                let mut scratch = std::mem::take(&mut self.scratch);
-                let tag = check.tag;
-                scratch.extend(
-                    limits
-                        .iter()
-                        .map(|spec| self.map.remove(&Key::new(tag, spec)).unwrap_or_default()),
-                );
-                algorithm::evaluate_held(check, now, &mut scratch, held, out);
-                for (spec, st) in limits.iter().zip(scratch.drain(..)) {
-                    if st.is_live(now) {
-                        self.insert(Key::new(tag, spec), st, now, min_sweep_len);
-                    }
-                }
-                self.scratch = scratch;
-            }
-        }
-    }
-
-    fn insert(&mut self, key: Key, st: LimitState, now: u64, min_sweep_len: usize) {
-        self.map.insert(key, st);
-        if self.map.len() > self.sweep_at {
-            self.sweep(now, min_sweep_len);
-        }
-    }
-
-    /// Drops expired entries; the next sweep waits until the live set has doubled, so the
-    /// cost is amortized O(1) per insert. Returns memory after a burst of keys has expired.
-    fn sweep(&mut self, now: u64, min_sweep_len: usize) {
-        self.map.retain(|_, st| st.is_live(now));
-        self.sweep_at = self.map.len().saturating_mul(2).max(min_sweep_len);
-        if self.map.capacity() > self.sweep_at.saturating_mul(4) {
-            self.map.shrink_to(self.sweep_at);
-        }
-    }
-}
-
 impl MemoryStore {
     pub fn new(clock: Arc<dyn Clock>) -> MemoryStore {
         MemoryStore::with_options(clock, MemoryOptions::default())
     }
 
     pub fn with_options(clock: Arc<dyn Clock>, opts: MemoryOptions) -> MemoryStore {
-        let n = opts.shards.clamp(1, 1 << 16).next_power_of_two();
+        let by_budget = (opts.max_bytes / MIN_SHARD_BYTES).max(1);
+        let n = opts
+            .shards
+            .min(by_budget)
+            .clamp(1, 1 << 16)
+            .next_power_of_two();
+        let budget = opts.max_bytes / n;
         let map_hasher = FoldBuild::random();
         let shards = (0..n)
-            .map(|_| {
-                Padded(Mutex::new(Shard {
-                    map: HashMap::with_hasher(map_hasher),
-                    scratch: Vec::new(),
-                    sweep_at: opts.min_sweep_len,
-                }))
+            .map(|i| {
+                let seed = random_seed(5 + i as u64);
+                Padded(Mutex::new(Shard::new(
+                    map_hasher,
+                    budget,
+                    opts.min_sweep_len,
+                    seed,
+                )))
             })
             .collect();
         MemoryStore {
@@ -189,7 +118,6 @@ impl MemoryStore {
             shards,
             mask: n - 1,
             shard_seed: (random_seed(3), random_seed(4)),
-            min_sweep_len: opts.min_sweep_len,
         }
     }
 
@@ -229,7 +157,7 @@ impl MemoryStore {
         if charge == Charge::Each || held || checks.len() < 2 {
             for check in checks {
                 let mut guard = self.shard(check.tag).lock();
-                guard.run_check(check, now_ms, held, self.min_sweep_len, out);
+                run_check(&mut guard, check, now_ms, held, out);
             }
             return;
         }
@@ -243,21 +171,32 @@ impl MemoryStore {
             let states = c
                 .limits
                 .iter()
-                .map(|spec| shard.map.get(&Key::new(c.tag, spec)));
+                .map(|spec| shard.map.get(&Key::new(c.tag, spec)).map(|slot| &slot.st));
             !algorithm::admits(c, now_ms, states)
         });
         for check in checks {
             let g = guard_of(check.tag);
-            guards[g].run_check(check, now_ms, held, self.min_sweep_len, out);
+            run_check(&mut guards[g], check, now_ms, held, out);
         }
     }
 
-    /// Evicts every expired entry now (optional: eviction is also amortized inline).
+    /// Evicts every expired entry now and shrinks tables that emptied (the server runs it
+    /// periodically; eviction is also amortized inline).
     pub fn sweep(&self) {
         let now = self.clock.now_ms();
         for shard in self.shards.iter() {
-            shard.0.lock().sweep(now, self.min_sweep_len);
+            shard.0.lock().sweep(now);
         }
+    }
+
+    /// Bytes held: tables and the states' heap (what `max_bytes` bounds).
+    pub fn bytes(&self) -> usize {
+        self.shards.iter().map(|s| s.0.lock().bytes()).sum()
+    }
+
+    /// Live entries evicted so far to stay within `max_bytes`.
+    pub fn evictions(&self) -> u64 {
+        self.shards.iter().map(|s| s.0.lock().evictions).sum()
     }
 
     /// Entries held, expired ones not yet evicted included.
@@ -273,12 +212,17 @@ impl MemoryStore {
     /// how many were still live.
     pub fn reset_at(&self, tag: StateTag, limits: &[LimitSpec], now_ms: u64) -> u64 {
         let mut shard = self.shard(tag).lock();
-        let removed = limits
-            .iter()
-            .filter_map(|spec| shard.map.remove(&Key::new(tag, spec)))
-            .filter(|st| st.is_live(now_ms))
-            .count();
-        removed as u64
+        let mut removed = 0;
+        for spec in limits {
+            let taken = shard
+                .map
+                .get_index_of(&Key::new(tag, spec))
+                .and_then(|i| shard.take(i));
+            if taken.is_some_and(|slot| slot.st.is_live(now_ms)) {
+                removed += 1;
+            }
+        }
+        removed
     }
 
     /// The stored state of `spec` under `tag`, if any (tests and debugging).
@@ -287,7 +231,69 @@ impl MemoryStore {
             .lock()
             .map
             .get(&Key::new(tag, spec))
-            .cloned()
+            .map(|slot| slot.st.clone())
+    }
+}
+
+/// One check, under its shard's lock (every limit of a check lives in its tag's shard);
+/// `held`: stop-increment decided that nothing of this request is charged.
+fn run_check(
+    shard: &mut Shard,
+    check: &Check<'_>,
+    now: u64,
+    held: bool,
+    out: &mut Vec<LimitResult>,
+) {
+    let first = out.len();
+    match check.limits {
+        [] => {}
+        [spec] => {
+            // Steady state: one lookup, updated in place.
+            let key = Key::new(check.tag, spec);
+            if let Some((i, _, slot)) = shard.map.get_full_mut(&key) {
+                let before = slot.st.heap_bytes();
+                algorithm::evaluate_held(check, now, std::slice::from_mut(&mut slot.st), held, out);
+                let after = slot.st.heap_bytes();
+                if !slot.st.is_live(now) {
+                    shard.resized(before, after, None);
+                    shard.take(i);
+                } else if let Some(r) = out.get(first) {
+                    slot.worth = shard::worth(&slot.st, spec, r, now);
+                    if after != before {
+                        shard.resized(before, after, Some(now));
+                    }
+                }
+            } else {
+                let mut st = LimitState::default();
+                algorithm::evaluate_held(check, now, std::slice::from_mut(&mut st), held, out);
+                if let (true, Some(r)) = (st.is_live(now), out.get(first)) {
+                    shard.insert(key, Slot::new(st, spec, r, now), now);
+                }
+            }
+        }
+        limits => {
+            // Several limits: move their states out (no clone: the deques move), decide
+            // them together, put back what is still live. Limits with the same identity
+            // (config never produces them) would share one state: the last one wins.
+            let mut scratch = std::mem::take(&mut shard.scratch);
+            let tag = check.tag;
+            scratch.extend(limits.iter().map(|spec| {
+                shard
+                    .map
+                    .get_index_of(&Key::new(tag, spec))
+                    .and_then(|i| shard.take(i))
+                    .map(|slot| slot.st)
+                    .unwrap_or_default()
+            }));
+            algorithm::evaluate_held(check, now, &mut scratch, held, out);
+            let results = out.get(first..).unwrap_or_default();
+            for ((spec, st), r) in limits.iter().zip(scratch.drain(..)).zip(results) {
+                if st.is_live(now) {
+                    shard.insert(Key::new(tag, spec), Slot::new(st, spec, r, now), now);
+                }
+            }
+            shard.scratch = scratch;
+        }
     }
 }
 

@@ -1,5 +1,6 @@
 //! Memory-store specifics the conformance suite cannot see: bounded memory under many
-//! distinct keys, eviction, expired state reading as missing, and dropping empty state.
+//! distinct keys, the eviction policy, expired state reading as missing, and dropping empty
+//! state.
 
 use std::sync::Arc;
 
@@ -23,6 +24,7 @@ fn store(shards: usize, min_sweep_len: usize) -> (MemoryStore, Arc<ManualClock>)
     let opts = MemoryOptions {
         shards,
         min_sweep_len,
+        ..MemoryOptions::default()
     };
     (MemoryStore::with_options(clock.clone(), opts), clock)
 }
@@ -162,4 +164,109 @@ fn a_fixed_window_refunded_to_zero_is_removed() {
         "kept {:?}",
         store.state(StateTag(3), &fw[0])
     );
+}
+
+/// One client floods 2 million distinct descriptors (say, every value of a header it
+/// controls) while others sit at their limits: the store stays under its cap, the flood's
+/// nearly-empty entries evict each other, and no limited client gets its quota back.
+#[test]
+fn two_million_keys_from_one_client_stay_under_the_cap() {
+    const CAP: usize = 8 << 20;
+    let clock = Arc::new(ManualClock::new(T0));
+    let opts = MemoryOptions {
+        max_bytes: CAP,
+        ..MemoryOptions::default()
+    };
+    let store = MemoryStore::with_options(clock.clone(), opts);
+    let strict = [limit(Algorithm::FixedWindow, 5, Unit::Hour)];
+    let mut locked = [limit(Algorithm::SlidingLog, 1, Unit::Minute)];
+    locked[0].penalty_ms = 3_600_000;
+    let flood = [limit(Algorithm::TokenBucket, 1000, Unit::Hour)];
+    let victims = 1u128..=200;
+    for tag in victims.clone() {
+        for _ in 0..6 {
+            hit(&store, T0, tag, &strict, 1);
+        }
+        assert!(!hit(&store, T0, tag, &strict, 1)[0].allowed);
+        hit(&store, T0, tag << 64, &locked, 2);
+    }
+    let mut peak = 0;
+    let (mut now, mut out) = (T0, Vec::with_capacity(1));
+    for i in 0..2_000_000u128 {
+        let check = Check {
+            tag: StateTag(i.wrapping_mul(0x9e37_79b9_7f4a_7c15_f39c_c060_5ced_c835) | 1 << 127),
+            limits: &flood,
+            cost: 1,
+            refund: false,
+        };
+        out.clear();
+        store.run_at(&[check], now, &mut out);
+        if i % 100_000 == 0 {
+            peak = peak.max(store.bytes());
+            now += 1_000;
+        }
+    }
+    peak = peak.max(store.bytes());
+    assert!(peak <= CAP, "peak {peak} bytes over the cap {CAP}");
+    assert!(store.evictions() > 1_000_000, "{}", store.evictions());
+    assert!(store.len() < 2_000_000 / 10, "{}", store.len());
+    for tag in victims {
+        assert!(
+            !hit(&store, now, tag, &strict, 0)[0].allowed,
+            "{tag} got its quota back"
+        );
+        let r = hit(&store, now, tag << 64, &locked, 1)[0];
+        assert!(r.penalized, "{tag}: the lock-out was forgotten");
+    }
+    // Idle: everything expires, and the sweep gives the memory back.
+    clock.set(now + 2 * 3_600_000);
+    store.sweep();
+    assert!(store.is_empty());
+    // What is kept is the empty tables sized for the next burst (`min_sweep_len` slots).
+    assert!(store.bytes() < CAP / 4, "{} bytes kept", store.bytes());
+}
+
+#[test]
+fn a_full_shard_evicts_expired_then_least_used_state() {
+    // One shard of 1 MiB: a few thousand slots.
+    let clock = Arc::new(ManualClock::new(T0));
+    let opts = MemoryOptions {
+        shards: 1,
+        max_bytes: 1 << 20,
+        ..MemoryOptions::default()
+    };
+    let store = MemoryStore::with_options(clock, opts);
+    let hour = [limit(Algorithm::Gcra, 100, Unit::Hour)];
+    // Half used, then a flood of keys used 1%: the half-used ones stay.
+    for tag in 0..100u128 {
+        hit(&store, T0, tag, &hour, 50);
+    }
+    for tag in 1_000..200_000u128 {
+        hit(&store, T0, tag, &hour, 1);
+    }
+    assert!(store.evictions() > 0);
+    for tag in 0..100u128 {
+        assert_eq!(hit(&store, T0, tag, &hour, 0)[0].used_before, 50, "{tag}");
+    }
+}
+
+#[test]
+fn what_states_hold_on_the_heap_counts_against_the_cap() {
+    // 500 sliding logs of 400 distinct timestamps each: ~3 MB of runs for a 1 MiB store.
+    let opts = MemoryOptions {
+        shards: 1,
+        max_bytes: 1 << 20,
+        ..MemoryOptions::default()
+    };
+    let store = MemoryStore::with_options(Arc::new(ManualClock::new(T0)), opts);
+    let log = [limit(Algorithm::SlidingLog, 10_000, Unit::Hour)];
+    let mut peak = 0;
+    for i in 0..200_000u64 {
+        hit(&store, T0 + i, u128::from(i % 500), &log, 1);
+        if i % 1_000 == 0 {
+            peak = peak.max(store.bytes());
+        }
+    }
+    assert!(peak <= 1 << 20, "peak {peak}");
+    assert!(store.evictions() > 0);
 }
