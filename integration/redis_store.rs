@@ -156,18 +156,20 @@ impl Env {
         self.server.query(&["DBSIZE"])
     }
 
-    /// A fixed_window state as stored, the string `'ws:c'`: `(window start, count)`, `None`
-    /// when there is no key.
+    /// A fixed_window state as stored: a hash of one field, the window start, holding the
+    /// count (`src/store/lua/fixed_window.lua`); `None` when there is no key.
     pub fn fixed_window_state(&self, tag: StateTag, limit: &LimitSpec) -> Option<(u64, u64)> {
-        let v: Option<String> = self
+        let h: Vec<String> = self
             .server
-            .query(&["GET", &self.store.state_key(tag, limit)]);
-        v.map(
-            |v| match v.split_once(':').map(|(w, c)| (w.parse(), c.parse())) {
-                Some((Ok(ws), Ok(c))) => (ws, c),
-                _ => panic!("not a fixed_window state: {v:?}"),
+            .query(&["HGETALL", &self.store.state_key(tag, limit)]);
+        match h.as_slice() {
+            [] => None,
+            [ws, c] => match (ws.parse(), c.parse()) {
+                (Ok(ws), Ok(c)) => Some((ws, c)),
+                _ => panic!("not a fixed_window state: {h:?}"),
             },
-        )
+            _ => panic!("a fixed_window state holds one window: {h:?}"),
+        }
     }
 }
 

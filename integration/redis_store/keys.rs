@@ -51,6 +51,70 @@ async fn keys_are_prefix_tag_identity_and_lock() {
         keys,
         [env.store.state_key(t, &l), env.store.lock_key(t, &l)]
     );
+    // A fixed window's state is a hash since that layout, under a name of its own (`:h`):
+    // the keys of the earlier string layout are left to expire, never misread.
+    let fw = LimitSpec {
+        penalty_ms: 1000,
+        ..spec(Algorithm::FixedWindow, 5, Unit::Minute)
+    };
+    assert_eq!(
+        env.store.state_key(t, &fw),
+        format!("rl:{{{b64}}}:1:60:0:0:h")
+    );
+    assert_eq!(
+        env.store.lock_key(t, &fw),
+        format!("rl:{{{b64}}}:1:60:0:0:h:p")
+    );
+}
+
+/// A rolling upgrade: instances of the release before the hash layout write a fixed window as
+/// the string `'ws:c'` under the key without `:h` (and its lock under that plus `:p`). The new
+/// code never reads those keys: no WRONGTYPE, no misparsed count; every path of the script
+/// (a charged fixed window with overdraft, one limit, a limit with a penalty) starts from an
+/// empty window and leaves the old keys as the old instances wrote them.
+#[tokio::test]
+async fn the_string_layout_of_earlier_releases_is_never_read() {
+    let server = RedisServer::start();
+    let cfg = RedisConfig {
+        key_prefix: "rl:".to_owned(),
+        ..local_config(&server)
+    };
+    let env = Env::with_config(server, cfg).await;
+    let overdraft = spec(Algorithm::FixedWindow, 5, Unit::Minute);
+    let exact = LimitSpec {
+        overdraft: false,
+        slot: 1,
+        ..overdraft.clone()
+    };
+    let penalized = LimitSpec {
+        penalty_ms: 1000,
+        slot: 2,
+        ..overdraft.clone()
+    };
+    for (i, l) in [overdraft, exact, penalized].iter().enumerate() {
+        let t = tag(&format!("upgrade{i}"));
+        let new = env.store.state_key(t, l);
+        let old = new
+            .strip_suffix(":h")
+            .expect("a fixed window key ends in :h");
+        // What an earlier release left: a full window (5 of 5) and an active lock.
+        let ws = 60_000 * (env.t0 / 60_000);
+        let _: () = env
+            .server
+            .query(&["SET", old, &format!("{ws}:5"), "PX", "60000"]);
+        let lock = format!("{old}:p");
+        let until = (env.t0 + 1000).to_string();
+        let _: () = env.server.query(&["SET", &lock, &until, "PX", "1000"]);
+        let r = env.hit1(t, l, 1).await;
+        assert!(r.allowed, "{l:?}: {r:?}");
+        assert_eq!((r.used_before, r.remaining), (0, 4), "{l:?}");
+        let kept: String = env.server.query(&["GET", old]);
+        assert_eq!(kept, format!("{ws}:5"));
+        let kept: String = env.server.query(&["GET", &lock]);
+        assert_eq!(kept, until);
+        let kind: String = env.server.query(&["TYPE", &new]);
+        assert_eq!(kind, "hash");
+    }
 }
 
 #[tokio::test]
@@ -259,10 +323,11 @@ async fn large_timestamps_are_stored_as_plain_integers() {
     }
 }
 
-/// fixed_window, token_bucket and leaky_bucket keep their state in one string ('ws:c',
-/// 't:ts:x', 'l:ts:x', all '%d'); a key of another type is an error that writes nothing.
+/// token_bucket and leaky_bucket keep their state in one string ('t:ts:x', 'l:ts:x', all
+/// '%d'), fixed_window in a hash of one field (window start -> count); a key of another
+/// type is an error that writes nothing.
 #[tokio::test]
-async fn one_string_states_and_foreign_types() {
+async fn state_layouts_and_foreign_types() {
     let env = Env::new().await;
     let fw = spec(Algorithm::FixedWindow, 5, Unit::Second);
     // Rate 10/s: one request = 1000 units, 10 units/ms; 3 hits take 300 ms to drain.
@@ -276,27 +341,44 @@ async fn one_string_states_and_foreign_types() {
     }
     let get =
         |t, l: &LimitSpec| -> String { env.server.query(&["GET", &env.store.state_key(t, l)]) };
-    assert_eq!(get(t, &fw), format!("{t0}:3"));
+    let window: Vec<String> = env.server.query(&["HGETALL", &env.store.state_key(t, &fw)]);
+    assert_eq!(window, [t0.to_string(), "3".to_owned()]);
     assert_eq!(get(t, &tb), format!("7000:{now}:{}", now + 300));
     assert_eq!(get(t, &lb), format!("3000:{now}:{}", now + 300));
 
-    // Any other type under a state key is an error, and nothing is written.
-    let odd = tag("odd");
-    let key = env.store.state_key(odd, &fw);
-    env.server.query::<i64>(&["RPUSH", &key, "x"]);
-    let before = env.dbsize();
-    let check = sluice::limit::Check {
-        tag: odd,
-        limits: std::slice::from_ref(&fw),
-        cost: 1,
-        refund: false,
+    // Any other type under a state key is an error, and nothing is written: every
+    // algorithm, through each path of the script (main.lua: a charged fixed window with
+    // overdraft; one limit; several limits or a penalty).
+    let fw_exact = LimitSpec {
+        overdraft: false,
+        ..fw.clone()
     };
-    let r = env.try_run(&[check]).await;
-    assert!(
-        matches!(r, Err(sluice::store::StoreError::Backend(_))),
-        "{r:?}"
-    );
-    assert_eq!(env.dbsize(), before);
-    let kind: String = env.server.query(&["TYPE", &key]);
-    assert_eq!(kind, "list");
+    let mut cases: Vec<Vec<LimitSpec>> = vec![vec![fw.clone()], vec![fw_exact]];
+    cases.extend(Algorithm::ALL.map(|a| vec![spec(a, 5, Unit::Second)]));
+    cases.extend(Algorithm::ALL.map(|a| {
+        vec![LimitSpec {
+            penalty_ms: 1000,
+            ..spec(a, 5, Unit::Second)
+        }]
+    }));
+    for (i, limits) in cases.iter().enumerate() {
+        let odd = tag(&format!("odd{i}"));
+        let key = env.store.state_key(odd, &limits[0]);
+        env.server.query::<i64>(&["RPUSH", &key, "x"]);
+        let before = env.dbsize();
+        let check = sluice::limit::Check {
+            tag: odd,
+            limits,
+            cost: 1,
+            refund: false,
+        };
+        let r = env.try_run(&[check]).await;
+        assert!(
+            matches!(r, Err(sluice::store::StoreError::Backend(_))),
+            "{limits:?}: {r:?}"
+        );
+        assert_eq!(env.dbsize(), before, "{limits:?}");
+        let kind: String = env.server.query(&["TYPE", &key]);
+        assert_eq!(kind, "list");
+    }
 }

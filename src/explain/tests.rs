@@ -101,7 +101,7 @@ fn exact_levels_and_the_limit_with_its_redis_key() {
     );
     assert_eq!(
         l.redis_key,
-        format!("rl:{{{}}}:1:60:0:0", tag.to_base64url())
+        format!("rl:{{{}}}:1:60:0:0:h", tag.to_base64url())
     );
     assert_eq!(
         l.redis_key,
@@ -161,7 +161,7 @@ fn wildcards_say_which_pattern_matched_and_which_did_not() {
         (l.current_limit.requests_per_unit, l.current_limit.unit),
         (20, "MINUTE")
     );
-    assert!(l.redis_key.ends_with(":1:300:0:0"), "{}", l.redis_key);
+    assert!(l.redis_key.ends_with(":1:300:0:0:h"), "{}", l.redis_key);
     // No wildcard matches: the key-only child, after trying both.
     let d = one(&c, "path=/other");
     assert_eq!(results(&d), ["key_only"]);

@@ -1,31 +1,47 @@
 -- fixed_window (code 1): count per epoch-aligned window of W ms.
--- State: string 'ws:c' ('%d:%d': window start ms, count), TTL = window end - now + slack.
--- Loaded into l.ws and l.u = c; reset_ms = retry_ms = l.ws + W - now (main.lua).
+-- State: a hash whose one field is the window start and its value the count (both '%d').
+-- TTL = window end - now + slack, set when the window's field is created (with Redis TIME
+-- that is the expiry every later write would set; in local time mode, where the two clocks
+-- may drift apart, every charge sets it again). Loaded into l.ws and l.u = c; reset_ms =
+-- retry_ms = l.ws + W - now (main.lua). An empty state is no key at all.
 -- KEYS/ARGV/return: see header.lua; semantics: docs/algorithms.md "fixed_window".
+--
+-- Why a hash: a hit is one HINCRBY on the field of its window, the window start in the
+-- field's name, so the count is exact at the window boundary whichever clock decides it
+-- (Redis judges a key's expiry at the time the script started, not at TIME; a count alone
+-- in a string cannot say which window it belongs to). The field is new exactly when HINCRBY
+-- answers n: then (the window's first hit on the key) the key gets its TTL, and whatever
+-- else it holds is resolved: an earlier window's field is deleted, and a later window's
+-- (the clock went backwards) is charged instead (conservative). So between calls a key
+-- holds one field. main.lua's fast path does this for a charged hit; the functions below
+-- serve every other check (peek, refund, penalty, several limits, stop-increment): they
+-- read the whole hash (HGETALL: one field, two after a window change) and write the count.
 local fw_load, fw_write
 if USES[1] then
-  fw_load = function(l, now)
-    local ws_now = now - now % l.W
-    local ws, c
-    local v = redis.call('GET', l.key)
-    if v then
-      ws, c = string.match(v, '^(%d+):(%d+)$')
+  -- Sets l.ws, l.u; l.has: the key holds a field for l.ws; l.h: the hash as read. Caches on
+  -- l for the call, for the window at now (l.cws): its field name l.wsf and TTL l.x.
+  fw_load = function(l, now, slack)
+    local W = l.W
+    local ws_now = now - now % W
+    if l.cws ~= ws_now then
+      local fmt = string.format
+      l.cws, l.wsf, l.x = ws_now, fmt('%d', ws_now), fmt('%d', math.max(1, ws_now + W - now + slack))
     end
-    if ws == nil then
-      ws, c = ws_now, 0
-    else
-      ws, c = ws + 0, c + 0
-      -- A later window start only exists when the clock went backwards: keep it
-      -- (conservative).
-      if ws < ws_now then
-        ws, c = ws_now, 0
+    local h = redis.call('HGETALL', l.key)
+    local ws, c, has = ws_now, 0, false
+    for i = 1, #h, 2 do
+      local f = h[i] + 0
+      -- The latest window: an earlier one is empty; a later one only exists when the clock
+      -- went backwards: keep it (conservative).
+      if f >= ws then
+        ws, c, has = f, h[i + 1] + 0, true
       end
     end
-    l.ws, l.u = ws, c
+    l.ws, l.u, l.has, l.h = ws, c, has, h
   end
 
   -- Charge n (saturating at 2^53, so no u64 cost can wrap the count) or refund it; save.
-  fw_write = function(l, now, n, slack, charge)
+  fw_write = function(l, now, n, slack, charge, timed)
     local c
     if charge then
       c = math.min(l.u + n, 9007199254740992)
@@ -33,12 +49,28 @@ if USES[1] then
       c = math.max(0, l.u - n)
     end
     l.u = c
+    local key = l.key
     if c <= 0 then
-      redis.call('DEL', l.key)
+      redis.call('DEL', key)
       return
     end
     local fmt = string.format
-    redis.call('SET', l.key, fmt('%d:%d', l.ws, c), 'PX',
-      fmt('%d', math.max(1, l.ws + l.W - now + slack)))
+    local f, x
+    if l.ws == l.cws then
+      f, x = l.wsf, l.x
+    else
+      f, x = fmt('%d', l.ws), fmt('%d', math.max(1, l.ws + l.W - now + slack))
+    end
+    redis.call('HSET', key, f, fmt('%d', c))
+    if not l.has then
+      -- A new window's field: drop any other (an earlier window's), then the TTL.
+      local h = l.h
+      for i = 1, #h, 2 do
+        redis.call('HDEL', key, h[i])
+      end
+      redis.call('PEXPIRE', key, x)
+    elseif not timed then
+      redis.call('PEXPIRE', key, x)
+    end
   end
 end

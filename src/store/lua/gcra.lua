@@ -36,14 +36,22 @@ if USES[6] then
       redis.call('DEL', l.key)
       return
     end
+    -- The strings are cached on l (sa, sb -> sv; st -> sts): the fresh keys of one rule in a
+    -- call all write the same ones.
     local fmt = string.format
-    local b = lv % R
-    local v
-    if b == 0 then
-      v = fmt('%d', now + math.floor(lv / R))
-    else
-      v = fmt('%d:%d:%d', now + math.floor(lv / R), b, R)
+    local a, b = now + math.floor(lv / R), lv % R
+    if l.sa ~= a or l.sb ~= b then
+      l.sa, l.sb = a, b
+      if b == 0 then
+        l.sv = fmt('%d', a)
+      else
+        l.sv = fmt('%d:%d:%d', a, b, R)
+      end
     end
-    redis.call('SET', l.key, v, 'PX', fmt('%d', math.max(1, reset + slack)))
+    local t = math.max(1, reset + slack)
+    if l.st ~= t then
+      l.st, l.sts = t, fmt('%d', t)
+    end
+    redis.call('SET', l.key, l.sv, 'PX', l.sts)
   end
 end

@@ -9,18 +9,24 @@
 --   the state key   <prefix>{<tag>}:<code>:<window s>:<buckets>:<slot>
 --   then, only for a limit with a penalty (penalty_ms > 0), its lock key (same + ':p'),
 --   value lock_until ('%d' ms)
--- ARGV:
---   [1] now_ms ('' = read TIME)   [2] slack_ms (added to every TTL)
---   [3] mode: '0' each check charged by its own decision; '1' stop-increment
+-- ARGV: ONE string, the call's numbers as little-endian IEEE doubles (struct.pack '<d...'):
+-- binary, because every argument costs Redis an object and Lua a string, and every decimal
+-- one a strtod; here a number costs one 8-byte copy. Integers up to 2^53 are exact, and a
+-- cost above it rounds the same way the decimal string did. In order:
+--   now_ms (-1 = read TIME)   slack_ms (added to every TTL)
+--   mode: 0 each check charged by its own decision; 1 stop-increment
 --       (STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT: when any check of the call is denied, no
---       admitted check is charged; denied ones follow their own rules); '2' stop-increment
+--       admitted check is charged; denied ones follow their own rules); 2 stop-increment
 --       and the request already has a denied check elsewhere (no admitted check is charged);
---       '3' dry run: decide and report, write nothing (the first phase of a stop-increment
+--       3 dry run: decide and report, write nothing (the first phase of a stop-increment
 --       request split over several calls)
---   then per check: n (cost, 0 = peek), refund (0/1), k (its number of limits), and 7 per
---   limit: code, R, W, C, B, overdraft (0/1), penalty_ms
+--   G: the number of limit groups (the distinct limit lists of the call's checks: the
+--       descriptors of one rule share theirs, so its parameters travel once per call)
+--   then G groups, each: k (its number of limits), then 7 per limit: code, R, W, C, B,
+--       overdraft (0/1), penalty_ms
 --   (R is only read for the buckets, codes 4-6, and B only for sliding_window: the window
 --   algorithms have C = R, the others no sub-windows)
+--   then per check, in order: n (cost, 0 = peek), g (its group, 1..G; -g: a refund)
 -- Returns a flat array of integers:
 --   now_ms, then 6 per limit of every check, in order: ok (0/1), remaining, reset_ms,
 --   retry_ms (-1 = none), used_before, penalized (0/1)
@@ -28,29 +34,44 @@
 -- Rules kept throughout (docs/algorithms.md):
 --   * every integer written or passed to redis.call goes through string.format('%d'): Lua's
 --     tostring/concatenation would turn 1.7e15 into '1.7e+15';
---   * every TTL is a PEXPIRE/PX with an integer >= 1, set by the write that needs it;
+--   * every TTL is a PEXPIRE/PX/PXAT with an integer >= 1, set by the write that needs it
+--     (or kept, KEEPTTL, by a rewrite that would set the same expiry);
 --   * only integers are returned: every division is floored or ceiled explicitly.
 --
--- Cost. Redis runs this whole chunk on every EVALSHA: it keeps the compiled code, not what
--- the code builds, and every table, closure, string and captured local is an allocation the
--- call (and the garbage collector) pays for. So the script builds only what the call uses:
+-- Cost (BENCHMARKS.md "Redis cost per decision"). Redis runs this whole chunk on every
+-- EVALSHA: it keeps the compiled code, not what the code builds, and every argument, table,
+-- closure, string and captured local is work the call (and the garbage collector) pays for.
+-- So the script builds only what the call uses:
+--   * a rule's parameters are parsed once per call (its group), whatever the number of its
+--     descriptors; a check is two arguments;
 --   * no table of algorithms: main.lua dispatches on the code, and an algorithm's functions
 --     are only created when a limit uses it (USES);
 --   * those functions capture no locals of the chunk (each captured local costs as much as a
 --     table): they take now, n, slack as arguments and call redis.call, string.format,
 --     math.* through the globals; the chunk-level code uses locals;
---   * one table per limit holds its parameters and state; the checks are one flat table;
+--   * one table per limit of a group, made once per call, holds its parameters and the
+--     state of the check that runs; values cached on it (a formatted TTL or window start)
+--     serve every check of the rule;
 --   * main.lua is straight-line loops: a local function would be a closure, with an upvalue
 --     per chunk local it reads, created on every call;
---   * numeric arguments are coerced with `+ 0` (one conversion; tonumber does two), which
---     raises Lua's arithmetic error on a non-numeric argument.
+--   * the numbers arrive packed in one argument (above), unpacked by one C call.
 
 local call, fmt = redis.call, string.format
 local floor, ceil, max, min = math.floor, math.ceil, math.max, math.min
 local KEYS, ARGV = KEYS, ARGV
 
-local now = ARGV[1]
-if now == '' then
+-- A: the numbers of ARGV[1] (then the position after them).
+local blob = ARGV[1]
+if #ARGV ~= 1 or #blob % 8 ~= 0 or #blob < 32 then
+  error({ err = 'ERR sluice: ARGV must be one string of packed doubles' })
+end
+local A = { struct.unpack('<' .. string.rep('d', #blob / 8), blob) }
+local nargv = #blob / 8
+local now, slack, mode = A[1], A[2], A[3]
+-- Whether now is Redis's own clock: then an expiry may be given as an absolute time
+-- (PXAT), the same for every key of one window, formatted once per call.
+local timed = now == -1
+if timed then
   -- Redis 3.2-4.x need effects replication before TIME may precede writes; on 5+ it is the
   -- default and on 7 (which defines REDIS_VERSION_NUM) the call is a no-op, so it is skipped.
   -- Guarded because some builds no longer define it.
@@ -60,92 +81,100 @@ if now == '' then
   local t = call('TIME')
   local us = t[2] + 0
   now = t[1] * 1000 + (us - us % 1000) / 1000
-elseif now ~= nil then
-  now = now + 0
 end
-local slack, mode = ARGV[2], ARGV[3]
-if now == nil or slack == nil or now < 0 or now % 1 ~= 0 then
-  error({ err = 'ERR sluice: now or slack is not a non-negative integer' })
+if now < 0 or now % 1 ~= 0 or slack < 0 or slack % 1 ~= 0
+  or (mode ~= 0 and mode ~= 1 and mode ~= 2 and mode ~= 3) then
+  error({ err = 'ERR sluice: now, slack or mode is invalid' })
 end
-slack = slack + 0
-if slack < 0 or slack % 1 ~= 0 or (mode ~= '0' and mode ~= '1' and mode ~= '2' and mode ~= '3') then
-  error({ err = 'ERR sluice: slack or mode is invalid' })
-end
+-- Redis 7+ (the first to tell scripts its version): SET ... NX GET (7.0), PXAT (6.2) and
+-- KEEPTTL (6.0) are available; older servers take the plain GET-then-SET path.
+local V7 = redis.REDIS_VERSION_NUM ~= nil
 
 -- 2^53 (MAX_EXACT_SCALED): every stored usage saturates at or below it. The buckets use
 -- L = min(2^53, 2^52 * R) (docs/algorithms.md "Lmax"), so gcra's TAT stays exact too.
 local EXACT = 9007199254740992
 
--- The arguments, validated before anything is read or written: a malformed call is an error
+-- The numbers, validated before anything is read or written: a malformed call is an error
 -- reply that leaves no partial change behind. (x % 1 ~= 0 also rejects nan and inf.)
--- LIMITS: every limit of every check, in order; CHK: 3 values per check (n, refund, k), flat
--- (tables are what a call pays for). A limit l holds its parameters (code, key, lock, W, C,
--- R, od, pen, Cs = C*W, L = Lmax) and state: u = usage (requests for the window algorithms
--- 1-3, a scaled level in [0, L] for the buckets 4-6), lag and ts (buckets), used =
--- used_before, ok, and the algorithm's own fields. A bucket with R = 0 is inert: no state,
--- capacity 0 (only peeks pass), never charged; penalty locks still apply.
--- USES[code]: some limit uses the algorithm.
-local LIMITS, CHK, USES = { false }, { false, false, false }, { false, false, false, false, false, false }
-local nargv, a, kx, nl, nc = #ARGV, 4, 1, 0, 0
-while a <= nargv do
-  local n, refund, k = ARGV[a], ARGV[a + 1], ARGV[a + 2]
-  if k == nil then
-    error({ err = 'ERR sluice: a check needs n, refund and k' })
+-- GR[2g - 1]: where group g starts in A (its k); GR[2g]: keys per check of group g (k plus
+-- one per penalty); presized for one group. USES[code]: some limit uses the algorithm. A
+-- bucket with R = 0 is inert: no state, capacity 0 (only peeks pass), never charged;
+-- penalty locks still apply. nl: the number of limits of all checks.
+local G = A[4]
+if G < 0 or G % 1 ~= 0 then
+  error({ err = 'ERR sluice: the group count is invalid' })
+end
+local GR, USES = { 0, 0 }, { false, false, false, false, false, false }
+local a = 5
+for g = 1, G do
+  local k = A[a]
+  if k == nil or k < 0 or k % 1 ~= 0 or a + 7 * k > nargv then
+    error({ err = 'ERR sluice: the limit count of a group is invalid' })
   end
-  n, k = n + 0, k + 0
-  if n < 0 or n % 1 ~= 0 or k < 0 or k % 1 ~= 0 or (refund ~= '0' and refund ~= '1')
-    or a + 2 + 7 * k > nargv then
-    error({ err = 'ERR sluice: n, refund or k of a check is invalid' })
-  end
-  CHK[nc + 1], CHK[nc + 2], CHK[nc + 3] = n, refund == '1', k
-  nc = nc + 3
+  local nk = k
   for i = 1, k do
-    local base = a + 2 + 7 * (i - 1)
-    local code, W, C = ARGV[base + 1] + 0, ARGV[base + 3] + 0, ARGV[base + 4] + 0
-    local od, pen = ARGV[base + 6], ARGV[base + 7]
-    pen = pen == '0' and 0 or pen + 0
-    if code < 1 or code > 6 or code % 1 ~= 0 then
-      error({ err = fmt('ERR sluice: unknown algorithm code %s', ARGV[base + 1]) })
-    end
-    local l = {
-      code = code, key = KEYS[kx], W = W, C = C, R = 0, od = od == '1', pen = pen,
-      Cs = 0, L = 0, u = 0, lag = 0, ts = 0, used = 0, ok = false,
-    }
-    kx = kx + 1
-    if pen > 0 then
-      l.lock = KEYS[kx]
-      kx = kx + 1
+    local b = a + 7 * (i - 1)
+    local code, R, W, C, B, od, pen = A[b + 1], A[b + 2], A[b + 3], A[b + 4], A[b + 5], A[b + 6], A[b + 7]
+    if code ~= 1 and code ~= 2 and code ~= 3 and code ~= 4 and code ~= 5 and code ~= 6 then
+      error({ err = fmt('ERR sluice: unknown algorithm code %s', tostring(code)) })
     end
     -- The config guarantees these (docs/algorithms.md "Preconditions"); checked again because
     -- a violation would divide by zero or lose exactness. Cs bounds only the buckets' scaled
     -- arithmetic (Cs <= L, and L <= 2^53): the window algorithms never use Cs, and any C*W is
     -- legal for them. A sliding log keeps C <= SLIDING_LOG_MAX = 10000 and no overdraft.
     local bad = W < 1 or W % 1 ~= 0 or C < 0 or C % 1 ~= 0 or pen < 0 or pen % 1 ~= 0
-      or (od ~= '0' and od ~= '1')
+      or (od ~= 0 and od ~= 1)
     if code == 2 then
-      local B = ARGV[base + 5] + 0
-      l.B = B
       bad = bad or B < 1 or B % 1 ~= 0
     elseif code == 3 then
-      bad = bad or l.od or C > 10000
+      bad = bad or od == 1 or C > 10000
     elseif code >= 4 then
-      local R = ARGV[base + 2] + 0
-      l.R, l.Cs, l.L = R, C * W, min(EXACT, 4503599627370496 * R)
-      bad = bad or R < 0 or R % 1 ~= 0 or (R > 0 and l.Cs > l.L)
+      bad = bad or R < 0 or R % 1 ~= 0 or (R > 0 and C * W > min(EXACT, 4503599627370496 * R))
     end
     if bad then
       error({ err = fmt('ERR sluice: invalid parameters for limit %d', i) })
     end
-    nl = nl + 1
-    LIMITS[nl] = l
+    if pen > 0 then
+      nk = nk + 1
+    end
     USES[code] = true
   end
-  a = a + 3 + 7 * k
+  GR[2 * g - 1], GR[2 * g] = a, nk
+  a = a + 1 + 7 * k
 end
-if kx - 1 ~= #KEYS or a - 1 ~= nargv then
+-- The checks: (n, g) pairs.
+local first, kx, nc, nl = a, 0, 0, 0
+while a <= nargv do
+  local n, g = A[a], A[a + 1]
+  if g == nil then
+    error({ err = 'ERR sluice: a check needs n and its group' })
+  end
+  if g < 0 then
+    g = -g
+  end
+  local nk = g >= 1 and g <= G and g % 1 == 0 and GR[2 * g]
+  if n < 0 or n % 1 ~= 0 or not nk then
+    error({ err = 'ERR sluice: n or the group of a check is invalid' })
+  end
+  kx = kx + nk
+  nc = nc + 1
+  nl = nl + A[GR[2 * g - 1]]
+  a = a + 2
+end
+if kx ~= #KEYS then
   error({ err = 'ERR sluice: KEYS and ARGV do not match the limits' })
 end
 
+-- The pool: one table per limit position of the general path (main.lua), made when a call
+-- first needs it, holding while a check runs a limit's parameters (code, W, C, R, B, od,
+-- pen, Cs = C*W, L = Lmax: copied from A when the limit at that position changes, b = where
+-- they start), key, lock and state: u = usage (requests for the window algorithms 1-3, a
+-- scaled level in [0, L] for the buckets 4-6), lag and ts (buckets), used = used_before,
+-- ok, left (penalty time left, or false), locked, and the algorithm's own fields, including
+-- what it caches for the call while the limit stays the same (the checks of one rule follow
+-- one another). Every field a check sets is created with the table (main.lua), or fits in
+-- the room those leave: a table that must grow costs a rehash.
+local POOL = {}
 -- Each algorithm file below defines, when USES its code, functions of a limit `l` that load
 -- its state (reads only: set l.u, and for the buckets l.lag and l.ts, brought to now) and
 -- write a charge or refund of n. Everything that only needs u is main.lua's.

@@ -23,11 +23,13 @@
 --     O(log^2 N), one probe when every run holds one entry.
 -- A key an earlier release wrote (a sliding_window hash, or one ZSET member per log entry)
 -- reads as empty and is replaced by the next write.
--- TTL = reset + slack (the newest run's end). Loaded into l.u, l.cur, l.lo and, when a run
--- is live (l.live): l.first (the oldest live run's member), l.base (its cum - cnt), l.top,
--- l.ncnt, l.npos, l.nmember (the newest run); l.stale: the key holds nothing live.
+-- TTL = reset + slack (the newest run's end). Loaded into l.u, l.cur, l.lo, l.reset (ms
+-- until the newest counted position leaves the window, 0 when empty; kept up to date by
+-- rn_write) and, when a run is live (l.live): l.first (the oldest live run's member), l.base
+-- (its cum - cnt), l.top, l.ncnt, l.npos, l.nmember (the newest run), l.pruned (no expired
+-- run precedes the oldest live one); l.stale: the key holds nothing live.
 -- KEYS/ARGV/return: see header.lua; semantics: docs/algorithms.md.
-local rn_load, rn_write, rn_reset, rn_retry
+local rn_load, rn_write, rn_retry
 if USES[2] or USES[3] then
   local RN_PRUNE, RN_REFUND, RN_M = 64, 64, 9007199254740992
 
@@ -66,7 +68,7 @@ if USES[2] or USES[3] then
       cur = math.floor(now * l.B / l.W)
       lo = cur - l.B
     end
-    l.cur, l.lo, l.u, l.live, l.stale = cur, lo, 0, false, false
+    l.cur, l.lo, l.u, l.live, l.stale, l.reset = cur, lo, 0, false, false, 0
     local last = redis.pcall('ZRANGE', l.key, '-1', '-1', 'WITHSCORES')
     if last.err then
       if l.code == 2 and call('TYPE', l.key).ok == 'hash' then
@@ -84,9 +86,11 @@ if USES[2] or USES[3] then
     if top == nil or npos < lo then
       return
     end
-    -- The oldest run is usually live: one read; else the first live one.
+    -- The oldest run is usually live: one read (and nothing to prune); else the first live
+    -- one.
     local first = call('ZRANGE', l.key, '0', '0', 'WITHSCORES')
-    if first[2] + 0 < lo then
+    local pruned = first[2] + 0 >= lo
+    if not pruned then
       first = call('ZRANGEBYSCORE', l.key, fmt('%d', lo), '+inf', 'LIMIT', '0', '1')
     end
     local fcum, fcnt = rn_parse(first[1])
@@ -97,25 +101,20 @@ if USES[2] or USES[3] then
     if base < 0 then
       base = base + RN_M
     end
-    l.live, l.stale = true, false
+    l.live, l.stale, l.pruned = true, false, pruned
     l.first, l.base = first[1], base
     l.top, l.ncnt, l.npos, l.nmember = top, ncnt, npos, last[1]
-    l.u = rn_span(top, base)
-  end
-
-  -- ms until the newest counted position leaves the window, 0 when empty.
-  rn_reset = function(l, now)
-    if l.u <= 0 then
-      return 0
-    end
-    return rn_end(l, l.npos) - now
+    l.u, l.reset = rn_span(top, base), rn_end(l, npos) - now
   end
 
   -- Charge n at the current position (the total saturates at 2^53), or refund up to n from
   -- the newest runs; prune; save.
-  rn_write = function(l, now, n, slack, charge)
+  -- timed: Redis TIME is the clock, so the TTL (the newest run's end plus slack) is an
+  -- absolute time that only moves with the newest run.
+  rn_write = function(l, now, n, slack, charge, timed)
     local call, fmt, min = redis.call, string.format, math.min
     local key = l.key
+    local npos0 = l.live and l.npos
     if not l.live then
       -- Nothing live: what the key holds has expired (or is an earlier release's).
       if l.stale then
@@ -124,12 +123,17 @@ if USES[2] or USES[3] then
       if not charge or n <= 0 then
         return
       end
+      -- (The strings are cached on l, sa, sb -> sv, sm: the fresh keys of one rule in a call
+      -- all write the same run.)
       local add = min(n, RN_M)
-      call('ZADD', key, fmt('%d', l.cur), fmt('%d:%d', add % RN_M, add))
+      if l.sa ~= l.cur or l.sb ~= add then
+        l.sa, l.sb, l.sv, l.sm = l.cur, add, fmt('%d', l.cur), fmt('%d:%d', add % RN_M, add)
+      end
+      call('ZADD', key, l.sv, l.sm)
       l.live, l.u, l.npos = true, add, l.cur
     else
       -- Runs before the oldest live one have expired: drop at most RN_PRUNE of them.
-      local e = call('ZRANK', key, l.first)
+      local e = not l.pruned and call('ZRANK', key, l.first)
       if e and e > 0 then
         call('ZREMRANGEBYRANK', key, '0', fmt('%d', min(e, RN_PRUNE) - 1))
       end
@@ -145,8 +149,10 @@ if USES[2] or USES[3] then
           end
           if l.npos >= l.cur then
             local m = fmt('%d:%d', top, l.ncnt + add)
-            call('ZREM', key, l.nmember)
+            -- Add before removing: removing a zset's only member deletes the key, and its
+            -- TTL with it (the timed path below keeps the TTL the key has).
             call('ZADD', key, fmt('%d', l.npos), m)
+            call('ZREM', key, l.nmember)
             -- (An overdraft's retry still searches from the oldest live run.)
             if l.first == l.nmember then
               l.first = m
@@ -174,14 +180,15 @@ if USES[2] or USES[3] then
             if c < 0 then
               c = c + RN_M
             end
-            call('ZREM', key, runs[m])
             call('ZADD', key, runs[m + 1], fmt('%d:%d', c, cnt - rem))
+            call('ZREM', key, runs[m])
             l.u, rem = l.u - rem, 0
           end
           m = m + 2
         end
         if l.u <= 0 then
           call('UNLINK', key)
+          l.reset = 0
           return
         end
         if whole > 0 then
@@ -190,7 +197,17 @@ if USES[2] or USES[3] then
         end
       end
     end
-    call('PEXPIRE', key, fmt('%d', math.max(1, rn_reset(l, now) + slack)))
+    local reset = rn_end(l, l.npos) - now
+    l.reset = reset
+    if timed and npos0 == l.npos then
+      -- The expiry the key has.
+      return
+    end
+    local t = math.max(1, reset + slack)
+    if l.st ~= t then
+      l.st, l.sts = t, fmt('%d', t)
+    end
+    call('PEXPIRE', key, l.sts)
   end
 
   -- Denied with n <= C: the entry that must leave first is the need-th oldest live one,
@@ -233,14 +250,14 @@ if USES[2] or USES[3] then
       end
     end
     if pos == nil then
-      return rn_reset(l, now)
+      return l.reset
     end
     if l.code == 3 then
       return pos + l.W - now
     end
     local k = pos - l.lo + 1
     if k > l.B + 1 then
-      return rn_reset(l, now)
+      return l.reset
     end
     return math.ceil((l.cur + k) * l.W / l.B) - now
   end

@@ -33,8 +33,17 @@ if USES[4] then
       redis.call('DEL', l.key)
       return
     end
+    -- The strings are cached on l (sa, sb, sc -> sv; st -> sts): the fresh keys of one rule
+    -- in a call all write the same ones.
     local fmt = string.format
-    redis.call('SET', l.key, fmt('%d:%d:%d', l.Cs - l.u, l.ts, now + reset), 'PX',
-      fmt('%d', math.max(1, reset + slack)))
+    local a, b, c = l.Cs - l.u, l.ts, now + reset
+    if l.sa ~= a or l.sb ~= b or l.sc ~= c then
+      l.sa, l.sb, l.sc, l.sv = a, b, c, fmt('%d:%d:%d', a, b, c)
+    end
+    local t = math.max(1, reset + slack)
+    if l.st ~= t then
+      l.st, l.sts = t, fmt('%d', t)
+    end
+    redis.call('SET', l.key, l.sv, 'PX', l.sts)
   end
 end

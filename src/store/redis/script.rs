@@ -4,7 +4,7 @@
 
 use deadpool_redis::redis::{self, Value};
 
-use crate::limit::{Check, LimitResult, LimitSpec};
+use crate::limit::{Algorithm, Check, LimitResult, LimitSpec};
 use crate::store::StoreError;
 
 /// The whole check script: the header, the algorithm files, then the protocol. One script,
@@ -22,11 +22,18 @@ pub const SCRIPT: &str = concat!(
 /// Values per limit in the reply (after the leading `now_ms`).
 const REPLY_PER_LIMIT: usize = 6;
 
-/// Key of a limit's state: `<prefix>{<tag>}<suffix>`. The tag is the first (and only) brace
-/// pair, so every key of one descriptor hashes to the same cluster slot whatever the
-/// descriptor values contain.
+/// Key of a limit's state: `<prefix>{<tag>}<suffix>`, plus `:h` for a `fixed_window` (its
+/// state is a hash since this layout: a key of the earlier string layout is left to expire,
+/// and two releases sharing a Redis during an upgrade never read each other's keys). The tag
+/// is the first (and only) brace pair, so every key of one descriptor hashes to the same
+/// cluster slot whatever the descriptor values contain.
 pub fn state_key(prefix: &str, tag: &str, spec: &LimitSpec) -> String {
-    format!("{prefix}{{{tag}}}{}", spec.identity().suffix())
+    let layout = if spec.algorithm == Algorithm::FixedWindow {
+        ":h"
+    } else {
+        ""
+    };
+    format!("{prefix}{{{tag}}}{}{layout}", spec.identity().suffix())
 }
 
 /// Key of a limit's penalty lock: the state key plus `:p`.
@@ -41,7 +48,8 @@ pub fn lock_key(prefix: &str, tag: &str, spec: &LimitSpec) -> String {
 #[derive(Debug, Clone)]
 pub struct Invocation {
     pub keys: Vec<String>,
-    pub args: Vec<String>,
+    /// `ARGV[1]`: the call's numbers as little-endian `f64`s (see `header.lua`).
+    pub args: Vec<u8>,
     /// Number of limits over all its checks, i.e. results expected back.
     pub limits: usize,
 }
@@ -55,7 +63,7 @@ pub struct CallContext<'a> {
     pub prefix: &'a str,
 }
 
-/// How a call charges its checks together (`ARGV[3]`, see `header.lua`).
+/// How a call charges its checks together (the mode of `header.lua`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Mode {
     /// Each check by its own decision.
@@ -70,35 +78,84 @@ pub enum Mode {
 }
 
 impl Mode {
-    fn arg(self) -> &'static str {
+    fn arg(self) -> f64 {
         match self {
-            Mode::Each => "0",
-            Mode::Stop => "1",
-            Mode::Held => "2",
-            Mode::Dry => "3",
+            Mode::Each => 0.0,
+            Mode::Stop => 1.0,
+            Mode::Held => 2.0,
+            Mode::Dry => 3.0,
         }
     }
 }
 
+/// The numbers the script reads of one limit, in its order: code, R, W, C, B, overdraft,
+/// penalty_ms. Two limit lists with the same numbers share a group in a call.
+///
+/// Every value is an integer below 2^53 (config's bounds), exact in an `f64`.
+#[allow(clippy::cast_precision_loss)]
+fn limit_numbers(spec: &LimitSpec) -> [f64; 7] {
+    [
+        f64::from(spec.algorithm.code()),
+        f64::from(spec.requests_per_unit),
+        spec.window_ms() as f64,
+        spec.capacity() as f64,
+        f64::from(spec.buckets),
+        if spec.overdraft { 1.0 } else { 0.0 },
+        spec.penalty_ms as f64,
+    ]
+}
+
+fn same_numbers(a: &[LimitSpec], b: &[LimitSpec]) -> bool {
+    a.len() == b.len()
+        && a.iter()
+            .zip(b)
+            .all(|(x, y)| limit_numbers(x) == limit_numbers(y))
+}
+
 impl Invocation {
-    /// Build the keys and arguments of one call over `checks` (see `header.lua` for the
-    /// layout): a lock key only for the limits with a penalty.
+    /// Build the keys and the packed numbers of one call over `checks` (see `header.lua` for
+    /// the layout): a lock key only for the limits with a penalty; the checks of one rule
+    /// (equal limit lists) share one group of parameters.
+    // A cost above 2^53 rounds to the nearest double, as the decimal string it replaces did
+    // in the script (and every stored usage saturates at 2^53 anyway).
+    #[allow(clippy::cast_precision_loss)]
     pub fn new<'c>(
         ctx: CallContext<'_>,
         mode: Mode,
         checks: impl Iterator<Item = &'c Check<'c>> + Clone,
     ) -> Invocation {
-        let limits: usize = checks.clone().map(|c| c.limits.len()).sum();
+        let mut limits = 0;
+        let mut groups: Vec<&[LimitSpec]> = Vec::with_capacity(1);
+        let mut of_check: Vec<usize> = Vec::with_capacity(4);
+        for check in checks.clone() {
+            limits += check.limits.len();
+            let g = match groups.iter().position(|g| same_numbers(g, check.limits)) {
+                Some(g) => g,
+                None => {
+                    groups.push(check.limits);
+                    groups.len() - 1
+                }
+            };
+            of_check.push(g);
+        }
+        let count = 4 + groups.iter().map(|g| 1 + 7 * g.len()).sum::<usize>() + 2 * of_check.len();
+        let mut nums: Vec<f64> = Vec::with_capacity(count);
+        nums.push(ctx.now_ms.map_or(-1.0, |n| n as f64));
+        nums.push(ctx.slack_ms as f64);
+        nums.push(mode.arg());
+        nums.push(groups.len() as f64);
+        for g in &groups {
+            nums.push(g.len() as f64);
+            for spec in *g {
+                nums.extend_from_slice(&limit_numbers(spec));
+            }
+        }
         let mut keys = Vec::with_capacity(limits + 1);
-        let mut args = Vec::with_capacity(3 + 3 * 4 + 7 * limits);
-        args.push(ctx.now_ms.map(|n| n.to_string()).unwrap_or_default());
-        args.push(ctx.slack_ms.to_string());
-        args.push(mode.arg().to_owned());
-        for check in checks {
+        for (check, g) in checks.zip(of_check) {
+            let group = (g + 1) as f64;
+            nums.push(check.cost as f64);
+            nums.push(if check.refund { -group } else { group });
             let tag = check.tag.to_base64url();
-            args.push(check.cost.to_string());
-            args.push(if check.refund { "1" } else { "0" }.to_owned());
-            args.push(check.limits.len().to_string());
             for spec in check.limits {
                 let key = state_key(ctx.prefix, &tag, spec);
                 if spec.penalty_ms > 0 {
@@ -109,14 +166,11 @@ impl Invocation {
                 } else {
                     keys.push(key);
                 }
-                args.push(spec.algorithm.code().to_string());
-                args.push(spec.requests_per_unit.to_string());
-                args.push(spec.window_ms().to_string());
-                args.push(spec.capacity().to_string());
-                args.push(spec.buckets.to_string());
-                args.push(if spec.overdraft { "1" } else { "0" }.to_owned());
-                args.push(spec.penalty_ms.to_string());
             }
+        }
+        let mut args = Vec::with_capacity(8 * nums.len());
+        for n in nums {
+            args.extend_from_slice(&n.to_le_bytes());
         }
         Invocation { keys, args, limits }
     }
