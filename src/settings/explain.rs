@@ -1,5 +1,4 @@
-//! The arguments of `sluice explain` (the command lives in `main.rs`, the work in
-//! `explain`).
+//! The arguments of `sluice explain` (the command is `cli::explain`, the work `explain`).
 
 use std::path::PathBuf;
 
