@@ -53,16 +53,6 @@ pub fn explain(args: &ExplainArgs) -> u8 {
         eprintln!("sluice: {e}");
         return USAGE;
     }
-    let mut descriptors = Vec::with_capacity(args.descriptor.len());
-    for d in &args.descriptor {
-        match explain::parse_descriptor(d) {
-            Ok(entries) => descriptors.push(entries),
-            Err(e) => {
-                eprintln!("sluice: --descriptor {d:?}: {e}");
-                return USAGE;
-            }
-        }
-    }
     let paths = if args.config.is_empty() {
         vec!["config".into()]
     } else {
@@ -79,7 +69,7 @@ pub fn explain(args: &ExplainArgs) -> u8 {
         prefix: &prefix,
         store: None,
     };
-    let e = explain::explain(&config, &args.domain, &descriptors, keys);
+    let e = explain::explain(&config, &args.domain, &args.descriptor, keys);
     if args.json {
         match serde_json::to_string_pretty(&e) {
             Ok(json) => println!("{json}"),

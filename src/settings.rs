@@ -182,7 +182,9 @@ pub use caps::{CapArgs, Caps, DEFAULT_MAX_CONFIG_FILE_BYTES, DEFAULT_MAX_REQUEST
 pub use cli::{CheckArgs, Cli, Command, HeaderStyle, LogFormat, ServeArgs, invocation};
 pub use explain::ExplainArgs;
 pub use listen::{GrpcTlsSettings, ListenArgs, ListenSettings};
-pub use query::{Descriptor, QueryArgs, parse_descriptor};
+pub use query::QueryArgs;
+// The operator tools' descriptor syntax, re-exported for `client` (which uses `settings`).
+pub use crate::limit::{Descriptor, parse_descriptor};
 
 use parse::err;
 pub use parse::{SettingsError, parse_addr, parse_bool, parse_duration};
