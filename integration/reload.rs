@@ -2,7 +2,7 @@
 //! symlink swap and SIGHUP all reload; a bad file keeps the last good config.
 
 use std::path::Path;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_response::Code;
 
@@ -10,32 +10,10 @@ use crate::support::sluice::*;
 
 mod files;
 
-const WAIT: Duration = Duration::from_secs(10);
-
 fn rules(domain: &str, rpu: u32) -> String {
     format!(
         "domain: {domain}\ndescriptors:\n  - key: k\n    rate_limit: {{unit: hour, requests_per_unit: {rpu}}}\n"
     )
-}
-
-/// The limit currently applied to (domain, k=v), if any.
-async fn limit(c: &mut Client, domain: &str) -> Option<u32> {
-    let r = call(c, req(domain, vec![desc_hits(&[("k", "v")], 0)])).await;
-    r.statuses[0]
-        .current_limit
-        .as_ref()
-        .map(|l| l.requests_per_unit)
-}
-
-async fn wait_limit(c: &mut Client, domain: &str, want: Option<u32>) -> bool {
-    let deadline = Instant::now() + WAIT;
-    while Instant::now() < deadline {
-        if limit(c, domain).await == want {
-            return true;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    false
 }
 
 #[tokio::test]
@@ -160,10 +138,7 @@ async fn runtime_root_symlink_swap_reloads() {
         .no_default_args()
         .env("RUNTIME_ROOT", dir.path().join("current").to_str().unwrap())
         .env("RUNTIME_SUBDIRECTORY", "ratelimit")
-        .env("GRPC_HOST", "127.0.0.1")
-        .env("GRPC_PORT", "0")
-        .env("HOST", "127.0.0.1")
-        .env("PORT", "0")
+        .their_listeners()
         .start()
         .await;
     let mut c = s.client().await;
