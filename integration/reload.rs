@@ -34,6 +34,37 @@ async fn edits_creates_and_deletes_reload() {
     assert!(s.metric("ratelimit_service_config_load_success").await >= 4.0);
 }
 
+/// A file written into a directory created an instant before, many times, each right after
+/// the previous reload (while the watches are being re-established): the file's own event
+/// can be lost (the new directory's watch comes after it), and the reload must happen
+/// anyway.
+#[tokio::test]
+async fn files_in_directories_created_an_instant_before_reload() {
+    let s = sluice().file("a.yaml", &rules("a", 5)).start().await;
+    let mut c = s.client().await;
+    for i in 0..12u32 {
+        let dir = match i % 3 {
+            0 => s.config_path(&format!("d{i}")),
+            // Several levels at once: none of them watched when the file lands.
+            1 => s.config_path(&format!("d{i}/x/y")),
+            _ => s.config_path(&format!("d{}/more{i}", i - 2)),
+        };
+        std::fs::create_dir_all(&dir).unwrap();
+        let domain = format!("n{i}");
+        write(&dir.join("r.yaml"), &rules(&domain, 10 + i));
+        // Polled without a pause, so the next directory comes as soon as this reload is
+        // visible: before the watches are back, when that takes long enough.
+        let deadline = std::time::Instant::now() + WAIT;
+        while limit(&mut c, &domain).await != Some(10 + i) {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "directory {i}: {:?}",
+                s.logs()
+            );
+        }
+    }
+}
+
 #[tokio::test]
 async fn a_bad_file_keeps_the_last_good_config() {
     let s = sluice().file("a.yaml", &rules("a", 5)).start().await;
