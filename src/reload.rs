@@ -190,14 +190,10 @@ impl Reloader {
             }
             Err(errors) => {
                 metrics.config_load_error.inc();
-                for e in &errors {
-                    tracing::error!(
-                        error = %e,
-                        file = e.path.as_ref().map(|p| tracing::field::display(p.display())),
-                        line = e.line.map(|l| l as u64),
-                        "config rejected; the previous config keeps serving"
-                    );
-                }
+                log_config_errors(
+                    &errors,
+                    "config rejected; the previous config keeps serving",
+                );
                 Err(errors)
             }
         }
@@ -256,6 +252,19 @@ impl Reloader {
             }
         });
         Ok(())
+    }
+}
+
+/// Log each error of a rejected config with its file and line (as fields, for JSON logs),
+/// under `message`: a reload's and the startup load's.
+pub fn log_config_errors(errors: &[ConfigError], message: &str) {
+    for e in errors {
+        tracing::error!(
+            error = %e,
+            file = e.path.as_ref().map(|p| tracing::field::display(p.display())),
+            line = e.line.map(|l| l as u64),
+            "{message}"
+        );
     }
 }
 

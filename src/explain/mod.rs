@@ -68,10 +68,24 @@ pub struct DescriptorExplanation {
     pub limits: Vec<LimitExplanation>,
 }
 
+/// A descriptor entry as the JSON answers show it (`/explain`, the admin listener).
 #[derive(Debug, Serialize)]
 pub struct EntryJson {
     pub key: String,
     pub value: String,
+}
+
+impl EntryJson {
+    /// Every entry of a descriptor, in order.
+    pub fn list(entries: &[(&str, &str)]) -> Vec<EntryJson> {
+        entries
+            .iter()
+            .map(|&(key, value)| EntryJson {
+                key: key.to_owned(),
+                value: value.to_owned(),
+            })
+            .collect()
+    }
 }
 
 #[derive(Debug, Serialize)]
@@ -156,15 +170,8 @@ pub fn explain(
         .iter()
         .zip(walks)
         .map(|(entries, (m, steps))| {
-            let entries_json = entries
-                .iter()
-                .map(|&(key, value)| EntryJson {
-                    key: key.to_owned(),
-                    value: value.to_owned(),
-                })
-                .collect();
             let mut d = DescriptorExplanation {
-                entries: entries_json,
+                entries: EntryJson::list(entries),
                 steps,
                 outcome: "no_limit",
                 reason: String::new(),

@@ -181,14 +181,6 @@ impl RateLimitService {
             );
         };
         let rule = m.rule.full_key.to_string();
-        let entries_json = || {
-            refs.iter()
-                .map(|&(k, v)| EntryJson {
-                    key: k.to_owned(),
-                    value: v.to_owned(),
-                })
-                .collect()
-        };
         let store = self.store().name();
         let tag = m.state_tag(&refs);
         let limits = &m.rule.limits;
@@ -198,7 +190,7 @@ impl RateLimitService {
                     tracing::info!(%domain, descriptor = ?refs, %rule, removed, "state reset");
                     let report = ResetReport {
                         domain,
-                        entries: entries_json(),
+                        entries: EntryJson::list(&refs),
                         rule,
                         store,
                         removed,
@@ -240,7 +232,7 @@ impl RateLimitService {
             .collect();
         let report = StateReport {
             domain,
-            entries: entries_json(),
+            entries: EntryJson::list(&refs),
             rule,
             store,
             unlimited: m.rule.unlimited,
