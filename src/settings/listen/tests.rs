@@ -1,26 +1,10 @@
 //! Listener settings from flags and from envoyproxy/ratelimit's variables.
 
-use std::collections::HashMap;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use clap::Parser;
-
-use crate::settings::{Cli, Command, GrpcTlsSettings, Settings, SettingsError};
-
-fn serve(args: &[&str], env: &[(&str, &str)]) -> Result<Settings, SettingsError> {
-    let mut argv = vec!["sluice", "serve"];
-    argv.extend_from_slice(args);
-    let cli = Cli::try_parse_from(argv).expect("arguments parse");
-    let Command::Serve(serve) = cli.command else {
-        panic!("not serve")
-    };
-    let env: HashMap<String, String> = env
-        .iter()
-        .map(|(k, v)| (k.to_string(), v.to_string()))
-        .collect();
-    Settings::resolve(&serve, &|k| env.get(k).cloned())
-}
+use crate::settings::GrpcTlsSettings;
+use crate::settings::tests::serve;
 
 fn error(args: &[&str], env: &[(&str, &str)]) -> String {
     serve(args, env).expect_err("refused").to_string()
