@@ -128,7 +128,8 @@ pub struct Settings {
     pub telemetry: TelemetrySettings,
     /// gRPC TLS, the debug listener, connection timeouts and caps.
     pub listen: ListenSettings,
-    /// Notes on accepted-but-ignored compatibility variables, logged at startup.
+    /// Notes on their variables that have no effect here (`settings/audit`) and on ignored
+    /// combinations, logged once at startup.
     pub notes: Vec<String>,
     /// Rule file size, memory store state.
     pub caps: Caps,
@@ -166,6 +167,7 @@ impl Default for Settings {
     }
 }
 
+pub mod audit;
 mod caps;
 mod cli;
 mod compat;

@@ -173,3 +173,21 @@ fn connection_limits_are_validated() {
         assert!(e.contains(flag), "{e}");
     }
 }
+
+#[test]
+fn their_stream_cap_with_zero_for_no_cap() {
+    let streams =
+        |env: &[(&str, &str)]| serve(&[], env).unwrap().listen.grpc_max_concurrent_streams;
+    assert_eq!(streams(&[("GRPC_MAX_CONCURRENT_STREAMS", "16")]), 16);
+    assert_eq!(streams(&[("GRPC_MAX_CONCURRENT_STREAMS", "0")]), u32::MAX);
+    let s = serve(
+        &["--grpc-max-concurrent-streams", "8"],
+        &[("GRPC_MAX_CONCURRENT_STREAMS", "16")],
+    )
+    .unwrap();
+    assert_eq!(s.listen.grpc_max_concurrent_streams, 8);
+    for bad in ["-1", "4294967296", "many"] {
+        let e = error(&[], &[("GRPC_MAX_CONCURRENT_STREAMS", bad)]);
+        assert!(e.contains("GRPC_MAX_CONCURRENT_STREAMS"), "{e}");
+    }
+}
