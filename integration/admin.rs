@@ -106,17 +106,9 @@ async fn redis_state_is_peeked_without_charging_and_reset_deletes_its_keys() {
     let redis = RedisServer::start();
     let s = sluice()
         .file("shop.yaml", RULES)
-        .arg("--redis-url")
-        .arg(redis.url())
-        .arg("--redis-timeout")
-        .arg("2s")
-        .start()
+        .redis(redis.url())
+        .start_healthy()
         .await;
-    assert!(
-        s.wait_healthy(Duration::from_secs(10)).await,
-        "{:?}",
-        s.logs()
-    );
     peek_and_reset(&s).await;
     // alice's keys came back with her last hits; bob's were never touched.
     let keys = |redis: &RedisServer| {

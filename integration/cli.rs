@@ -1,25 +1,11 @@
 //! `sluice check`, startup failures and the `ratelimit` alias, through the binary.
 
-use std::process::Command;
-
+use crate::support::cli::check;
 use crate::support::sluice::*;
-
-fn check(args: &[&str]) -> (bool, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_sluice"))
-        .arg("check")
-        .args(args)
-        .current_dir(env!("CARGO_MANIFEST_DIR"))
-        .env_remove("MERGE_DOMAIN_CONFIG")
-        .output()
-        .expect("run sluice check");
-    let mut text = String::from_utf8_lossy(&out.stdout).to_string();
-    text.push_str(&String::from_utf8_lossy(&out.stderr));
-    (out.status.success(), text)
-}
 
 #[test]
 fn bundled_config_is_valid() {
-    let (ok, out) = check(&["config"]);
+    let (ok, out) = check(["config"]);
     assert!(ok, "{out}");
     assert_eq!(out.trim(), "all rate limit configs ok");
 }
@@ -71,11 +57,11 @@ fn fixture_errors_match_envoyproxy_ratelimit_byte_for_byte() {
     ];
     for (file, want) in cases {
         let path = format!("tests/data/config/{file}");
-        let (ok, out) = check(&[&path]);
+        let (ok, out) = check([&path]);
         assert!(!ok, "{file} passed");
         assert_eq!(out.lines().next(), Some(want), "{file}: {out}");
     }
-    let (ok, out) = check(&["tests/data/config/bad_yaml.yaml"]);
+    let (ok, out) = check(["tests/data/config/bad_yaml.yaml"]);
     assert!(!ok);
     assert!(
         out.starts_with("bad_yaml.yaml: error loading config file: "),
@@ -95,7 +81,7 @@ fn every_bad_file_is_reported() {
         "domain: b\ndescriptors:\n  - value: v\n",
     );
     write(&dir.path().join("c.yaml"), "domain: c\n");
-    let (ok, out) = check(&[dir.path().to_str().unwrap()]);
+    let (ok, out) = check([dir.path().to_str().unwrap()]);
     assert!(!ok);
     assert!(
         out.contains("a.yaml: invalid rate limit unit 'fortnight'"),
@@ -117,13 +103,13 @@ fn merge_domains_flag() {
         "domain: d\ndescriptors:\n  - key: b\n    rate_limit: {unit: second, requests_per_unit: 1}\n",
     );
     let p = dir.path().to_str().unwrap();
-    let (ok, out) = check(&[p]);
+    let (ok, out) = check([p]);
     assert!(!ok);
     assert!(
         out.contains("b.yaml: duplicate domain 'd' in config file"),
         "{out}"
     );
-    let (ok, out) = check(&["--merge-domains", p]);
+    let (ok, out) = check(["--merge-domains", p]);
     assert!(ok, "{out}");
 }
 
@@ -157,10 +143,7 @@ async fn run_as_ratelimit_it_serves_with_their_environment() {
         .run_as(link)
         .env("RUNTIME_ROOT", dir.path().join("srv").display().to_string())
         .env("RUNTIME_SUBDIRECTORY", "ratelimit")
-        .env("GRPC_HOST", "127.0.0.1")
-        .env("GRPC_PORT", "0")
-        .env("HOST", "127.0.0.1")
-        .env("PORT", "0")
+        .their_listeners()
         .start()
         .await;
     let mut c = s.client().await;

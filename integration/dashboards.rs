@@ -112,19 +112,9 @@ async fn scrape_after_traffic() -> String {
     let redis = RedisServer::start();
     let s = sluice()
         .file("ops.yaml", RULES)
-        .arg("--redis-url")
-        .arg(redis.url())
-        // Generous under a loaded machine: this test is about names, not latency.
-        .arg("--redis-timeout")
-        .arg("2s")
-        .start()
+        .redis(redis.url())
+        .start_healthy()
         .await;
-    // Healthy once the store is connected.
-    assert!(
-        s.wait_healthy(Duration::from_secs(10)).await,
-        "{:?}",
-        s.logs()
-    );
     let mut c = s.client().await;
     for (entries, code) in [
         (&[("free", "a")], Code::Ok),

@@ -3,23 +3,17 @@
 //! ones the Redis store really writes.
 
 use std::path::Path;
-use std::process::Command;
-use std::time::Duration;
 
 use serde_json::Value;
 
+use crate::support::cli::command;
 use crate::support::redis::RedisServer;
 use crate::support::sluice::*;
 
 /// `sluice explain ARGS` in the repository root: (exit code, stdout, stderr).
 fn explain(args: &[&str]) -> (i32, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_sluice"))
-        .arg("explain")
+    let out = command("explain")
         .args(args)
-        .current_dir(env!("CARGO_MANIFEST_DIR"))
-        .env_remove("CACHE_KEY_PREFIX")
-        .env_remove("SLUICE_CACHE_KEY_PREFIX")
-        .env_remove("SLUICE_CONFIG")
         .output()
         .expect("run sluice explain");
     (
@@ -199,19 +193,11 @@ async fn the_keys_shown_are_the_keys_the_redis_store_writes() {
     let redis = RedisServer::start();
     let s = sluice()
         .file("extensions.yaml", &bundled("extensions.yaml"))
-        .arg("--redis-url")
-        .arg(redis.url())
-        .arg("--redis-timeout")
-        .arg("2s")
+        .redis(redis.url())
         .arg("--cache-key-prefix")
         .arg("t1:")
-        .start()
+        .start_healthy()
         .await;
-    assert!(
-        s.wait_healthy(Duration::from_secs(10)).await,
-        "{:?}",
-        s.logs()
-    );
     let mut c = s.client().await;
     // Two limits (and so two keys) on one descriptor, from a `rate_limits` list.
     call(&mut c, req("api", vec![desc(&[("api_key", "k-1")])])).await;

@@ -29,22 +29,11 @@ async fn family(s: &Sluice, name: &str, needle: &str) -> f64 {
 }
 
 async fn on_redis(redis: &RedisServer, extra: &[(&str, &str)]) -> Sluice {
-    let mut b = sluice()
-        .file("d.yaml", rules())
-        .arg("--redis-url")
-        .arg(redis.url())
-        .arg("--redis-timeout")
-        .arg("2s");
+    let mut b = sluice().file("d.yaml", rules()).redis(redis.url());
     for (k, v) in extra {
         b = b.env(k, *v);
     }
-    let s = b.start().await;
-    assert!(
-        s.wait_healthy(std::time::Duration::from_secs(10)).await,
-        "{:?}",
-        s.logs()
-    );
-    s
+    b.start_healthy().await
 }
 
 #[tokio::test]
@@ -96,15 +85,11 @@ async fn not_answered_from_memory_where_a_charge_or_a_refund_would_be_lost() {
     let redis = RedisServer::start();
     let s = sluice()
         .file("d.yaml", rules())
-        .arg("--redis-url")
-        .arg(redis.url())
-        .arg("--redis-timeout")
-        .arg("2s")
+        .redis(redis.url())
         .arg("--local-cache-size-bytes")
         .arg("1048576")
-        .start()
+        .start_healthy()
         .await;
-    assert!(s.wait_healthy(std::time::Duration::from_secs(10)).await);
     let mut c = s.client().await;
 
     // Overdraft: every denied hit is charged (debt), so each one goes to Redis.
@@ -205,16 +190,12 @@ async fn stop_increment_their_scenario_on_both_stores() {
         let redis = RedisServer::start();
         let s = sluice()
             .file("another.yaml", their_rules())
-            .arg("--redis-url")
-            .arg(redis.url())
-            .arg("--redis-timeout")
-            .arg("2s")
+            .redis(redis.url())
             .arg("--stop-increment-when-over-limit")
             .arg("--local-cache-size-bytes")
             .arg(cache)
-            .start()
+            .start_healthy()
             .await;
-        assert!(s.wait_healthy(std::time::Duration::from_secs(10)).await);
         let before = redis.command_calls("evalsha");
         their_scenario(&s, true).await;
         assert_eq!(

@@ -187,13 +187,6 @@ async fn rlconfig_lists_every_limit() {
     );
 }
 
-fn header<'a>(r: &'a RateLimitResponse, name: &str) -> Option<&'a str> {
-    r.response_headers_to_add
-        .iter()
-        .find(|h| h.key == name)
-        .map(|h| h.value.as_str())
-}
-
 #[tokio::test]
 async fn their_response_headers() {
     let s = sluice()

@@ -31,21 +31,11 @@ fn rules() -> String {
 }
 
 async fn on_redis(redis: &RedisServer) -> Sluice {
-    let s = sluice()
+    sluice()
         .file("shared.yaml", &rules())
-        .arg("--redis-url")
-        .arg(redis.url())
-        // Generous under a loaded CI machine: this test is about correctness, not latency.
-        .arg("--redis-timeout")
-        .arg("2s")
-        .start()
-        .await;
-    assert!(
-        s.wait_healthy(Duration::from_secs(10)).await,
-        "{:?}",
-        s.logs()
-    );
-    s
+        .redis(redis.url())
+        .start_healthy()
+        .await
 }
 
 #[tokio::test]
@@ -163,9 +153,8 @@ async fn redis_down_is_unavailable_fast_then_recovers_without_restart() {
         // Failures while Redis is down are immediate either way (refused connections).
         .arg("--redis-timeout")
         .arg("200ms")
-        .start()
+        .start_healthy()
         .await;
-    assert!(s.wait_healthy(Duration::from_secs(10)).await);
     let mut c = s.client().await;
     let one = || req("shared", vec![desc(&[("plain", "x")])]);
     assert_eq!(call(&mut c, one()).await.overall_code, Code::Ok as i32);
@@ -202,7 +191,7 @@ async fn redis_down_is_unavailable_fast_then_recovers_without_restart() {
 
     redis.restart();
     assert!(
-        s.wait_healthy(Duration::from_secs(10)).await,
+        s.wait_healthy(HEALTHY_WITHIN).await,
         "recovered: {:?}",
         s.logs()
     );
@@ -229,7 +218,7 @@ async fn not_serving_until_redis_is_reachable() {
         .expect_err("no Redis yet");
     assert_eq!(e.code(), tonic::Code::Unavailable);
     let _redis = RedisServer::start_on(port);
-    assert!(s.wait_healthy(Duration::from_secs(10)).await);
+    assert!(s.wait_healthy(HEALTHY_WITHIN).await, "{:?}", s.logs());
     let r = call(&mut c, req("shared", vec![desc(&[("plain", "x")])])).await;
     assert_eq!(r.statuses[0].limit_remaining, 999_999);
 }
@@ -246,13 +235,8 @@ async fn their_redis_variables() {
         // Generous under a loaded CI machine: this test is about the variables.
         .arg("--redis-timeout")
         .arg("2s")
-        .start()
+        .start_healthy()
         .await;
-    assert!(
-        s.wait_healthy(Duration::from_secs(10)).await,
-        "{:?}",
-        s.logs()
-    );
     let mut c = s.client().await;
     call(&mut c, req("shared", vec![desc(&[("gcra", "v")])])).await;
     let keys: Vec<String> = redis.query(&["KEYS", "*"]);
@@ -269,17 +253,9 @@ async fn serves_from_a_redis_cluster() {
         .file("shared.yaml", &rules())
         .arg("--redis-type")
         .arg("cluster")
-        .arg("--redis-url")
-        .arg(cluster.urls().join(","))
-        .arg("--redis-timeout")
-        .arg("2s")
-        .start()
+        .redis(cluster.urls().join(","))
+        .start_healthy()
         .await;
-    assert!(
-        s.wait_healthy(Duration::from_secs(20)).await,
-        "{:?}",
-        s.logs()
-    );
     let mut c = s.client().await;
     // Descriptors on different slots in one request.
     let ds: Vec<_> = ALGORITHMS.iter().map(|a| desc(&[(a, "x")])).collect();

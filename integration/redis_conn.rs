@@ -14,7 +14,7 @@ mod tls;
 use std::sync::Arc;
 use std::time::Duration;
 
-use sluice::limit::{Algorithm, Check, LimitResult, LimitSpec, StateTag, SystemClock, Unit};
+use sluice::limit::{Check, LimitResult, LimitSpec, StateTag, SystemClock, Unit};
 use sluice::store::redis::{RedisConfig, RedisStore};
 use sluice::store::{Store, StoreError};
 
@@ -37,18 +37,7 @@ pub fn store(cfg: RedisConfig) -> RedisStore {
 }
 
 pub fn limit(rate: u32, unit: Unit) -> LimitSpec {
-    LimitSpec {
-        requests_per_unit: rate,
-        unit,
-        unit_multiplier: 1,
-        algorithm: Algorithm::FixedWindow,
-        burst: rate,
-        buckets: 0,
-        overdraft: true,
-        penalty_ms: 0,
-        name: None,
-        slot: 0,
-    }
+    LimitSpec::fixed_window(rate, unit)
 }
 
 /// One hit on a per-day limit of 1000 for the descriptor `name`.

@@ -2,7 +2,7 @@
 //! symlink swap and SIGHUP all reload; a bad file keeps the last good config.
 
 use std::path::Path;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_response::Code;
 
@@ -10,32 +10,10 @@ use crate::support::sluice::*;
 
 mod files;
 
-const WAIT: Duration = Duration::from_secs(10);
-
 fn rules(domain: &str, rpu: u32) -> String {
     format!(
         "domain: {domain}\ndescriptors:\n  - key: k\n    rate_limit: {{unit: hour, requests_per_unit: {rpu}}}\n"
     )
-}
-
-/// The limit currently applied to (domain, k=v), if any.
-async fn limit(c: &mut Client, domain: &str) -> Option<u32> {
-    let r = call(c, req(domain, vec![desc_hits(&[("k", "v")], 0)])).await;
-    r.statuses[0]
-        .current_limit
-        .as_ref()
-        .map(|l| l.requests_per_unit)
-}
-
-async fn wait_limit(c: &mut Client, domain: &str, want: Option<u32>) -> bool {
-    let deadline = Instant::now() + WAIT;
-    while Instant::now() < deadline {
-        if limit(c, domain).await == want {
-            return true;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    false
 }
 
 #[tokio::test]
@@ -54,6 +32,37 @@ async fn edits_creates_and_deletes_reload() {
     std::fs::remove_file(s.config_path("sub/b.yaml")).unwrap();
     assert!(wait_limit(&mut c, "b", None).await, "delete");
     assert!(s.metric("ratelimit_service_config_load_success").await >= 4.0);
+}
+
+/// A file written into a directory created an instant before, many times, each right after
+/// the previous reload (while the watches are being re-established): the file's own event
+/// can be lost (the new directory's watch comes after it), and the reload must happen
+/// anyway.
+#[tokio::test]
+async fn files_in_directories_created_an_instant_before_reload() {
+    let s = sluice().file("a.yaml", &rules("a", 5)).start().await;
+    let mut c = s.client().await;
+    for i in 0..12u32 {
+        let dir = match i % 3 {
+            0 => s.config_path(&format!("d{i}")),
+            // Several levels at once: none of them watched when the file lands.
+            1 => s.config_path(&format!("d{i}/x/y")),
+            _ => s.config_path(&format!("d{}/more{i}", i - 2)),
+        };
+        std::fs::create_dir_all(&dir).unwrap();
+        let domain = format!("n{i}");
+        write(&dir.join("r.yaml"), &rules(&domain, 10 + i));
+        // Polled without a pause, so the next directory comes as soon as this reload is
+        // visible: before the watches are back, when that takes long enough.
+        let deadline = std::time::Instant::now() + WAIT;
+        while limit(&mut c, &domain).await != Some(10 + i) {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "directory {i}: {:?}",
+                s.logs()
+            );
+        }
+    }
 }
 
 #[tokio::test]
@@ -160,10 +169,7 @@ async fn runtime_root_symlink_swap_reloads() {
         .no_default_args()
         .env("RUNTIME_ROOT", dir.path().join("current").to_str().unwrap())
         .env("RUNTIME_SUBDIRECTORY", "ratelimit")
-        .env("GRPC_HOST", "127.0.0.1")
-        .env("GRPC_PORT", "0")
-        .env("HOST", "127.0.0.1")
-        .env("PORT", "0")
+        .their_listeners()
         .start()
         .await;
     let mut c = s.client().await;

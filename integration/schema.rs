@@ -7,11 +7,12 @@
 //! JSON value, first document only, like the loader): `yes`/`on` stay strings, which is why
 //! the schema accepts YAML 1.1's boolean words as strings.
 
-use std::path::{Component, Path, PathBuf};
-use std::process::Command;
+use std::path::{Component, Path};
 
 use serde::Deserialize;
 use serde_json::Value;
+
+use crate::support::cli::{check, rule_files};
 
 mod cases;
 
@@ -130,41 +131,6 @@ fn first_document(yaml: &str) -> Result<Value, serde_yaml::Error> {
     }
 }
 
-/// `sluice check PATH`: (accepted, output).
-fn sluice_check(path: &Path) -> (bool, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_sluice"))
-        .arg("check")
-        .arg(path)
-        .env_remove("MERGE_DOMAIN_CONFIG")
-        .output()
-        .expect("run sluice check");
-    let mut text = String::from_utf8_lossy(&out.stdout).into_owned();
-    text.push_str(&String::from_utf8_lossy(&out.stderr));
-    (out.status.success(), text)
-}
-
-/// Every `*.yaml`/`*.yml` under `dir`, recursively, dot entries skipped (as the loader does).
-fn yaml_files(dir: &Path) -> Vec<PathBuf> {
-    let mut out = Vec::new();
-    let mut entries: Vec<PathBuf> = std::fs::read_dir(dir)
-        .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
-        .map(|e| e.expect("dir entry").path())
-        .collect();
-    entries.sort();
-    for p in entries {
-        let name = p.file_name().and_then(|n| n.to_str()).unwrap_or("");
-        if name.starts_with('.') {
-            continue;
-        }
-        if p.is_dir() {
-            out.extend(yaml_files(&p));
-        } else if name.ends_with(".yaml") || name.ends_with(".yml") {
-            out.push(p);
-        }
-    }
-    out
-}
-
 /// `to` relative to the directory `from` (both relative to the repo root).
 fn relative(from: &Path, to: &Path) -> String {
     let a: Vec<Component> = from.components().collect();
@@ -223,7 +189,7 @@ fn repo_rule_files_carry_the_modeline_and_match_the_schema() {
     let target = Path::new(SCHEMA);
     let mut seen = 0;
     for top in ["config", "examples"] {
-        for path in yaml_files(&root().join(top)) {
+        for path in rule_files(&root().join(top)) {
             let rel = path.strip_prefix(root()).unwrap().to_path_buf();
             let text = std::fs::read_to_string(&path).unwrap();
             let docs: Vec<Value> = serde_yaml::Deserializer::from_str(&text)
@@ -240,7 +206,7 @@ fn repo_rule_files_carry_the_modeline_and_match_the_schema() {
                         "{rel:?} first line"
                     );
                 }
-                let (ok, out) = sluice_check(&path);
+                let (ok, out) = check([&path]);
                 assert!(ok, "sluice check {rel:?}: {out}");
                 if let Err(e) = schema.validate(&text) {
                     panic!("{rel:?} fails the schema: {e}");
@@ -254,7 +220,7 @@ fn repo_rule_files_carry_the_modeline_and_match_the_schema() {
                     seen += 1;
                     let file = dir.path().join(&name);
                     std::fs::write(&file, &rules).unwrap();
-                    let (ok, out) = sluice_check(&file);
+                    let (ok, out) = check([&file]);
                     assert!(ok, "sluice check {rel:?} data.{name}: {out}");
                     if let Err(e) = schema.validate(&rules) {
                         panic!("{rel:?} data.{name} fails the schema: {e}");
@@ -271,10 +237,10 @@ fn fixtures_get_the_same_verdict_from_schema_and_loader() {
     let schema = Schema::load();
     let dir = root().join("tests/data/config");
     let mut errors_seen = Vec::new();
-    for path in yaml_files(&dir) {
+    for path in rule_files(&dir) {
         let name = path.file_name().unwrap().to_str().unwrap().to_owned();
         let text = std::fs::read_to_string(&path).unwrap();
-        let (ok, out) = sluice_check(&path);
+        let (ok, out) = check([&path]);
         let verdict = schema.validate(&text);
         if ok {
             if let Err(e) = verdict {
@@ -326,7 +292,7 @@ fn inline_documents_get_the_same_verdict_from_schema_and_loader() {
     for (i, (content, valid)) in cases.iter().enumerate() {
         let file = dir.path().join(format!("case{i}.yaml"));
         std::fs::write(&file, content).unwrap();
-        let (ok, out) = sluice_check(&file);
+        let (ok, out) = check([&file]);
         assert_eq!(ok, *valid, "sluice check of:\n{content}\n{out}");
         let verdict = schema.validate(content);
         assert_eq!(

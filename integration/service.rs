@@ -1,8 +1,6 @@
 //! ShouldRateLimit through the real binary (in-memory store): matching, decisions and
 //! every status field, as envoyproxy/ratelimit defines them.
 
-use std::time::Duration;
-
 use envoy_types::pb::envoy::service::ratelimit::v3::RateLimitResponse;
 use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_response::rate_limit::Unit;
 use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_response::{Code, DescriptorStatus};

@@ -9,8 +9,6 @@ use std::time::{Duration, Instant};
 use tonic::Code;
 
 use crate::support::sluice::*;
-
-const WAIT: Duration = Duration::from_secs(10);
 const BAD: &str =
     "domain: edge\ndescriptors:\n  - key: k\n    rate_limit: {unit: foo, requests_per_unit: 1}\n";
 const GOOD: &str =

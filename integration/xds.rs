@@ -10,14 +10,12 @@ mod startup;
 mod stream;
 mod tls;
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use sluice::xds::proto::{RateLimitConfig, RateLimitDescriptor, RateLimitPolicy, RateLimitUnit};
 
 use crate::support::sluice::*;
 use crate::support::xds_server::XdsServer;
-
-const WAIT: Duration = Duration::from_secs(15);
 
 /// One resource: domain `domain`, key `k` limited to `rpu` per hour.
 fn rules(name: &str, domain: &str, rpu: u32) -> RateLimitConfig {
@@ -53,34 +51,4 @@ fn xds_sluice(xds: &XdsServer) -> Builder {
         .env("CONFIG_GRPC_XDS_NODE_ID", "test-node")
         .env("XDS_CLIENT_BACKOFF_INITIAL_INTERVAL", "100ms")
         .env("XDS_CLIENT_BACKOFF_MAX_INTERVAL", "500ms")
-}
-
-/// The limit applied to (domain, k=v), if any (a peek: nothing is counted).
-async fn limit(c: &mut Client, domain: &str) -> Option<u32> {
-    try_limit(c, domain)
-        .await
-        .unwrap_or_else(|e| panic!("ShouldRateLimit: {e:?}"))
-}
-
-/// [`limit`], or the call's error (before the first config, every call fails).
-async fn try_limit(c: &mut Client, domain: &str) -> Result<Option<u32>, tonic::Status> {
-    let r = c
-        .should_rate_limit(req(domain, vec![desc_hits(&[("k", "v")], 0)]))
-        .await?
-        .into_inner();
-    Ok(r.statuses[0]
-        .current_limit
-        .as_ref()
-        .map(|l| l.requests_per_unit))
-}
-
-async fn wait_limit(c: &mut Client, domain: &str, want: Option<u32>) -> bool {
-    let deadline = Instant::now() + WAIT;
-    while Instant::now() < deadline {
-        if try_limit(c, domain).await.ok() == Some(want) {
-            return true;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    false
 }

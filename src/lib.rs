@@ -14,6 +14,8 @@
 //! - [`http`]: `/healthcheck`, `/json`, `/metrics`, `/rlconfig`, `/explain`.
 //! - [`admin`]: the admin listener: a descriptor's state, peeked or reset.
 //! - [`server`]: wires listeners, services and shutdown together.
+//! - [`cli`]: the one-shot commands `check`, `explain` and `query`: arguments in, exit status
+//!   out.
 //! - [`client`]: `sluice query`, a client of the RLS v3 API (any server), plain or TLS.
 //! - [`tls`]: TLS plumbing shared by Redis, gRPC and the client (crypto provider, PEM files,
 //!   reloadable server config).
@@ -21,6 +23,7 @@
 //! - [`xds`]: rules from an xDS management server (state-of-the-world ADS).
 
 pub mod admin;
+pub mod cli;
 pub mod client;
 pub mod config;
 pub mod explain;

@@ -1,17 +1,13 @@
-//! The `sluice` binary: `serve`, `check`, `explain` and `query`. Everything else lives in the
-//! library.
+//! The `sluice` binary: dispatches `check`, `explain` and `query` to the library (`cli`), and
+//! runs `serve`: the process around `server::run` (allocator, logging, runtime, signals).
 
 use std::process::ExitCode;
 
 use anyhow::Context;
 use clap::Parser;
-use sluice::config::{LoadOptions, RateLimitConfig};
-use sluice::explain::{self, KeyLayout};
+use sluice::cli;
 use sluice::server::{self, Listeners};
-use sluice::settings::{
-    CheckArgs, Cli, Command, ExplainArgs, LogFormat, QueryArgs, Settings, invocation, parse_bool,
-};
-use sluice::store::redis::{DEFAULT_KEY_PREFIX, check_prefix};
+use sluice::settings::{Cli, Command, LogFormat, Settings, invocation};
 use tokio_util::sync::CancellationToken;
 use tracing_subscriber::EnvFilter;
 
@@ -23,9 +19,9 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 fn main() -> ExitCode {
     let cli = Cli::parse_from(invocation(std::env::args_os().collect()));
     match cli.command {
-        Command::Check(args) => check(&args),
-        Command::Explain(args) => explain(&args),
-        Command::Query(args) => query(&args),
+        Command::Check(args) => ExitCode::from(cli::check(&args)),
+        Command::Explain(args) => ExitCode::from(cli::explain(&args)),
+        Command::Query(args) => ExitCode::from(cli::query(&args)),
         Command::Serve(args) => match serve(&args) {
             Ok(()) => ExitCode::SUCCESS,
             Err(e) => {
@@ -33,136 +29,6 @@ fn main() -> ExitCode {
                 ExitCode::FAILURE
             }
         },
-    }
-}
-
-fn merge_domains(flag: bool) -> LoadOptions {
-    let merge = flag
-        || std::env::var("MERGE_DOMAIN_CONFIG")
-            .is_ok_and(|v| parse_bool("MERGE_DOMAIN_CONFIG", &v).unwrap_or(false));
-    LoadOptions {
-        merge_domains: merge,
-        ..LoadOptions::default()
-    }
-}
-
-/// Every error of every file, one per line (exact envoyproxy/ratelimit messages), each
-/// followed by its location when known.
-fn print_config_errors(errors: &[sluice::config::ConfigError]) {
-    for e in errors {
-        println!("{e}");
-        if let (Some(path), Some(line)) = (&e.path, e.line) {
-            match e.column {
-                Some(col) => println!("  --> {}:{line}:{col}", path.display()),
-                None => println!("  --> {}:{line}", path.display()),
-            }
-        }
-    }
-}
-
-/// `sluice check`: "all rate limit configs ok", or every error.
-fn check(args: &CheckArgs) -> ExitCode {
-    let opts = LoadOptions {
-        max_file_bytes: args.max_config_file_bytes,
-        ..merge_domains(args.merge_domains)
-    };
-    match RateLimitConfig::load(&args.paths, &opts) {
-        Ok(_) => {
-            println!("all rate limit configs ok");
-            ExitCode::SUCCESS
-        }
-        Err(errors) => {
-            print_config_errors(&errors);
-            ExitCode::FAILURE
-        }
-    }
-}
-
-/// `sluice explain`: exit 0 with the explanation, 1 when the rules do not load (printed as
-/// `check` prints them), 2 for a bad argument.
-fn explain(args: &ExplainArgs) -> ExitCode {
-    let prefix = args
-        .cache_key_prefix
-        .clone()
-        .or_else(|| {
-            std::env::var("CACHE_KEY_PREFIX")
-                .ok()
-                .filter(|p| !p.is_empty())
-        })
-        .unwrap_or_else(|| DEFAULT_KEY_PREFIX.to_owned());
-    if let Err(e) = check_prefix(&prefix) {
-        eprintln!("sluice: {e}");
-        return ExitCode::from(2);
-    }
-    let mut descriptors = Vec::with_capacity(args.descriptor.len());
-    for d in &args.descriptor {
-        match explain::parse_descriptor(d) {
-            Ok(entries) => descriptors.push(entries),
-            Err(e) => {
-                eprintln!("sluice: --descriptor {d:?}: {e}");
-                return ExitCode::from(2);
-            }
-        }
-    }
-    let paths = if args.config.is_empty() {
-        vec!["config".into()]
-    } else {
-        args.config.clone()
-    };
-    let config = match RateLimitConfig::load(&paths, &merge_domains(args.merge_domains)) {
-        Ok(c) => c,
-        Err(errors) => {
-            print_config_errors(&errors);
-            return ExitCode::FAILURE;
-        }
-    };
-    let keys = KeyLayout {
-        prefix: &prefix,
-        store: None,
-    };
-    let e = explain::explain(&config, &args.domain, &descriptors, keys);
-    if args.json {
-        match serde_json::to_string_pretty(&e) {
-            Ok(json) => println!("{json}"),
-            Err(err) => {
-                eprintln!("sluice: {err}");
-                return ExitCode::FAILURE;
-            }
-        }
-    } else {
-        print!("{}", explain::render(&e));
-    }
-    ExitCode::SUCCESS
-}
-
-/// `sluice query`: the answer on stdout; exit 0 OK, 1 OVER_LIMIT, 2 error (on stderr).
-fn query(args: &QueryArgs) -> ExitCode {
-    let runtime = match tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-    {
-        Ok(r) => r,
-        Err(e) => {
-            eprintln!("sluice query: starting the async runtime: {e}");
-            return ExitCode::from(2);
-        }
-    };
-    match runtime.block_on(sluice::client::query(args)) {
-        Ok(report) => {
-            print!(
-                "{}",
-                if args.json {
-                    report.json()
-                } else {
-                    report.table()
-                }
-            );
-            ExitCode::from(report.exit_code())
-        }
-        Err(e) => {
-            eprintln!("sluice query: {e}");
-            ExitCode::from(2)
-        }
     }
 }
 

@@ -6,6 +6,14 @@
 //! swap), and `SIGHUP`. Watches are re-established after every reload, because a swapped
 //! symlink leaves the old watch on the old directory.
 //!
+//! Events alone can miss a change: a file written into a directory created an instant
+//! before (its watch is added only once the directory's own event is seen), or any change
+//! while the watches are being re-established. So each load also records the tree's
+//! [`fingerprint`] (which rule files, with their metadata) as it found it, and after the
+//! watches are back the tree is fingerprinted again: any difference is a change no event
+//! may report, and reloads. Every change before that second look is caught by it, every
+//! change after it by a watch that is in place.
+//!
 //! Paths are watched absolute (`./config` becomes `/cwd/config`, `..` resolved), because
 //! file events always name absolute paths: a relative watch list would match none of them.
 //! Each load runs on a thread of its own and is awaited at most [`LOAD_TIMEOUT`]: a read
@@ -23,7 +31,7 @@ use notify::{EventKind, RecommendedWatcher, RecursiveMode, Watcher};
 use tokio::sync::{Mutex, mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
 
-use crate::config::{ConfigError, LoadOptions, RateLimitConfig};
+use crate::config::{ConfigError, Fingerprint, LoadOptions, RateLimitConfig, fingerprint};
 use crate::service::RateLimitService;
 
 /// Default quiet time before a burst of file events triggers one reload.
@@ -49,6 +57,9 @@ pub struct Reloader {
     running: Arc<AtomicUsize>,
     load: Load,
     load_timeout: Duration,
+    /// The tree as the last load found it (`None` before the first one, and after one that
+    /// did not finish).
+    loaded: parking_lot::Mutex<Option<Fingerprint>>,
 }
 
 impl Reloader {
@@ -61,6 +72,7 @@ impl Reloader {
             running: Arc::new(AtomicUsize::new(0)),
             load: RateLimitConfig::load,
             load_timeout: LOAD_TIMEOUT,
+            loaded: parking_lot::Mutex::new(None),
         }
     }
 
@@ -83,42 +95,80 @@ impl Reloader {
     /// Rebuild and swap, on this thread. On error the active config stays and every error
     /// is logged with its file and line.
     pub fn reload(&self) -> Result<(), Vec<ConfigError>> {
-        self.apply((self.load)(&self.paths, &self.opts))
+        let (seen, result) = load_with_fingerprint(self.load, &self.paths, &self.opts);
+        *self.loaded.lock() = Some(seen);
+        self.apply(result)
     }
 
     /// [`Reloader::reload`] with the load on a thread of its own, awaited at most the load
     /// timeout (see the module documentation).
     pub async fn reload_detached(&self) -> Result<(), Vec<ConfigError>> {
         let _one_at_a_time = self.serial.lock().await;
+        let (paths, opts, load) = (self.paths.clone(), self.opts.clone(), self.load);
+        match self
+            .detached(move || load_with_fingerprint(load, &paths, &opts))
+            .await
+        {
+            Ok((seen, result)) => {
+                *self.loaded.lock() = Some(seen);
+                self.apply(result)
+            }
+            Err(e) => {
+                // Unknown what a stuck load saw: no second look until a load finishes (else
+                // every look would find a difference and start another stuck load).
+                *self.loaded.lock() = None;
+                self.apply(Err(vec![ConfigError::general(e)]))
+            }
+        }
+    }
+
+    /// Whether the tree differs from what the last load found (a change no event
+    /// reported). Looked at on a thread of its own, like a load; `false` when there was no
+    /// load yet or the look did not finish in time (nothing to compare, or a file system
+    /// that hangs, which the next load reports).
+    async fn changed_since_load(&self) -> bool {
+        let Some(loaded) = self.loaded.lock().clone() else {
+            return false;
+        };
+        let paths = self.paths.clone();
+        match self.detached(move || fingerprint(&paths)).await {
+            Ok(now) => now != loaded,
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot look for config changes");
+                false
+            }
+        }
+    }
+
+    /// Run `work` (a load, or a look at the tree) on a thread of its own, awaited at most
+    /// the load timeout: a read that never returns costs that thread only. The error says
+    /// why there is no result.
+    async fn detached<T: Send + 'static>(
+        &self,
+        work: impl FnOnce() -> T + Send + 'static,
+    ) -> Result<T, String> {
         let stuck = self.running.load(Ordering::SeqCst);
         if stuck >= MAX_STUCK_LOADS {
-            return self.apply(Err(vec![ConfigError::general(format!(
+            return Err(format!(
                 "{stuck} config loads are still stuck reading files; not starting another"
-            ))]));
+            ));
         }
         let (tx, rx) = oneshot::channel();
-        let (paths, opts, load) = (self.paths.clone(), self.opts.clone(), self.load);
         let running = RunningGuard::enter(&self.running);
-        let spawned = std::thread::Builder::new()
+        std::thread::Builder::new()
             .name("sluice-config-load".into())
             .spawn(move || {
                 let _running = running;
-                let _ = tx.send(load(&paths, &opts));
-            });
-        if let Err(e) = spawned {
-            return self.apply(Err(vec![ConfigError::general(format!(
-                "cannot start a config load: {e}"
-            ))]));
-        }
+                let _ = tx.send(work());
+            })
+            .map_err(|e| format!("cannot start a config load: {e}"))?;
         match tokio::time::timeout(self.load_timeout, rx).await {
-            Ok(Ok(result)) => self.apply(result),
-            Ok(Err(_)) => self.apply(Err(vec![ConfigError::general(
-                "config load ended without a result".into(),
-            )])),
-            Err(_) => self.apply(Err(vec![ConfigError::general(format!(
+            Ok(Ok(result)) => Ok(result),
+            Ok(Err(_)) => Err("config load ended without a result".into()),
+            Err(_) => Err(format!(
                 "config load did not finish within {:?} (a file read is stuck); it is abandoned",
                 self.load_timeout
-            ))])),
+            )),
         }
     }
 
@@ -140,14 +190,10 @@ impl Reloader {
             }
             Err(errors) => {
                 metrics.config_load_error.inc();
-                for e in &errors {
-                    tracing::error!(
-                        error = %e,
-                        file = e.path.as_ref().map(|p| tracing::field::display(p.display())),
-                        line = e.line.map(|l| l as u64),
-                        "config rejected; the previous config keeps serving"
-                    );
-                }
+                log_config_errors(
+                    &errors,
+                    "config rejected; the previous config keeps serving",
+                );
                 Err(errors)
             }
         }
@@ -160,6 +206,7 @@ impl Reloader {
         shutdown: CancellationToken,
     ) -> Result<(), notify::Error> {
         let (tx, mut rx) = mpsc::unbounded_channel::<()>();
+        let missed = tx.clone();
         let targets: Vec<PathBuf> = self.paths.iter().map(|p| watch_path(p)).collect();
         let ancestors: Vec<PathBuf> = targets.iter().flat_map(|p| ancestors_of(p)).collect();
         let filter = targets.clone();
@@ -197,10 +244,39 @@ impl Reloader {
                 }
                 let _ = self.reload_detached().await;
                 rewatch(&mut watcher, &targets, &mut watched);
+                // Changes no event reported (see the module documentation) reload too.
+                if self.changed_since_load().await {
+                    tracing::debug!("config changed without a file event; reloading");
+                    let _ = missed.send(());
+                }
             }
         });
         Ok(())
     }
+}
+
+/// Log each error of a rejected config with its file and line (as fields, for JSON logs),
+/// under `message`: a reload's and the startup load's.
+pub fn log_config_errors(errors: &[ConfigError], message: &str) {
+    for e in errors {
+        tracing::error!(
+            error = %e,
+            file = e.path.as_ref().map(|p| tracing::field::display(p.display())),
+            line = e.line.map(|l| l as u64),
+            "{message}"
+        );
+    }
+}
+
+/// The tree's fingerprint as the load is about to read it, and the load. Taken first: a
+/// change during the load then shows up as a difference afterwards, never the reverse.
+fn load_with_fingerprint(
+    load: Load,
+    paths: &[PathBuf],
+    opts: &LoadOptions,
+) -> (Fingerprint, Result<RateLimitConfig, Vec<ConfigError>>) {
+    let seen = fingerprint(paths);
+    (seen, load(paths, opts))
 }
 
 /// Counts a load thread from its start to its end, however it ends.

@@ -128,7 +128,8 @@ pub struct Settings {
     pub telemetry: TelemetrySettings,
     /// gRPC TLS, the debug listener, connection timeouts and caps.
     pub listen: ListenSettings,
-    /// Notes on accepted-but-ignored compatibility variables, logged at startup.
+    /// Notes on their variables that have no effect here (`settings/audit`) and on ignored
+    /// combinations, logged once at startup.
     pub notes: Vec<String>,
     /// Rule file size, memory store state.
     pub caps: Caps,
@@ -166,6 +167,7 @@ impl Default for Settings {
     }
 }
 
+pub mod audit;
 mod caps;
 mod cli;
 mod compat;
@@ -182,7 +184,9 @@ pub use caps::{CapArgs, Caps, DEFAULT_MAX_CONFIG_FILE_BYTES, DEFAULT_MAX_REQUEST
 pub use cli::{CheckArgs, Cli, Command, HeaderStyle, LogFormat, ServeArgs, invocation};
 pub use explain::ExplainArgs;
 pub use listen::{GrpcTlsSettings, ListenArgs, ListenSettings};
-pub use query::{Descriptor, QueryArgs, parse_descriptor};
+pub use query::QueryArgs;
+// The operator tools' descriptor syntax, re-exported for `client` (which uses `settings`).
+pub use crate::limit::{Descriptor, parse_descriptor};
 
 use parse::err;
 pub use parse::{SettingsError, parse_addr, parse_bool, parse_duration};

@@ -4,8 +4,7 @@
 //! Reusing the binary's code keeps these tests from drifting from what ships.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::path::PathBuf;
 
 use clap::{CommandFactory, Parser};
 use serde_yaml::Value;
@@ -13,6 +12,7 @@ use sluice::config::{LoadOptions, RateLimitConfig};
 use sluice::settings::{Cli, Command as SluiceCommand, Settings, SettingsError};
 
 use super::files::{at, scalar, str_at};
+use crate::support::cli::{check, rule_files};
 
 /// What `sluice <argv>` would run with under `env`, resolved by the binary's code.
 /// `SLUICE_*` variables are turned into their flags, because clap reads them from the
@@ -57,42 +57,9 @@ pub fn try_resolve(
 
 /// `sluice check PATH...` must pass.
 fn assert_rules_valid(paths: &[PathBuf], what: &str) {
-    let out = Command::new(env!("CARGO_BIN_EXE_sluice"))
-        .arg("check")
-        .args(paths)
-        .env_remove("MERGE_DOMAIN_CONFIG")
-        .env_remove("SLUICE_MERGE_DOMAINS")
-        .output()
-        .expect("run sluice check");
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    assert!(out.status.success(), "{what}: sluice check failed:\n{text}");
+    let (ok, text) = check(paths);
+    assert!(ok, "{what}: sluice check failed:\n{text}");
     assert_eq!(text.trim(), "all rate limit configs ok", "{what}");
-}
-
-/// Rule files under `dir` (recursively, dot-entries skipped, as sluice discovers them).
-pub fn rule_files(dir: &Path) -> Vec<PathBuf> {
-    let mut out = Vec::new();
-    let mut entries: Vec<_> = std::fs::read_dir(dir)
-        .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
-        .map(|e| e.expect("dir entry").path())
-        .collect();
-    entries.sort();
-    for p in entries {
-        let name = p.file_name().and_then(|n| n.to_str()).unwrap_or("");
-        if name.starts_with('.') {
-            continue;
-        }
-        if p.is_dir() {
-            out.extend(rule_files(&p));
-        } else if name.ends_with(".yaml") || name.ends_with(".yml") {
-            out.push(p);
-        }
-    }
-    out
 }
 
 /// The rules a deployment serves, and for each descriptor key the request values worth

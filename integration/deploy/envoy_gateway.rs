@@ -1,7 +1,8 @@
 //! `examples/envoy-gateway/`: Envoy Gateway's configuration with the sluice image, and the
 //! rate limit Deployment Envoy Gateway generates from it. The Deployment's command and
 //! environment are resolved with sluice's own code (`settings::invocation`, clap,
-//! `Settings::resolve`), so what the walkthrough promises is what the binary does.
+//! `Settings::resolve`), so what the walkthrough promises is what the binary does; the
+//! metrics mapping file it mounts is served by the real binary.
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -13,6 +14,7 @@ use sluice::settings::{ConfigSource, Settings, XdsSettings, invocation};
 use super::binary::try_resolve;
 use super::docker::{dockerfile_stages, image};
 use super::files::{assert_pinned, at, env_map, port_at, scalar, seq_at, str_at, strings, yaml};
+use crate::support::sluice::*;
 
 const DIR: &str = "examples/envoy-gateway";
 
@@ -67,18 +69,7 @@ fn settings() -> &'static Settings {
             .map(|a| a.into_string().expect("utf-8 argument"))
             .collect();
         let what = "Envoy Gateway's rate limit Deployment";
-        let env = env();
-        match try_resolve(&argv, &env, what) {
-            Ok(s) => s,
-            // gRPC server TLS is built on another branch; until it is merged sluice refuses
-            // GRPC_SERVER_USE_TLS, and the rest of the environment is checked without it.
-            Err(e) if e.name == "GRPC_SERVER_USE_TLS" && e.message.contains("not supported") => {
-                let mut env = env;
-                env.remove("GRPC_SERVER_USE_TLS");
-                try_resolve(&argv, &env, what).unwrap_or_else(|e| panic!("{what}: {e}"))
-            }
-            Err(e) => panic!("{what}: {e}"),
-        }
+        try_resolve(&argv, &env(), what).unwrap_or_else(|e| panic!("{what}: {e}"))
     })
 }
 
@@ -262,4 +253,89 @@ fn envoy_gateway_redis_is_the_configured_backend() {
     let redis = settings().redis.as_ref().expect("a Redis store");
     let url = str_at(envoy_gateway(), "rateLimit.backend.redis.url");
     assert_eq!(redis.urls, vec![format!("redis://{url}")]);
+}
+
+/// The mapping file Envoy Gateway names in `PROMETHEUS_MAPPER_YAML` is a key of the
+/// ConfigMap mounted at its directory (statsd-exporter-config.yaml).
+fn mapping_file() -> String {
+    let path = settings()
+        .telemetry
+        .metrics_mapper
+        .clone()
+        .expect("PROMETHEUS_MAPPER_YAML is set");
+    let mount = seq_at(container(), "volumeMounts")
+        .iter()
+        .find(|m| path.parent() == Some(Path::new(str_at(m, "mountPath"))))
+        .unwrap_or_else(|| panic!("{} is under no volume mount", path.display()));
+    let volume = seq_at(deployment(), "spec.template.spec.volumes")
+        .iter()
+        .find(|v| str_at(v, "name") == str_at(mount, "name"))
+        .expect("the mount's volume");
+    let config_map = yaml(format!("{DIR}/statsd-exporter-config.yaml"));
+    assert_eq!(str_at(&config_map, "kind"), "ConfigMap");
+    assert_eq!(
+        str_at(volume, "configMap.name"),
+        str_at(&config_map, "metadata.name")
+    );
+    let key = path
+        .file_name()
+        .and_then(|n| n.to_str())
+        .unwrap_or_default();
+    at(&config_map, "data")
+        .get(key)
+        .and_then(Value::as_str)
+        .unwrap_or_else(|| panic!("the ConfigMap has no key {key}"))
+        .to_owned()
+}
+
+/// Envoy Gateway's own mapping file works as envoyproxy/ratelimit's exporter applies it:
+/// per-rule series labelled domain/key1(/key2), the service's series under their names,
+/// everything else dropped. No variable needs overriding.
+#[tokio::test]
+async fn envoy_gateway_metrics_mapping_file_is_served_as_mapped() {
+    let added = env_map(at(rate_limit_container_spec(), "env"));
+    assert!(
+        !added.contains_key("PROMETHEUS_MAPPER_YAML"),
+        "Envoy Gateway's own mapping file is kept"
+    );
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("conf.yaml");
+    write(&path, &mapping_file());
+    let s = sluice()
+        // Rules of one depth: statsd_exporter (and sluice) keep the label names a metric
+        // was first seen with, and Envoy Gateway's file maps two levels and three levels of
+        // a stats key to different label sets.
+        .file(
+            "eg.yaml",
+            "domain: eg\ndescriptors:\n  - key: a\n    descriptors:\n      - key: b\n        rate_limit: {unit: hour, requests_per_unit: 2}\n      - key: s\n        shadow_mode: true\n        rate_limit: {unit: hour, requests_per_unit: 0}\n",
+        )
+        .env("PROMETHEUS_MAPPER_YAML", path.display().to_string())
+        .start()
+        .await;
+    let mut c = s.client().await;
+    for _ in 0..3 {
+        call(&mut c, req("eg", vec![desc(&[("a", "1"), ("b", "x")])])).await;
+    }
+    call(&mut c, req("eg", vec![desc(&[("a", "1"), ("s", "y")])])).await;
+    let (_, body) = s.http_get("/metrics").await;
+    for series in [
+        "ratelimit_service_rate_limit_total_hits{domain=\"eg\",key1=\"a\",key2=\"b\"} 3",
+        "ratelimit_service_rate_limit_within_limit{domain=\"eg\",key1=\"a\",key2=\"b\"} 2",
+        "ratelimit_service_rate_limit_over_limit{domain=\"eg\",key1=\"a\",key2=\"b\"} 1",
+        "ratelimit_service_rate_limit_shadow_mode{domain=\"eg\",key1=\"a\",key2=\"s\"} 1",
+        "ratelimit_service_total_requests{grpc_method=\"ShouldRateLimit\"} 4",
+        "ratelimit_service_response_time_seconds_count{grpc_method=\"ShouldRateLimit\"} 4",
+        "ratelimit_service_config_load_success 1",
+    ] {
+        assert!(
+            body.lines().any(|l| l == series),
+            "{series} missing:\n{body}"
+        );
+    }
+    // The catch-all drop: no series under an escaped statsd name, no descriptor label.
+    assert!(!body.contains("descriptor=\""), "{body}");
+    assert!(
+        !body.contains("ratelimit_service_global_shadow_mode"),
+        "{body}"
+    );
 }

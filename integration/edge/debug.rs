@@ -1,8 +1,6 @@
 //! The debug listener (envoyproxy/ratelimit's DEBUG_HOST/DEBUG_PORT): an index and
 //! `/rlconfig`, with the same connection hygiene as every listener.
 
-use std::time::Duration;
-
 use super::*;
 
 #[tokio::test]
@@ -31,7 +29,6 @@ async fn their_debug_port_serves_rlconfig() {
 
 #[tokio::test]
 async fn without_a_debug_address_there_is_no_debug_listener() {
-    let s = sluice().file("t.yaml", RULES).start().await;
-    assert!(s.wait_healthy(Duration::from_secs(5)).await);
+    let s = sluice().file("t.yaml", RULES).start_healthy().await;
     assert_eq!(s.serving_addr("debug"), None);
 }

@@ -155,7 +155,7 @@ async fn the_connection_cap_pauses_accepting_until_one_closes() {
         .await
         .expect("served once a connection closed");
     // The HTTP listener has its own cap.
-    assert!(s.wait_healthy(Duration::from_secs(5)).await);
+    assert!(s.wait_healthy(HEALTHY_WITHIN).await);
 }
 
 #[tokio::test]

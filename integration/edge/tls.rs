@@ -64,7 +64,7 @@ async fn tls_serves_grpc_and_refuses_plaintext() {
     let other_ca = write(pki.dir.path(), "other-ca.crt", &other.pem());
     assert!(tls_call(&s, client_files(&other_ca, None)).await.is_err());
     // The HTTP port stays plaintext.
-    assert!(s.wait_healthy(Duration::from_secs(5)).await);
+    assert!(s.wait_healthy(HEALTHY_WITHIN).await);
 }
 
 #[tokio::test]

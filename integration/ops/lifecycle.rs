@@ -50,9 +50,8 @@ async fn sigterm_drains_then_exits() {
         .arg("1s")
         .arg("--shutdown-grace")
         .arg("5s")
-        .start()
+        .start_healthy()
         .await;
-    assert!(s.wait_healthy(Duration::from_secs(5)).await);
     let mut c = s.client().await;
     let mut h = tonic_health::pb::health_client::HealthClient::new(s.channel().await);
     s.signal("TERM");
@@ -217,7 +216,7 @@ descriptors:
     )
     .await;
     assert_eq!(r.statuses[0].limit_remaining, 9);
-    assert!(s.wait_healthy(Duration::from_secs(5)).await);
+    assert!(s.wait_healthy(HEALTHY_WITHIN).await);
     // Settings without an effect here are reported, not silently dropped.
     assert!(s.logs().iter().any(|l| l.contains("RUNTIME_WATCH_ROOT")));
 }

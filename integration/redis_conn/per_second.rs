@@ -61,9 +61,8 @@ async fn per_second_limits_go_to_their_own_redis_in_one_round_trip_each() {
         // A deadline the shared test machine always meets.
         .arg("--redis-timeout")
         .arg("1s")
-        .start()
+        .start_healthy()
         .await;
-    assert!(s.wait_healthy(Duration::from_secs(10)).await);
     wait_pools(&s).await;
     let mut c = s.client().await;
     let all = || {

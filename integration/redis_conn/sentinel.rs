@@ -143,9 +143,8 @@ async fn failover_under_traffic() {
         // Generous: a timeout on a loaded machine would blur the count.
         .arg("--redis-timeout")
         .arg("1s")
-        .start()
+        .start_healthy()
         .await;
-    assert!(s.wait_healthy(Duration::from_secs(10)).await);
     assert!(
         s.wait_log("sentinel events followed", Duration::from_secs(10))
             .await

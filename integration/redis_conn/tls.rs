@@ -186,13 +186,8 @@ async fn the_binary_with_their_tls_variables_and_mutual_tls() {
         // A deadline the shared test machine always meets.
         .arg("--redis-timeout")
         .arg("1s")
-        .start()
+        .start_healthy()
         .await;
-    assert!(
-        s.wait_healthy(Duration::from_secs(10)).await,
-        "{:?}",
-        s.logs()
-    );
     let mut c = s.client().await;
     let r = call(&mut c, req("tls", vec![desc(&[("k", "v")])])).await;
     assert_eq!(r.statuses[0].limit_remaining, 4);

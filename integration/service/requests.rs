@@ -55,7 +55,7 @@ async fn bad_requests_are_invalid_argument() {
 #[tokio::test]
 async fn json_endpoint_and_health() {
     let s = start().await;
-    assert!(s.wait_healthy(Duration::from_secs(5)).await);
+    assert!(s.wait_healthy(HEALTHY_WITHIN).await);
     assert_eq!(s.http_get("/healthcheck").await, (200, "OK".to_string()));
     let body = r#"{"domain":"test","descriptors":[{"entries":[{"key":"banned","value":"x"}]}]}"#;
     let (code, text) = s.http_post("/json", body).await;

@@ -2,7 +2,6 @@
 //! `current_limit` states the exact rate, `limit_remaining` and the reset stay the real
 //! window's, `/rlconfig` and the IETF headers state the window itself.
 
-use envoy_types::pb::envoy::service::ratelimit::v3::RateLimitResponse;
 use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_response::rate_limit::Unit;
 
 use super::limit_of;
@@ -18,13 +17,6 @@ descriptors:
   - key: six_hours
     rate_limit: {unit: hour, unit_multiplier: 6, requests_per_unit: 1000, algorithm: gcra}
 "#;
-
-fn header<'a>(r: &'a RateLimitResponse, name: &str) -> Option<&'a str> {
-    r.response_headers_to_add
-        .iter()
-        .find(|h| h.key == name)
-        .map(|h| h.value.as_str())
-}
 
 #[tokio::test]
 async fn current_limit_states_the_rate_and_remaining_the_window() {

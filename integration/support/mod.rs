@@ -5,6 +5,7 @@
 #![allow(dead_code)]
 
 pub mod certs;
+pub mod cli;
 pub mod h2raw;
 pub mod http;
 pub mod model;

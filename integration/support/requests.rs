@@ -2,7 +2,7 @@
 //! and file helpers the black-box tests share (re-exported by `support::sluice`).
 
 use std::path::Path;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use envoy_types::pb::envoy::extensions::common::ratelimit::v3::RateLimitDescriptor;
 use envoy_types::pb::envoy::extensions::common::ratelimit::v3::rate_limit_descriptor::{
@@ -61,6 +61,51 @@ pub async fn call(c: &mut Client, r: RateLimitRequest) -> RateLimitResponse {
         .await
         .expect("ShouldRateLimit")
         .into_inner()
+}
+
+/// How long a test waits for what should happen soon (a reload, a log line, an xDS
+/// update): generous, as a loaded machine needs, and only waited out when something is
+/// wrong.
+pub const WAIT: Duration = Duration::from_secs(15);
+
+/// The limit applied to (domain, k=v), if any (a peek: nothing is counted); panics on a
+/// gRPC error.
+pub async fn limit(c: &mut Client, domain: &str) -> Option<u32> {
+    try_limit(c, domain)
+        .await
+        .unwrap_or_else(|e| panic!("ShouldRateLimit: {e:?}"))
+}
+
+/// [`limit`], or the call's error (before the first config, every call fails).
+pub async fn try_limit(c: &mut Client, domain: &str) -> Result<Option<u32>, tonic::Status> {
+    let r = c
+        .should_rate_limit(req(domain, vec![desc_hits(&[("k", "v")], 0)]))
+        .await?
+        .into_inner();
+    Ok(r.statuses[0]
+        .current_limit
+        .as_ref()
+        .map(|l| l.requests_per_unit))
+}
+
+/// Wait up to [`WAIT`] until [`limit`] is `want` (a failing call counts as not yet).
+pub async fn wait_limit(c: &mut Client, domain: &str, want: Option<u32>) -> bool {
+    let deadline = Instant::now() + WAIT;
+    while Instant::now() < deadline {
+        if try_limit(c, domain).await.ok() == Some(want) {
+            return true;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    false
+}
+
+/// A response header's value.
+pub fn header<'a>(r: &'a RateLimitResponse, name: &str) -> Option<&'a str> {
+    r.response_headers_to_add
+        .iter()
+        .find(|h| h.key == name)
+        .map(|h| h.value.as_str())
 }
 
 /// Sleep until at least `margin` seconds remain in the current epoch-aligned window of

@@ -18,6 +18,10 @@ pub use super::http::{http_request, metric_value};
 
 pub type Client = RateLimitServiceClient<Channel>;
 
+/// How long a started server may take to become healthy (connect to Redis…): generous, as
+/// a loaded machine needs, and only waited out when something is wrong.
+pub const HEALTHY_WITHIN: Duration = Duration::from_secs(20);
+
 // Request builders and helpers live beside, re-exported so `sluice::*` brings them.
 pub use super::requests::*;
 
@@ -71,6 +75,23 @@ impl Builder {
         self
     }
 
+    /// Use the Redis store at `url` (`--redis-url`, a comma-separated list for a cluster),
+    /// with an operation deadline (`--redis-timeout 2s`) a loaded test machine always
+    /// meets: the tests using it are about behaviour, not latency.
+    pub fn redis(self, url: impl Into<String>) -> Self {
+        self.args(["--redis-url".to_owned(), url.into()])
+            .args(["--redis-timeout", "2s"])
+    }
+
+    /// envoyproxy/ratelimit's listener variables (`GRPC_HOST`/`GRPC_PORT`, `HOST`/`PORT`)
+    /// on loopback with kernel-chosen ports, for tests that set everything their way.
+    pub fn their_listeners(self) -> Self {
+        self.env("GRPC_HOST", "127.0.0.1")
+            .env("GRPC_PORT", "0")
+            .env("HOST", "127.0.0.1")
+            .env("PORT", "0")
+    }
+
     /// Consider the process started at the log line with this message (which must carry
     /// the `grpc` and `http` addresses) instead of `serving`.
     pub fn ready_on(mut self, message: &str) -> Self {
@@ -107,6 +128,18 @@ impl Builder {
 
     pub async fn start(self) -> Sluice {
         self.try_start().await.unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    /// Start, then wait until `/healthcheck` answers 200 (with Redis: once it is
+    /// connected); panics with the logs when it does not within [`HEALTHY_WITHIN`].
+    pub async fn start_healthy(self) -> Sluice {
+        let s = self.start().await;
+        assert!(
+            s.wait_healthy(HEALTHY_WITHIN).await,
+            "not healthy within {HEALTHY_WITHIN:?}: {:?}",
+            s.logs()
+        );
+        s
     }
 
     pub async fn try_start(self) -> Result<Sluice, String> {

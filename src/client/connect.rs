@@ -1,19 +1,12 @@
 //! A gRPC channel to a server: plaintext HTTP/2, or TLS (optionally with a client
-//! certificate) through a rustls connector, so no TLS feature of tonic is needed.
+//! certificate) through `tls::Connector`, so no TLS feature of tonic is needed.
 
-use std::future::Future;
-use std::pin::Pin;
-use std::sync::Arc;
-use std::task::{Context, Poll};
 use std::time::Duration;
 
-use hyper_util::rt::TokioIo;
-use rustls::pki_types::ServerName;
-use tokio::net::TcpStream;
 use tonic::transport::{Channel, Endpoint, Uri};
 
 use super::ClientError;
-use crate::tls::{ClientTlsFiles, client_config};
+use crate::tls::{self, ClientTlsFiles};
 
 /// Where to connect and how.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -70,11 +63,10 @@ impl Target {
     }
 }
 
-/// Connect within `timeout`; each call on the channel also gets `timeout`.
+/// Connect within `timeout` (TCP and, with TLS, the handshake); each call on the channel
+/// also gets `timeout`.
 pub async fn connect(target: &Target, timeout: Duration) -> Result<Channel, ClientError> {
-    // Always `http://`: TLS, when asked, is done by our own connector below. An `https://`
-    // endpoint would make tonic's own TLS layer (compiled in for the xDS client) demand a
-    // `ClientTlsConfig` and refuse the connection.
+    // Always `http://`: TLS, when asked, is done by `tls::Connector` below tonic.
     let endpoint = Endpoint::from_shared(format!("http://{}", target.authority))
         .map_err(|e| ClientError::Address(e.to_string()))?
         .connect_timeout(timeout)
@@ -83,54 +75,12 @@ pub async fn connect(target: &Target, timeout: Duration) -> Result<Channel, Clie
     let channel = match &target.tls {
         None => endpoint.connect().await,
         Some(t) => {
-            let config = client_config(&t.files, &[b"h2"])?;
-            let name = ServerName::try_from(t.server_name.clone()).map_err(|_| {
-                ClientError::Address(format!(
-                    "'{}' is not a DNS name or IP address",
-                    t.server_name
-                ))
-            })?;
-            endpoint
-                .connect_with_connector(TlsConnector {
-                    tls: tokio_rustls::TlsConnector::from(Arc::new(config)),
-                    name,
-                })
-                .await
+            let connector = tls::Connector::new(&t.files, &t.server_name)?;
+            endpoint.connect_with_connector(connector).await
         }
     };
     channel.map_err(|e| ClientError::Connect {
         addr: target.authority.clone(),
-        message: super::chain(&e),
+        message: tls::error_chain(&e),
     })
-}
-
-/// TCP, then TLS with the configured name, for each connection tonic opens.
-#[derive(Clone)]
-struct TlsConnector {
-    tls: tokio_rustls::TlsConnector,
-    name: ServerName<'static>,
-}
-
-type Io = TokioIo<tokio_rustls::client::TlsStream<TcpStream>>;
-
-impl tower_service::Service<Uri> for TlsConnector {
-    type Response = Io;
-    type Error = std::io::Error;
-    type Future = Pin<Box<dyn Future<Output = std::io::Result<Io>> + Send>>;
-
-    fn poll_ready(&mut self, _: &mut Context<'_>) -> Poll<std::io::Result<()>> {
-        Poll::Ready(Ok(()))
-    }
-
-    fn call(&mut self, uri: Uri) -> Self::Future {
-        let tls = self.tls.clone();
-        let name = self.name.clone();
-        Box::pin(async move {
-            let host = uri.host().unwrap_or_default().trim_matches(['[', ']']);
-            let port = uri.port_u16().unwrap_or(443);
-            let tcp = TcpStream::connect((host, port)).await?;
-            tcp.set_nodelay(true)?;
-            Ok(TokioIo::new(tls.connect(name, tcp).await?))
-        })
-    }
 }

@@ -132,20 +132,5 @@ pub async fn query(args: &QueryArgs) -> Result<Report, ClientError> {
     })
 }
 
-/// An error and its causes, joined (tonic's transport errors say little at the top).
-fn chain(e: &dyn std::error::Error) -> String {
-    let mut out = e.to_string();
-    let mut cur = e.source();
-    while let Some(s) = cur {
-        let text = s.to_string();
-        if !out.contains(&text) {
-            out.push_str(": ");
-            out.push_str(&text);
-        }
-        cur = s.source();
-    }
-    out
-}
-
 #[cfg(test)]
 mod tests;

@@ -12,6 +12,10 @@
 //! writer comes, reading a device may never end, and opening some devices has effects. The
 //! file is opened non-blocking and checked again on the open descriptor (it may have been
 //! swapped since), and at most `max_file_bytes` are read: a bigger file is an error.
+//!
+//! [`fingerprint`] walks the same way without reading anything: which rule files there are
+//! and each one's metadata, so a caller (`reload`) can tell whether the tree changed since
+//! it was loaded, without relying on file events alone.
 
 use std::collections::HashSet;
 use std::fs;
@@ -70,6 +74,62 @@ pub fn discover(
     } else {
         Err(found.errors)
     }
+}
+
+/// What [`discover`] would find under `paths`, without reading any file: each rule file's
+/// path with its metadata (size, times, inode), or the absence of a path. Equal
+/// fingerprints mean the same files with the same metadata, so almost surely the same
+/// rules; a write shows up in the times and the size, a swapped symlink in the inode.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Fingerprint(Vec<(PathBuf, Option<Stamp>)>);
+
+/// A file's identity and last change, as its metadata tells them.
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct Stamp {
+    len: u64,
+    modified: Option<std::time::SystemTime>,
+    #[cfg(unix)]
+    changed: (i64, i64),
+    #[cfg(unix)]
+    inode: (u64, u64),
+}
+
+impl Stamp {
+    fn of(meta: &fs::Metadata) -> Stamp {
+        #[cfg(unix)]
+        use std::os::unix::fs::MetadataExt;
+        Stamp {
+            len: meta.len(),
+            modified: meta.modified().ok(),
+            #[cfg(unix)]
+            changed: (meta.ctime(), meta.ctime_nsec()),
+            #[cfg(unix)]
+            inode: (meta.dev(), meta.ino()),
+        }
+    }
+}
+
+/// See [`Fingerprint`]. Follows the rules of [`discover`] (dot-entries skipped, symlinks
+/// followed, a directory loop entered once); errors are part of the result, not reported.
+pub fn fingerprint(paths: &[PathBuf]) -> Fingerprint {
+    let mut found = Found::default();
+    let mut out = Vec::new();
+    for root in paths {
+        match fs::metadata(root) {
+            Ok(meta) if meta.is_dir() => {
+                let mut rel = Vec::new();
+                found.walk(root, Path::new(""), &mut rel, &mut Vec::new());
+                rel.sort();
+                for r in rel {
+                    let path = root.join(r);
+                    let stamp = fs::metadata(&path).ok().map(|m| Stamp::of(&m));
+                    out.push((path, stamp));
+                }
+            }
+            meta => out.push((root.clone(), meta.ok().map(|m| Stamp::of(&m)))),
+        }
+    }
+    Fingerprint(out)
 }
 
 #[derive(Default)]

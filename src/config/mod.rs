@@ -49,7 +49,7 @@ use serde::Deserialize;
 
 use crate::limit::{LimitSpec, StateTag};
 
-pub use discover::{DEFAULT_MAX_FILE_BYTES, discover};
+pub use discover::{DEFAULT_MAX_FILE_BYTES, Fingerprint, discover, fingerprint};
 pub use raw::{RawDescriptor, RawLimit, RawRoot};
 pub use stats::{push_shown, shown};
 pub use trace::{Children, How, Step, Trace};

@@ -18,30 +18,11 @@ mod walk;
 use serde::Serialize;
 
 use crate::config::{Match, RateLimitConfig, Rule};
-use crate::limit::LimitSpec;
+use crate::limit::{Descriptor, LimitSpec};
 use crate::store::redis;
 
 pub use text::render;
 pub use walk::StepExplanation;
-
-/// A request descriptor's entries, in order.
-pub type Entries = Vec<(String, String)>;
-
-/// A descriptor written as `key=value,key2=value2` (the CLI's `--descriptor`, the query
-/// parameter `descriptor`): entries split on `,`, each on its first `=`. An empty value
-/// (`key=`) is allowed, as Envoy may send one; a value cannot contain `,`.
-pub fn parse_descriptor(s: &str) -> Result<Entries, String> {
-    if s.is_empty() {
-        return Err("a descriptor needs at least one key=value entry".to_owned());
-    }
-    s.split(',')
-        .map(|entry| match entry.split_once('=') {
-            Some(("", _)) => Err(format!("descriptor entry '{entry}' has an empty key")),
-            Some((k, v)) => Ok((k.to_owned(), v.to_owned())),
-            None => Err(format!("descriptor entry '{entry}' is not key=value")),
-        })
-        .collect()
-}
 
 /// Where the Redis keys shown would live.
 #[derive(Clone, Copy, Debug)]
@@ -87,10 +68,24 @@ pub struct DescriptorExplanation {
     pub limits: Vec<LimitExplanation>,
 }
 
+/// A descriptor entry as the JSON answers show it (`/explain`, the admin listener).
 #[derive(Debug, Serialize)]
 pub struct EntryJson {
     pub key: String,
     pub value: String,
+}
+
+impl EntryJson {
+    /// Every entry of a descriptor, in order.
+    pub fn list(entries: &[(&str, &str)]) -> Vec<EntryJson> {
+        entries
+            .iter()
+            .map(|&(key, value)| EntryJson {
+                key: key.to_owned(),
+                value: value.to_owned(),
+            })
+            .collect()
+    }
 }
 
 #[derive(Debug, Serialize)]
@@ -153,7 +148,7 @@ pub struct CurrentLimit {
 pub fn explain(
     config: &RateLimitConfig,
     domain: &str,
-    descriptors: &[Entries],
+    descriptors: &[Descriptor],
     keys: KeyLayout<'_>,
 ) -> Explanation {
     let mut domains: Vec<String> = config.domain_names().map(str::to_owned).collect();
@@ -161,7 +156,7 @@ pub fn explain(
     let tree = config.domain(domain);
     let refs: Vec<Vec<(&str, &str)>> = descriptors
         .iter()
-        .map(|d| d.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect())
+        .map(|d| d.0.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect())
         .collect();
     let walks: Vec<(Option<Match<'_>>, Vec<StepExplanation>)> = refs
         .iter()
@@ -175,15 +170,8 @@ pub fn explain(
         .iter()
         .zip(walks)
         .map(|(entries, (m, steps))| {
-            let entries_json = entries
-                .iter()
-                .map(|&(key, value)| EntryJson {
-                    key: key.to_owned(),
-                    value: value.to_owned(),
-                })
-                .collect();
             let mut d = DescriptorExplanation {
-                entries: entries_json,
+                entries: EntryJson::list(entries),
                 steps,
                 outcome: "no_limit",
                 reason: String::new(),

@@ -1,7 +1,8 @@
 //! The vocabulary of limits, shared by `config`, `store` and `limiter`, and depending on
 //! none of them: what a limit is ([`LimitSpec`], [`Unit`], [`Algorithm`]), whose state it
 //! counts ([`StateTag`]), what a store is asked ([`Check`]) and answers ([`LimitResult`]),
-//! the clock, and the native algorithms.
+//! the clock, the native algorithms, and a request descriptor written as text
+//! ([`Descriptor`], the operator tools' `k=v,k2=v2`).
 //!
 //! The algorithm semantics are defined once in `docs/algorithms.md`; [`algorithm`]
 //! implements them natively (memory store) and `src/store/lua/*.lua` in Redis. Nothing here
@@ -12,6 +13,7 @@
 
 pub mod algorithm;
 pub mod clock;
+pub mod descriptor;
 #[cfg(test)]
 mod tests;
 
@@ -19,6 +21,7 @@ use std::fmt;
 use std::sync::Arc;
 
 pub use clock::{Clock, ManualClock, SystemClock};
+pub use descriptor::{Descriptor, parse_descriptor};
 
 /// A window length as envoyproxy/ratelimit defines it: epoch-aligned, week = 7 days,
 /// month = 30 days, year = 365 days.

@@ -28,6 +28,7 @@ use crate::limit::SystemClock;
 use crate::limiter::OverLimitCache;
 use crate::metrics::Metrics;
 use crate::metrics::mapper::Mapper;
+use crate::reload;
 use crate::service::{RateLimitService, grpc};
 use crate::settings::{ConfigSource, Settings};
 use crate::telemetry::Telemetry;
@@ -171,15 +172,11 @@ fn load_initial_config(
         }
         Err(errors) => {
             metrics.config_load_error.inc();
-            for e in &errors {
-                tracing::error!(
-                    error = %e,
-                    file = e.path.as_ref().map(|p| tracing::field::display(p.display())),
-                    line = e.line.map(|l| l as u64),
-                    "config rejected at startup; serving without rules until a valid config \
-                     loads (every call fails with \"no rate limit configuration loaded\")"
-                );
-            }
+            reload::log_config_errors(
+                &errors,
+                "config rejected at startup; serving without rules until a valid config loads \
+                 (every call fails with \"no rate limit configuration loaded\")",
+            );
             None
         }
     }

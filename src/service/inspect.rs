@@ -9,8 +9,8 @@
 use serde::Serialize;
 
 use super::RateLimitService;
-use crate::explain::{self, Entries, EntryJson, KeyLayout};
-use crate::limit::{Check, LimitResult};
+use crate::explain::{self, EntryJson, KeyLayout};
+use crate::limit::{Check, Descriptor, LimitResult, parse_descriptor};
 use crate::settings::RequestLimits;
 use crate::store::Store;
 use crate::store::redis::DEFAULT_KEY_PREFIX;
@@ -47,13 +47,13 @@ fn error(status: Status, message: impl Into<String>) -> Reply {
 fn parse_query(
     query: Option<&str>,
     limits: &RequestLimits,
-) -> Result<(String, Vec<Entries>), String> {
+) -> Result<(String, Vec<Descriptor>), String> {
     let mut domain = None;
     let mut descriptors = Vec::new();
     for (k, v) in form_urlencoded::parse(query.unwrap_or_default().as_bytes()) {
         match &*k {
             "domain" => domain = Some(v.into_owned()),
-            "descriptor" => descriptors.push(explain::parse_descriptor(&v)?),
+            "descriptor" => descriptors.push(parse_descriptor(&v)?),
             other => {
                 return Err(format!(
                     "unknown query parameter '{other}' (use domain and descriptor)"
@@ -75,10 +75,10 @@ fn parse_query(
             limits.max_descriptors
         ));
     }
-    if let Some(d) = descriptors.iter().find(|d| d.len() > limits.max_entries) {
+    if let Some(d) = descriptors.iter().find(|d| d.0.len() > limits.max_entries) {
         return Err(format!(
             "a descriptor of {} entries, more than the {} a request's may carry",
-            d.len(),
+            d.0.len(),
             limits.max_entries
         ));
     }
@@ -158,6 +158,7 @@ impl RateLimitService {
         };
         let active = self.config();
         let refs: Vec<(&str, &str)> = entries
+            .0
             .iter()
             .map(|(k, v)| (k.as_str(), v.as_str()))
             .collect();
@@ -180,14 +181,6 @@ impl RateLimitService {
             );
         };
         let rule = m.rule.full_key.to_string();
-        let entries_json = || {
-            refs.iter()
-                .map(|&(k, v)| EntryJson {
-                    key: k.to_owned(),
-                    value: v.to_owned(),
-                })
-                .collect()
-        };
         let store = self.store().name();
         let tag = m.state_tag(&refs);
         let limits = &m.rule.limits;
@@ -197,7 +190,7 @@ impl RateLimitService {
                     tracing::info!(%domain, descriptor = ?refs, %rule, removed, "state reset");
                     let report = ResetReport {
                         domain,
-                        entries: entries_json(),
+                        entries: EntryJson::list(&refs),
                         rule,
                         store,
                         removed,
@@ -239,7 +232,7 @@ impl RateLimitService {
             .collect();
         let report = StateReport {
             domain,
-            entries: entries_json(),
+            entries: EntryJson::list(&refs),
             rule,
             store,
             unlimited: m.rule.unlimited,

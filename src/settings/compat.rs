@@ -197,8 +197,9 @@ pub(super) fn resolve(args: &ServeArgs, env: Env<'_>) -> Result<Settings, Settin
 
     super::caps::resolve(&args.caps, &mut s)?;
 
-    unsupported(env)?;
-    ignored(env, &mut s.notes);
+    // Their variables sluice refuses or ignores: the lists in `audit`.
+    super::audit::refuse(env)?;
+    super::audit::note(env, &mut s.notes);
     Ok(s)
 }
 
@@ -231,55 +232,4 @@ fn normalize_level(level: &str) -> Result<String, SettingsError> {
             ));
         }
     })
-}
-
-/// Their settings that would silently change meaning here: refuse to start.
-fn unsupported(env: Env<'_>) -> Result<(), SettingsError> {
-    if var(env, "GRPC_UDS").is_some() {
-        return Err(err(
-            "GRPC_UDS",
-            "unix-socket gRPC listeners are not supported; use GRPC_HOST/GRPC_PORT",
-        ));
-    }
-    if bool_var(env, "PROMETHEUS_RESPONSE_TIME_AS_MILLISECONDS")?.unwrap_or(false) {
-        return Err(err(
-            "PROMETHEUS_RESPONSE_TIME_AS_MILLISECONDS",
-            "ratelimit_service_response_time_seconds is always in seconds here; remove the \
-             setting and its factor of 1000 in dashboards",
-        ));
-    }
-    Ok(())
-}
-
-/// Their settings that have no effect here; each one set is reported once at startup.
-fn ignored(env: Env<'_>, notes: &mut Vec<String>) {
-    const IGNORED: &[(&str, &str)] = &[
-        (
-            "EXPIRATION_JITTER_MAX_SECONDS",
-            "Redis TTLs are exact; no jitter is added",
-        ),
-        (
-            "RUNTIME_WATCH_ROOT",
-            "the config directory is always watched, including ConfigMap symlink swaps",
-        ),
-        ("RUNTIME_IGNOREDOTFILES", "dot-files are always ignored"),
-        (
-            "REDIS_PIPELINE_WINDOW",
-            "every request is one pipeline already",
-        ),
-        ("REDIS_PIPELINE_LIMIT", "deprecated and ignored"),
-        (
-            "CONFIG_GRPC_XDS_SERVER_CONNECT_RETRY_INTERVAL",
-            "xDS reconnects follow XDS_CLIENT_BACKOFF_*",
-        ),
-        (
-            "DISABLE_STATS",
-            "metrics are always collected and served on /metrics (no statsd is sent)",
-        ),
-    ];
-    for (name, why) in IGNORED {
-        if let Some(v) = var(env, name) {
-            notes.push(format!("{name}={v} ignored: {why}"));
-        }
-    }
 }

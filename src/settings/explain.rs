@@ -1,9 +1,10 @@
-//! The arguments of `sluice explain` (the command lives in `main.rs`, the work in
-//! `explain`).
+//! The arguments of `sluice explain` (the command is `cli::explain`, the work `explain`).
 
 use std::path::PathBuf;
 
 use clap::Args;
+
+use crate::limit::{Descriptor, parse_descriptor};
 
 #[derive(Debug, Args)]
 pub struct ExplainArgs {
@@ -20,8 +21,8 @@ pub struct ExplainArgs {
     pub domain: String,
     /// A request descriptor as key=value,key2=value2 (entries in order); repeat for a
     /// request with several descriptors (`replaces` acts between them)
-    #[arg(long, value_name = "K=V,...", required = true)]
-    pub descriptor: Vec<String>,
+    #[arg(long, value_name = "K=V,...", required = true, value_parser = parse_descriptor)]
+    pub descriptor: Vec<Descriptor>,
     /// Print JSON (the same as the HTTP endpoint /explain) instead of text
     #[arg(long)]
     pub json: bool,

@@ -4,6 +4,8 @@ use std::path::PathBuf;
 
 use clap::Args;
 
+use crate::limit::{Descriptor, parse_descriptor};
+
 #[derive(Debug, Args)]
 pub struct QueryArgs {
     /// Server: host:port, http://host:port, or https://host:port (TLS)
@@ -50,59 +52,6 @@ pub struct QueryArgs {
     pub timeout: std::time::Duration,
 }
 
-/// One descriptor's entries, in order.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Descriptor(pub Vec<(String, String)>);
-
-impl std::fmt::Display for Descriptor {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        for (i, (k, v)) in self.0.iter().enumerate() {
-            if i > 0 {
-                f.write_str(",")?;
-            }
-            write!(f, "{k}={v}")?;
-        }
-        Ok(())
-    }
-}
-
-/// `k=v,k2=v2`: entries split on commas, each at its first `=` (values may contain `=`).
-pub fn parse_descriptor(s: &str) -> Result<Descriptor, String> {
-    let entries = s
-        .split(',')
-        .map(|pair| match pair.split_once('=') {
-            Some((k, v)) if !k.trim().is_empty() => Ok((k.trim().to_string(), v.to_string())),
-            _ => Err(format!("'{pair}' is not KEY=VALUE")),
-        })
-        .collect::<Result<Vec<_>, _>>()?;
-    Ok(Descriptor(entries))
-}
-
 fn parse_timeout(s: &str) -> Result<std::time::Duration, String> {
     super::parse_duration("--timeout", s).map_err(|e| e.message)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn descriptors_parse_and_print_back() {
-        let d = parse_descriptor("remote_address=10.0.0.1,path=/a?b=c").unwrap();
-        assert_eq!(
-            d.0,
-            vec![
-                ("remote_address".into(), "10.0.0.1".into()),
-                ("path".into(), "/a?b=c".into())
-            ]
-        );
-        assert_eq!(d.to_string(), "remote_address=10.0.0.1,path=/a?b=c");
-        assert_eq!(
-            parse_descriptor("k=").unwrap().0,
-            vec![("k".into(), "".into())]
-        );
-        assert_eq!(parse_descriptor("k").unwrap_err(), "'k' is not KEY=VALUE");
-        assert!(parse_descriptor("=v").is_err());
-        assert!(parse_descriptor("a=1,,b=2").is_err());
-    }
 }

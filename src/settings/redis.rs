@@ -159,7 +159,8 @@ pub(super) fn resolve_redis(
         Some(b) if b == "memcache" => {
             return Err(err(
                 "BACKEND_TYPE",
-                "memcache is not supported by sluice; use redis (REDIS_URL) or the in-memory store",
+                "memcache is not supported: it has no server-side scripts, so a request's limits \
+                 could not be decided atomically; use redis (REDIS_URL) or the in-memory store",
             ));
         }
         Some(b) => {

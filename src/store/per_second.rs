@@ -140,22 +140,11 @@ mod tests {
     use std::sync::Arc;
 
     use super::*;
-    use crate::limit::{Algorithm, ManualClock};
+    use crate::limit::ManualClock;
     use crate::store::memory::MemoryStore;
 
     fn spec(rate: u32, unit: Unit) -> LimitSpec {
-        LimitSpec {
-            requests_per_unit: rate,
-            unit,
-            unit_multiplier: 1,
-            algorithm: Algorithm::FixedWindow,
-            burst: rate,
-            buckets: 0,
-            overdraft: true,
-            penalty_ms: 0,
-            name: None,
-            slot: 0,
-        }
+        LimitSpec::fixed_window(rate, unit)
     }
 
     fn check<'a>(name: &str, limits: &'a [LimitSpec]) -> Check<'a> {

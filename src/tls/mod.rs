@@ -1,6 +1,7 @@
 //! TLS plumbing shared by every TLS connection sluice makes or accepts (Redis, gRPC, the
-//! `query` client): the process-wide crypto provider, PEM loading, the reloadable server
-//! config (`server`) and client configs (`client`).
+//! `query` client, the xDS client): the process-wide crypto provider, PEM loading, the
+//! reloadable server config (`server`), client configs (`client`) and the connector gRPC
+//! clients dial through (`connector`).
 //!
 //! rustls 0.23 needs a process-wide `CryptoProvider` when more than one could be compiled
 //! in or none is selected by features; without it, the first TLS handshake panics inside
@@ -13,6 +14,7 @@
 //! (the Redis client takes PEM) after checking they parse.
 
 mod client;
+mod connector;
 mod server;
 
 use std::io::Read;
@@ -25,6 +27,7 @@ use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 
 pub use client::{ClientTlsFiles, client_config};
+pub use connector::{Connector, error_chain};
 pub use server::{ServerTls, ServerTlsFiles};
 
 /// Largest PEM file read (a certificate bundle of a few hundred CAs is well under this).

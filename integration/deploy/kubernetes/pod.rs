@@ -6,9 +6,9 @@
 use serde_yaml::Value;
 
 use super::{config_map_dir, labels_match, objects, sluice_pod};
-use crate::deploy::binary::rule_files;
 use crate::deploy::docker::image;
 use crate::deploy::files::{assert_pinned, at, scalar, seq_at, str_at, strings};
+use crate::support::cli::rule_files;
 use crate::support::sluice::sluice;
 
 #[test]

@@ -9,9 +9,10 @@ use std::collections::BTreeSet;
 use serde_yaml::Value;
 
 use super::{K8S, k8s_rules, labels_match, object, objects, service_port, sluice_pod, target_port};
-use crate::deploy::binary::{assert_rules_cover, rule_files};
+use crate::deploy::binary::assert_rules_cover;
 use crate::deploy::envoy::{ENVOY_YAML, envoy_bootstrap};
 use crate::deploy::files::{at, port_at, root, seq_at, str_at, strings, yaml};
+use crate::support::cli::rule_files;
 
 /// Each kustomization directory (base, overlays, components) uses every manifest beside
 /// it, as a resource or a patch, and names only files or directories that exist.

@@ -202,3 +202,36 @@ fn files_over_the_cap_are_errors() {
 fn symlink_or_panic(target: &str, link: &Path) {
     std::os::unix::fs::symlink(target, link).unwrap_or_else(|e| panic!("symlink: {e}"));
 }
+
+#[test]
+fn the_fingerprint_changes_with_the_rule_files_only() {
+    use crate::config::fingerprint;
+    let dir = tempdir();
+    let root = dir.path();
+    write(&root.join("a.yaml"), &domain("a"));
+    let paths = [root.to_path_buf()];
+    let before = fingerprint(&paths);
+    assert_eq!(fingerprint(&paths), before, "nothing changed");
+    // What discovery skips does not count.
+    write(&root.join("notes.txt"), "x");
+    write(&root.join(".hidden/h.yaml"), &domain("h"));
+    fs::create_dir_all(root.join("empty")).unwrap();
+    assert_eq!(fingerprint(&paths), before);
+    // A rule file in a new directory does.
+    write(&root.join("new/b.yaml"), &domain("b"));
+    let with_b = fingerprint(&paths);
+    assert_ne!(with_b, before);
+    // So does an edit (the size here; the times on any write), and a deletion.
+    write(&root.join("a.yaml"), &domain("a-longer"));
+    assert_ne!(fingerprint(&paths), with_b);
+    fs::remove_file(root.join("new/b.yaml")).unwrap();
+    fs::remove_file(root.join("a.yaml")).unwrap();
+    let gone = fingerprint(&paths);
+    assert_ne!(gone, before);
+    // A missing path is a state of its own, and its appearance a change.
+    let file = [root.join("later.yaml")];
+    let missing = fingerprint(&file);
+    assert_eq!(fingerprint(&file), missing);
+    write(&root.join("later.yaml"), &domain("l"));
+    assert_ne!(fingerprint(&file), missing);
+}

@@ -3,7 +3,8 @@
 //! follows it literally (same integer arithmetic, rounding, clamps and order).
 //!
 //! One file per algorithm holds its state type and formulas; `token_bucket`, `leaky_bucket`
-//! and `gcra` share their decision arithmetic through [`scaled::Level`]. This file holds the
+//! and `gcra` share their decision arithmetic through [`scaled::Level`], `sliding_log` and
+//! `sliding_window` their run-length counts through `runs::Runs`. This file holds the
 //! per-limit state the memory store keeps ([`LimitState`]); `check.rs` holds [`evaluate`],
 //! the whole check protocol (load, penalty, decide, all-or-nothing charge with overdraft,
 //! lock, save, report) over the states of one check. Nothing here reads a clock, locks or does I/O:
@@ -13,6 +14,7 @@ mod check;
 pub mod fixed_window;
 pub mod gcra;
 pub mod leaky_bucket;
+mod runs;
 pub mod scaled;
 pub mod sliding_log;
 pub mod sliding_window;

@@ -8,16 +8,13 @@
 //! Redis keeps the same runs (a ZSET of `(ts, cum:cnt)`), with every call bounded: see
 //! `src/store/lua/sliding_log.lua`.
 
-use std::collections::VecDeque;
-
+use super::runs::Runs;
 use super::scaled::sat_u64;
-use crate::limit::SLIDING_LOG_REFUND_RUNS;
 
 /// Entries by timestamp, ascending, with their total.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct SlidingLog {
-    runs: VecDeque<(u64, u64)>,
-    total: u64,
+    runs: Runs,
 }
 
 /// The result of step 1: what is live at `now`, without changing the state.
@@ -32,74 +29,39 @@ pub struct View {
 impl SlidingLog {
     /// Bytes held on the heap (the memory store's accounting).
     pub fn heap_bytes(&self) -> usize {
-        self.runs.capacity() * std::mem::size_of::<(u64, u64)>()
+        self.runs.heap_bytes()
     }
 
     /// Drop (virtually) entries with `ts ≤ now − W`; `U` = what is left.
     pub fn view(&self, w: u64, now: u64) -> View {
-        let first = self
-            .runs
-            .partition_point(|&(ts, _)| ts.saturating_add(w) <= now);
-        let dropped = self
-            .runs
-            .range(..first)
-            .fold(0u64, |s, &(_, c)| s.saturating_add(c));
-        View {
-            first,
-            usage: self.total.saturating_sub(dropped),
-        }
+        let (first, usage) = self.runs.live(|ts| ts.saturating_add(w) <= now);
+        View { first, usage }
     }
 
     pub fn is_empty(&self) -> bool {
-        self.total == 0
-    }
-
-    fn prune(&mut self, v: &View) {
-        for (_, c) in self.runs.drain(..v.first.min(self.runs.len())) {
-            self.total = self.total.saturating_sub(c);
-        }
+        self.runs.is_empty()
     }
 
     /// Add `n` entries at `now`, or to the newest run when its timestamp is `≥ now` (the
     /// same millisecond, or a clock gone backwards: the entries take the newest timestamp,
     /// the conservative choice, so runs stay in order and Redis never inserts mid-log).
     pub fn charge(&mut self, v: &View, n: u64, now: u64) {
-        self.prune(v);
-        if n == 0 {
-            return;
-        }
-        self.total = self.total.saturating_add(n);
-        match self.runs.back_mut() {
-            Some((ts, c)) if *ts >= now => *c = c.saturating_add(n),
-            _ => self.runs.push_back((now, n)),
-        }
+        self.runs.prune(v.first);
+        self.runs.add(now, n);
     }
 
     /// Remove the `n` newest entries (never below empty), reaching back at most
-    /// [`SLIDING_LOG_REFUND_RUNS`] runs: older entries are not refunded, so a refund's work is
-    /// bounded whatever its cost.
-    pub fn refund(&mut self, v: &View, mut n: u64) {
-        self.prune(v);
-        let mut touched = 0;
-        while n > 0 && touched < SLIDING_LOG_REFUND_RUNS {
-            let Some((_, c)) = self.runs.back_mut() else {
-                break;
-            };
-            let take = n.min(*c);
-            *c -= take;
-            n -= take;
-            touched += 1;
-            self.total = self.total.saturating_sub(take);
-            if *c == 0 {
-                self.runs.pop_back();
-            }
-        }
+    /// [`SLIDING_LOG_REFUND_RUNS`](crate::limit::SLIDING_LOG_REFUND_RUNS) runs: older
+    /// entries are not refunded, so a refund's work is bounded whatever its cost.
+    pub fn refund(&mut self, v: &View, n: u64) {
+        self.runs.prune(v.first);
+        self.runs.refund(n);
     }
 
     /// Empty → 0; else `newest + W − now`.
     pub fn reset_ms(&self, v: &View, w: u64, now: u64) -> u64 {
-        match self.runs.back() {
-            Some(&(ts, _)) if v.usage > 0 => ts.saturating_add(w).saturating_sub(now),
+        match self.runs.newest() {
+            Some(ts) if v.usage > 0 => ts.saturating_add(w).saturating_sub(now),
             _ => 0,
         }
     }
@@ -114,7 +76,7 @@ impl SlidingLog {
             .saturating_sub(u128::from(cap))
             .max(1);
         let mut seen: u128 = 0;
-        for &(ts, c) in self.runs.range(v.first.min(self.runs.len())..) {
+        for (ts, c) in self.runs.from(v.first) {
             seen += u128::from(c);
             if seen >= k {
                 return Some(sat_u64(u128::from(ts) + u128::from(w)).saturating_sub(now));
@@ -125,6 +87,6 @@ impl SlidingLog {
 
     /// Stored runs as `(ts, entries)`, oldest first (tests and debugging).
     pub fn runs(&self) -> impl Iterator<Item = (u64, u64)> + '_ {
-        self.runs.iter().copied()
+        self.runs.from(0)
     }
 }

@@ -6,17 +6,14 @@
 //! O(dropped + live sub-windows) at worst, O(1) amortized when the clock moves forward.
 //! Redis keeps the same runs in a ZSET with every call bounded (`src/store/lua/runs.lua`).
 
-use std::collections::VecDeque;
-
 use super::USAGE_MAX;
+use super::runs::Runs;
 use super::scaled::sat_u64;
-use crate::limit::SLIDING_LOG_REFUND_RUNS;
 
 /// Non-zero counts by sub-window index, ascending, and their sum.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct SlidingWindow {
-    subs: VecDeque<(u64, u64)>,
-    total: u64,
+    subs: Runs,
 }
 
 /// Sub-window arithmetic for one `(W, B)`: `idx(t) = floor(t·B/W)`, `start(i) = ceil(i·W/B)`.
@@ -56,76 +53,41 @@ pub struct View {
 impl SlidingWindow {
     /// Bytes held on the heap (the memory store's accounting).
     pub fn heap_bytes(&self) -> usize {
-        self.subs.capacity() * std::mem::size_of::<(u64, u64)>()
+        self.subs.heap_bytes()
     }
 
     /// The live sub-windows at `now` (missing state: `SlidingWindow::default()`).
     pub fn view(&self, g: &Geometry, now: u64) -> View {
         let cur = g.idx(now);
         let lo = cur.saturating_sub(g.b);
-        let first = self.subs.partition_point(|&(j, _)| j < lo);
-        let dropped = self
-            .subs
-            .range(..first)
-            .fold(0u64, |s, &(_, c)| s.saturating_add(c));
-        View {
-            cur,
-            first,
-            usage: self.total.saturating_sub(dropped),
-        }
+        let (first, usage) = self.subs.live(|j| j < lo);
+        View { cur, first, usage }
     }
 
     pub fn is_empty(&self) -> bool {
-        self.total == 0
+        self.subs.is_empty()
     }
 
-    /// Write what the load dropped.
-    fn prune(&mut self, v: &View) {
-        for (_, c) in self.subs.drain(..v.first.min(self.subs.len())) {
-            self.total = self.total.saturating_sub(c);
-        }
-    }
-
-    /// `count[cur] += min(n, 2^53 − U)`: `U` stays exact in a double.
+    /// `count[cur] += min(n, 2^53 − U)`: `U` stays exact in a double. Written with what the
+    /// load dropped; a clock gone backwards counts in the newest sub-window (`Runs::add`).
     pub fn charge(&mut self, v: &View, n: u64) {
-        self.prune(v);
-        let add = n.min(USAGE_MAX.saturating_sub(v.usage));
-        if add == 0 {
-            return;
-        }
-        self.total = self.total.saturating_add(add);
-        match self.subs.back_mut() {
-            // The current sub-window, or a clock gone backwards: counted in the newest one
-            // (conservative; sub-windows stay in order and Redis never inserts mid-window).
-            Some((j, c)) if *j >= v.cur => *c = c.saturating_add(add),
-            _ => self.subs.push_back((v.cur, add)),
-        }
+        self.subs.prune(v.first);
+        self.subs
+            .add(v.cur, n.min(USAGE_MAX.saturating_sub(v.usage)));
     }
 
     /// Take `n` from the newest sub-windows first, never below 0, reaching back at most
-    /// [`SLIDING_LOG_REFUND_RUNS`] sub-windows (bounded work); empty ones are removed.
-    pub fn refund(&mut self, v: &View, mut n: u64) {
-        self.prune(v);
-        let mut touched = 0;
-        while n > 0 && touched < SLIDING_LOG_REFUND_RUNS {
-            let Some((_, c)) = self.subs.back_mut() else {
-                break;
-            };
-            let take = n.min(*c);
-            *c -= take;
-            n -= take;
-            touched += 1;
-            self.total = self.total.saturating_sub(take);
-            if *c == 0 {
-                self.subs.pop_back();
-            }
-        }
+    /// [`SLIDING_LOG_REFUND_RUNS`](crate::limit::SLIDING_LOG_REFUND_RUNS) sub-windows
+    /// (bounded work); empty ones are removed.
+    pub fn refund(&mut self, v: &View, n: u64) {
+        self.subs.prune(v.first);
+        self.subs.refund(n);
     }
 
     /// `U = 0` → 0; else `start(j* + B + 1) − now`, `j*` the highest index with a count.
     pub fn reset_ms(&self, v: &View, g: &Geometry, now: u64) -> u64 {
-        match self.subs.back() {
-            Some(&(j, _)) if v.usage > 0 => g.until(u128::from(j) + u128::from(g.b) + 1, now),
+        match self.subs.newest() {
+            Some(j) if v.usage > 0 => g.until(u128::from(j) + u128::from(g.b) + 1, now),
             _ => 0,
         }
     }
@@ -144,7 +106,7 @@ impl SlidingWindow {
         if need > 0 {
             let mut freed: i128 = 0;
             let mut found = None;
-            for &(j, c) in self.subs.range(v.first.min(self.subs.len())..) {
+            for (j, c) in self.subs.from(v.first) {
                 freed += i128::from(c);
                 if freed >= need {
                     found = Some((i128::from(j) - lo + 1).max(1));
@@ -161,6 +123,6 @@ impl SlidingWindow {
 
     /// Stored sub-windows as `(index, count)`, oldest first (tests and debugging).
     pub fn counts(&self) -> impl Iterator<Item = (u64, u64)> + '_ {
-        self.subs.iter().copied()
+        self.subs.from(0)
     }
 }

@@ -1,7 +1,7 @@
 //! Listener settings: gRPC TLS and mutual TLS, the debug listener, and connection hygiene
 //! (timeouts, caps, HTTP/2 keepalive, maximum connection age), as flags with `SLUICE_*`
 //! variables and as envoyproxy/ratelimit's `GRPC_SERVER_*`, `GRPC_CLIENT_TLS_*`,
-//! `GRPC_MAX_CONNECTION_AGE*` and `DEBUG_HOST`/`DEBUG_PORT`.
+//! `GRPC_MAX_CONNECTION_AGE*`, `GRPC_MAX_CONCURRENT_STREAMS` and `DEBUG_HOST`/`DEBUG_PORT`.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use clap::Args;
 
-use super::compat::{Env, bool_var, host_port, var};
+use super::compat::{Env, bool_var, host_port, num_var, var};
 use super::parse::{SettingsError, err, parse_addr, parse_duration};
 
 #[derive(Debug, Default, Args)]
@@ -44,7 +44,7 @@ pub struct ListenArgs {
     )]
     pub grpc_max_connection_age_grace: Option<String>,
     /// Concurrent requests (HTTP/2 streams) per gRPC connection, advertised to clients
-    /// [default: 1024]
+    /// [default: 1024] (also GRPC_MAX_CONCURRENT_STREAMS, where 0 means no cap)
     #[arg(long, value_name = "N", env = "SLUICE_GRPC_MAX_CONCURRENT_STREAMS")]
     pub grpc_max_concurrent_streams: Option<u32>,
     /// Debug listener: /rlconfig and an index, as envoyproxy/ratelimit's debug port
@@ -171,12 +171,16 @@ pub(super) fn resolve_listen(
         env,
         Duration::from_secs(300),
     )?);
-    s.grpc_max_concurrent_streams = args
-        .grpc_max_concurrent_streams
-        .unwrap_or(d.grpc_max_concurrent_streams);
-    if s.grpc_max_concurrent_streams == 0 {
-        return Err(err("--grpc-max-concurrent-streams", "must be at least 1"));
-    }
+    s.grpc_max_concurrent_streams = match args.grpc_max_concurrent_streams {
+        Some(0) => return Err(err("--grpc-max-concurrent-streams", "must be at least 1")),
+        Some(n) => n,
+        // Theirs: 0 leaves grpc-go's default, no cap.
+        None => match num_var::<u32>(env, "GRPC_MAX_CONCURRENT_STREAMS")? {
+            Some(0) => u32::MAX,
+            Some(n) => n,
+            None => d.grpc_max_concurrent_streams,
+        },
+    };
     s.http2_keepalive_interval = never_if_zero(duration(
         ("--http2-keepalive-interval", &args.http2_keepalive_interval),
         None,

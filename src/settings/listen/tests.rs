@@ -1,26 +1,10 @@
 //! Listener settings from flags and from envoyproxy/ratelimit's variables.
 
-use std::collections::HashMap;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use clap::Parser;
-
-use crate::settings::{Cli, Command, GrpcTlsSettings, Settings, SettingsError};
-
-fn serve(args: &[&str], env: &[(&str, &str)]) -> Result<Settings, SettingsError> {
-    let mut argv = vec!["sluice", "serve"];
-    argv.extend_from_slice(args);
-    let cli = Cli::try_parse_from(argv).expect("arguments parse");
-    let Command::Serve(serve) = cli.command else {
-        panic!("not serve")
-    };
-    let env: HashMap<String, String> = env
-        .iter()
-        .map(|(k, v)| (k.to_string(), v.to_string()))
-        .collect();
-    Settings::resolve(&serve, &|k| env.get(k).cloned())
-}
+use crate::settings::GrpcTlsSettings;
+use crate::settings::tests::serve;
 
 fn error(args: &[&str], env: &[(&str, &str)]) -> String {
     serve(args, env).expect_err("refused").to_string()
@@ -187,5 +171,23 @@ fn connection_limits_are_validated() {
     ] {
         let e = error(&[flag, value], &[]);
         assert!(e.contains(flag), "{e}");
+    }
+}
+
+#[test]
+fn their_stream_cap_with_zero_for_no_cap() {
+    let streams =
+        |env: &[(&str, &str)]| serve(&[], env).unwrap().listen.grpc_max_concurrent_streams;
+    assert_eq!(streams(&[("GRPC_MAX_CONCURRENT_STREAMS", "16")]), 16);
+    assert_eq!(streams(&[("GRPC_MAX_CONCURRENT_STREAMS", "0")]), u32::MAX);
+    let s = serve(
+        &["--grpc-max-concurrent-streams", "8"],
+        &[("GRPC_MAX_CONCURRENT_STREAMS", "16")],
+    )
+    .unwrap();
+    assert_eq!(s.listen.grpc_max_concurrent_streams, 8);
+    for bad in ["-1", "4294967296", "many"] {
+        let e = error(&[], &[("GRPC_MAX_CONCURRENT_STREAMS", bad)]);
+        assert!(e.contains("GRPC_MAX_CONCURRENT_STREAMS"), "{e}");
     }
 }

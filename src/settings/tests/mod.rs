@@ -10,7 +10,9 @@ use clap::Parser;
 
 use super::*;
 
-fn serve(args: &[&str], env: &[(&str, &str)]) -> Result<Settings, SettingsError> {
+/// `sluice serve ARGS` resolved against the compatibility variables `env` (the settings
+/// tests of every group use it).
+pub(super) fn serve(args: &[&str], env: &[(&str, &str)]) -> Result<Settings, SettingsError> {
     let mut argv = vec!["sluice", "serve"];
     argv.extend_from_slice(args);
     let cli = Cli::try_parse_from(argv).expect("arguments parse");

@@ -133,7 +133,10 @@ impl Shard {
                 // Inserting grows the table: it (at least) doubles.
                 (cap + cap.max(4)) * SLOT_BYTES + self.heap + heap <= self.budget
             } else {
-                self.bytes() + heap <= self.budget
+                // One slot more: an insert that reuses a removed entry's place in the index
+                // table counts one more slot in `capacity()` (hashbrown's items plus growth
+                // left), without allocating.
+                self.bytes() + SLOT_BYTES + heap <= self.budget
             };
             // Only a free slot avoids growth; only a state's heap frees heap.
             if room || !self.evict_one(now, len < cap) {
