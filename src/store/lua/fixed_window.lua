@@ -19,13 +19,14 @@
 local fw_load, fw_write
 if USES[1] then
   -- Sets l.ws, l.u; l.has: the key holds a field for l.ws; l.h: the hash as read. Caches on
-  -- l for the call, for the window at now (l.cws): its field name l.wsf and TTL l.x.
-  fw_load = function(l, now, slack)
+  -- l for the call, for the window at now (l.cws): its field name l.wsf and expiry l.x
+  -- (xb + the TTL: xb = now with Redis TIME, where expiries are absolute, PEXPIREAT; else 0).
+  fw_load = function(l, now, slack, xb)
     local W = l.W
     local ws_now = now - now % W
     if l.cws ~= ws_now then
       local fmt = string.format
-      l.cws, l.wsf, l.x = ws_now, fmt('%d', ws_now), fmt('%d', math.max(1, ws_now + W - now + slack))
+      l.cws, l.wsf, l.x = ws_now, fmt('%d', ws_now), fmt('%d', xb + math.max(1, ws_now + W - now + slack))
     end
     local h = redis.call('HGETALL', l.key)
     local ws, c, has = ws_now, 0, false
@@ -41,6 +42,8 @@ if USES[1] then
   end
 
   -- Charge n (saturating at 2^53, so no u64 cost can wrap the count) or refund it; save.
+  -- timed: Redis TIME is the clock; the expiry is absolute (PEXPIREAT), exactly the window's
+  -- end plus slack whenever it was set, so a later write need not set it again.
   fw_write = function(l, now, n, slack, charge, timed)
     local c
     if charge then
@@ -59,8 +62,9 @@ if USES[1] then
     if l.ws == l.cws then
       f, x = l.wsf, l.x
     else
-      f, x = fmt('%d', l.ws), fmt('%d', math.max(1, l.ws + l.W - now + slack))
+      f, x = fmt('%d', l.ws), fmt('%d', (timed and now or 0) + math.max(1, l.ws + l.W - now + slack))
     end
+    local expire = timed and 'PEXPIREAT' or 'PEXPIRE'
     redis.call('HSET', key, f, fmt('%d', c))
     if not l.has then
       -- A new window's field: drop any other (an earlier window's), then the TTL.
@@ -68,9 +72,9 @@ if USES[1] then
       for i = 1, #h, 2 do
         redis.call('HDEL', key, h[i])
       end
-      redis.call('PEXPIRE', key, x)
+      redis.call(expire, key, x)
     elseif not timed then
-      redis.call('PEXPIRE', key, x)
+      redis.call(expire, key, x)
     end
   end
 end

@@ -89,6 +89,15 @@ end
 -- Redis 7+ (the first to tell scripts its version): SET ... NX GET (7.0), PXAT (6.2) and
 -- KEEPTTL (6.0) are available; older servers take the plain GET-then-SET path.
 local V7 = redis.REDIS_VERSION_NUM ~= nil
+-- With Redis TIME a TTL that later writes keep (a fixed window's, the sliding runs') is set
+-- as an absolute time, EXPIRE = PEXPIREAT at XB + ttl: exactly the state's end however late
+-- in the script it is set (a relative PEXPIRE counts from Redis's clock at the command, which
+-- may be past the TIME read). In local time mode (sluice's clock, which Redis's may not
+-- match) it stays relative, set by every write.
+local EXPIRE, XB = 'PEXPIRE', 0
+if timed then
+  EXPIRE, XB = 'PEXPIREAT', now
+end
 
 -- 2^53 (MAX_EXACT_SCALED): every stored usage saturates at or below it. The buckets use
 -- L = min(2^53, 2^52 * R) (docs/algorithms.md "Lmax"), so gcra's TAT stays exact too.

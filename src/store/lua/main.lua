@@ -94,7 +94,7 @@ for pass = first_pass, 2 do
       kx = kx + 1
       if fW ~= W then
         fW, fws = W, now - now % W
-        fwf, fx = fmt('%d', fws), fmt('%d', max(1, fws + W - now + slack))
+        fwf, fx = fmt('%d', fws), fmt('%d', XB + max(1, fws + W - now + slack))
       end
       if fn ~= n then
         fn, fnv = n, fmt('%d', n)
@@ -105,11 +105,11 @@ for pass = first_pass, 2 do
         -- The field is new. Redis < 7 has no PEXPIRE ... NX: HLEN tells the same.
         local other
         if V7 then
-          other = call('PEXPIRE', key, fx, 'NX') == 0
+          other = call(EXPIRE, key, fx, 'NX') == 0
         else
           other = call('HLEN', key) > 1
           if not other then
-            call('PEXPIRE', key, fx)
+            call(EXPIRE, key, fx)
           end
         end
         if other then
@@ -132,11 +132,11 @@ for pass = first_pass, 2 do
                 call('HDEL', key, h[i])
               end
             end
-            call('PEXPIRE', key, fx)
+            call(EXPIRE, key, fx)
           end
         end
       elseif not timed then
-        call('PEXPIRE', key, fx)
+        call(EXPIRE, key, fx)
       end
       local c = v - n
       if v >= EXACT then
@@ -167,7 +167,7 @@ for pass = first_pass, 2 do
       local code, W, C, R = l.code, l.W, l.C, l.R
       -- 1. Load.
       if code == 1 then
-        fw_load(l, now, slack)
+        fw_load(l, now, slack, XB)
       elseif code <= 3 then
         rn_load(l, now)
       elseif R == 0 then
@@ -250,7 +250,7 @@ for pass = first_pass, 2 do
         end
         local code = l.code
         if code == 1 then
-          fw_load(l, now, slack)
+          fw_load(l, now, slack, XB)
         elseif code <= 3 then
           rn_load(l, now)
         elseif l.R == 0 then

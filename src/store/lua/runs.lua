@@ -203,11 +203,15 @@ if USES[2] or USES[3] then
       -- The expiry the key has.
       return
     end
+    -- (Absolute with TIME: see EXPIRE in header.lua.)
     local t = math.max(1, reset + slack)
+    if timed then
+      t = now + t
+    end
     if l.st ~= t then
       l.st, l.sts = t, fmt('%d', t)
     end
-    call('PEXPIRE', key, l.sts)
+    call(timed and 'PEXPIREAT' or 'PEXPIRE', key, l.sts)
   end
 
   -- Denied with n <= C: the entry that must leave first is the need-th oldest live one,
