@@ -34,8 +34,8 @@
 -- Rules kept throughout (docs/algorithms.md):
 --   * every integer written or passed to redis.call goes through string.format('%d'): Lua's
 --     tostring/concatenation would turn 1.7e15 into '1.7e+15';
---   * every TTL is a PEXPIRE/PX/PXAT with an integer >= 1, set by the write that needs it
---     (or kept, KEEPTTL, by a rewrite that would set the same expiry);
+--   * every TTL is a PEXPIRE/PX (or, with Redis TIME, a PEXPIREAT) with an integer >= 1, set
+--     by the write that needs it, and not set again by a write that would set the same expiry;
 --   * only integers are returned: every division is floored or ceiled explicitly.
 --
 -- Cost (BENCHMARKS.md "Redis cost per decision"). Redis runs this whole chunk on every
@@ -68,8 +68,8 @@ end
 local A = { struct.unpack('<' .. string.rep('d', #blob / 8), blob) }
 local nargv = #blob / 8
 local now, slack, mode = A[1], A[2], A[3]
--- Whether now is Redis's own clock: then an expiry may be given as an absolute time
--- (PXAT), the same for every key of one window, formatted once per call.
+-- Whether now is Redis's own clock: then an expiry that later writes keep is given as an
+-- absolute time (PEXPIREAT, see EXPIRE below).
 local timed = now == -1
 if timed then
   -- Redis 3.2-4.x need effects replication before TIME may precede writes; on 5+ it is the
@@ -86,8 +86,8 @@ if now < 0 or now % 1 ~= 0 or slack < 0 or slack % 1 ~= 0
   or (mode ~= 0 and mode ~= 1 and mode ~= 2 and mode ~= 3) then
   error({ err = 'ERR sluice: now, slack or mode is invalid' })
 end
--- Redis 7+ (the first to tell scripts its version): SET ... NX GET (7.0), PXAT (6.2) and
--- KEEPTTL (6.0) are available; older servers take the plain GET-then-SET path.
+-- Redis 7+ (the first to tell scripts its version) has PEXPIRE ... NX; main.lua's
+-- fixed-window path asks HLEN instead on older servers.
 local V7 = redis.REDIS_VERSION_NUM ~= nil
 -- With Redis TIME a TTL that later writes keep (a fixed window's, the sliding runs') is set
 -- as an absolute time, EXPIRE = PEXPIREAT at XB + ttl: exactly the state's end however late
