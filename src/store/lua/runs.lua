@@ -59,8 +59,9 @@ if USES[2] or USES[3] then
     return math.ceil((pos + l.B + 1) * l.W / l.B)
   end
 
+  -- (Globals such as redis.call are looked up where a path needs them: a key with no state,
+  -- the common case, needs one read and the few lines before it.)
   rn_load = function(l, now)
-    local call, fmt = redis.call, string.format
     local cur, lo
     if l.code == 3 then
       cur, lo = now, now - l.W + 1
@@ -70,16 +71,17 @@ if USES[2] or USES[3] then
     end
     l.cur, l.lo, l.u, l.live, l.stale, l.reset = cur, lo, 0, false, false, 0
     local last = redis.pcall('ZRANGE', l.key, '-1', '-1', 'WITHSCORES')
-    if last.err then
-      if l.code == 2 and call('TYPE', l.key).ok == 'hash' then
-        l.stale = true
-        return
-      end
-      return error(last)
-    end
     if last[1] == nil then
+      if last.err then
+        if l.code == 2 and redis.call('TYPE', l.key).ok == 'hash' then
+          l.stale = true
+          return
+        end
+        return error(last)
+      end
       return
     end
+    local call, fmt = redis.call, string.format
     l.stale = true
     local npos = last[2] + 0
     local top, ncnt = rn_parse(last[1])
@@ -112,26 +114,30 @@ if USES[2] or USES[3] then
   -- timed: Redis TIME is the clock, so the TTL (the newest run's end plus slack) is an
   -- absolute time that only moves with the newest run.
   rn_write = function(l, now, n, slack, charge, timed)
-    local call, fmt, min = redis.call, string.format, math.min
     local key = l.key
     local npos0 = l.live and l.npos
     if not l.live then
       -- Nothing live: what the key holds has expired (or is an earlier release's).
       if l.stale then
-        call('UNLINK', key)
+        redis.call('UNLINK', key)
       end
       if not charge or n <= 0 then
         return
       end
       -- (The strings are cached on l, sa, sb -> sv, sm: the fresh keys of one rule in a call
       -- all write the same run.)
-      local add = min(n, RN_M)
-      if l.sa ~= l.cur or l.sb ~= add then
-        l.sa, l.sb, l.sv, l.sm = l.cur, add, fmt('%d', l.cur), fmt('%d:%d', add % RN_M, add)
+      local add, cur = n, l.cur
+      if add > RN_M then
+        add = RN_M
       end
-      call('ZADD', key, l.sv, l.sm)
-      l.live, l.u, l.npos = true, add, l.cur
+      if l.sa ~= cur or l.sb ~= add then
+        local fmt = string.format
+        l.sa, l.sb, l.sv, l.sm = cur, add, fmt('%d', cur), fmt('%d:%d', add % RN_M, add)
+      end
+      redis.call('ZADD', key, l.sv, l.sm)
+      l.live, l.u, l.npos = true, add, cur
     else
+      local call, fmt, min = redis.call, string.format, math.min
       -- Runs before the oldest live one have expired: drop at most RN_PRUNE of them.
       local e = not l.pruned and call('ZRANK', key, l.first)
       if e and e > 0 then
@@ -204,14 +210,17 @@ if USES[2] or USES[3] then
       return
     end
     -- (Absolute with TIME: see EXPIRE in header.lua.)
-    local t = math.max(1, reset + slack)
+    local t = reset + slack
+    if t < 1 then
+      t = 1
+    end
     if timed then
       t = now + t
     end
     if l.st ~= t then
-      l.st, l.sts = t, fmt('%d', t)
+      l.st, l.sts = t, string.format('%d', t)
     end
-    call(timed and 'PEXPIREAT' or 'PEXPIRE', key, l.sts)
+    redis.call(timed and 'PEXPIREAT' or 'PEXPIRE', key, l.sts)
   end
 
   -- Denied with n <= C: the entry that must leave first is the need-th oldest live one,
