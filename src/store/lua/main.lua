@@ -20,6 +20,8 @@
 --   3. everything else (several limits, penalties, refunds, a stop-increment's first
 --      pass): every step, as loops over the check's limits.
 -- The differential test (integration/redis_vs_native.rs) runs all three against the model.
+-- (Over 400 lines: the three paths are one protocol, kept in one file to be read side by
+-- side; Lua has no cheap way to split them, see "Cost" in header.lua.)
 
 -- Stop-increment over several checks (mode 1): a first pass, reading only, learns whether any
 -- check is denied (then no admitted check is charged); then the pass that decides, writes and
