@@ -20,8 +20,8 @@
 # 11 700 instructions per µs, the conversion BENCHMARKS.md states), and a Redis core's
 # capacity is 1e6 / (µs per check).
 #
-#   scripts/redis-capacity.sh                    # every algorithm at D=1 and 4, ~2.5 min
-#   CALLGRIND=1 scripts/redis-capacity.sh        # plus the callgrind pass (slow: ~10 min)
+#   scripts/redis-capacity.sh                    # every algorithm at D=1 and 4, ~2 min
+#   CALLGRIND=1 scripts/redis-capacity.sh        # plus the callgrind pass, ~3 min in all
 #   CALLGRIND=only CG_N=500 scripts/redis-capacity.sh
 #   FORMAT=md scripts/redis-capacity.sh          # markdown tables, ready for BENCHMARKS.md
 #   ALGOS=gcra DESCRIPTORS="1 16" BASELINES=none DURATION=3s scripts/redis-capacity.sh
@@ -36,6 +36,8 @@
 #   CALLGRIND    empty: plain pass only; 1: plain pass then callgrind pass; only: callgrind
 #   CG_N, CG_BENCH_N  requests per sluice run and operations per baseline command under
 #                callgrind [1000, 10000]
+#   CG_KEYS      keys under callgrind [as many as keep the plain pass's hits per key per
+#                second; KEYS without a plain pass]
 #   CONNECTIONS, CONCURRENCY, KEYS  the load [4, 16, 10000]
 #   TIMEOUT      sluice's --redis-timeout in the plain pass [10ms] (callgrind pass: 30s)
 #   EXTRA        more sluice serve flags (e.g. "--local-cache-size-bytes 1048576")
