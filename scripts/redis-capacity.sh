@@ -79,6 +79,7 @@ need() { command -v "$1" >/dev/null 2>&1 || die "$1 not found: $2"; }
 need redis-server "apt-get install -y redis-server"
 need redis-cli "apt-get install -y redis-tools"
 need python3 "apt-get install -y python3"
+need curl "apt-get install -y curl"
 [ -n "$BASELINES" ] && need redis-benchmark "apt-get install -y redis-tools"
 case "$CALLGRIND" in
 "" | 0) PASSES=plain ;;
@@ -160,6 +161,9 @@ start_redis() {
     die "redis-server does not start"
 }
 
+# An address sluice logged when it started listening (JSON log: "grpc":"127.0.0.1:PORT").
+logged_addr() { grep -o "\"$1\":\"[0-9.]*:[0-9]*\"" "$OUT/sluice.log" | head -1 | cut -d'"' -f4 || true; }
+
 start_sluice() {
     local timeout=$1
     # Ports chosen by the kernel (port 0), read back from the "serving" log line.
@@ -169,14 +173,17 @@ start_sluice() {
         --redis-url "redis://127.0.0.1:$RPORT" --redis-timeout "$timeout" ${EXTRA:-} \
         >"$OUT/sluice.log" 2>&1 &
     SPID=$!
+    local http=""
+    # Serving, then healthy (its Redis connections up), so that no warm-up request fails.
     for _ in $(seq 600); do
-        GRPC=$(grep -o '"grpc":"[0-9.]*:[0-9]*"' "$OUT/sluice.log" | head -1 | cut -d'"' -f4 || true)
-        [ -n "$GRPC" ] && return 0
+        GRPC=$(logged_addr grpc)
+        http=$(logged_addr http)
+        [ -n "$GRPC" ] && [ -n "$http" ] && curl -fs "http://$http/healthcheck" >/dev/null 2>&1 && return 0
         kill -0 "$SPID" 2>/dev/null || break
         sleep 0.1
     done
     tail -20 "$OUT/sluice.log" >&2
-    die "sluice does not start"
+    die "sluice does not start or does not become healthy"
 }
 
 rinfo() { redis-cli -p "$RPORT" info "$1" | tr -d '\r'; }
