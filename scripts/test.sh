@@ -2,6 +2,7 @@
 # The whole test suite, as CI runs it: formatting, lints, unit and integration tests.
 # Integration tests start the real components they talk to; install the ones missing:
 #   redis-server, redis-sentinel  Redis (TLS built in), Sentinel failover tests
+#   redis-benchmark (redis-tools) scripts/redis-capacity.sh's smoke test
 #   promtool (Debian prometheus)  alert rule unit tests, PromQL of every dashboard panel
 #   kubectl                       `kubectl kustomize` of every Kubernetes overlay
 #   kubernetes-validate (PyPI)    validates those renderings against Kubernetes' schemas
@@ -14,6 +15,7 @@ missing=""
 need() { command -v "$1" >/dev/null 2>&1 || missing="$missing $2"; }
 need redis-server redis-server
 need redis-sentinel redis-sentinel
+need redis-benchmark redis-tools
 need promtool prometheus
 need kubectl kubectl
 if [ -n "$missing" ]; then

@@ -1,0 +1,167 @@
+//! The benchmark scripts under `scripts/` keep working: each parses (`bash -n`), and
+//! `scripts/redis-capacity.sh` (BENCHMARKS.md's capacity table) runs end to end in a tiny
+//! mode against the debug binaries: its own redis-server on a free port, sluice, the load
+//! generator and redis-benchmark, with every column it reports filled. Speeds are not
+//! asserted (they are what the script measures); the counts that do not depend on speed are.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+fn root() -> &'static Path {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+}
+
+#[test]
+fn every_script_parses() {
+    let dir = root().join("scripts");
+    let mut scripts: Vec<PathBuf> = std::fs::read_dir(&dir)
+        .expect("scripts/")
+        .map(|e| e.expect("scripts/ entry").path())
+        .filter(|p| p.extension().is_some_and(|e| e == "sh"))
+        .collect();
+    scripts.sort();
+    assert!(scripts.len() >= 4, "scripts: {scripts:?}");
+    for s in scripts {
+        let out = Command::new("bash")
+            .arg("-n")
+            .arg(&s)
+            .output()
+            .expect("bash");
+        assert!(
+            out.status.success(),
+            "{} does not parse:\n{}",
+            s.display(),
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+}
+
+/// The debug load generator beside the debug sluice: `cargo test` builds the examples; when
+/// only this test binary was built (`cargo test --test integration`), build it the way a
+/// shell would, so no shared dependency is rebuilt for a different environment.
+fn loadgen() -> PathBuf {
+    let sluice = Path::new(env!("CARGO_BIN_EXE_sluice"));
+    let profile = sluice.parent().expect("target/<profile>");
+    let exe = profile.join("examples").join("loadgen");
+    if exe.exists() {
+        return exe;
+    }
+    let target = profile.parent().expect("target directory");
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let mut cmd = Command::new(cargo);
+    for (k, _) in std::env::vars_os() {
+        if k.to_str()
+            .is_some_and(|k| k.starts_with("CARGO") && k != "CARGO_HOME")
+        {
+            cmd.env_remove(k);
+        }
+    }
+    let out = cmd
+        .current_dir(root())
+        .env("CARGO_TARGET_DIR", target)
+        .env_remove("RUSTFLAGS")
+        .args(["build", "--locked", "--example", "loadgen"])
+        .output()
+        .expect("cargo build --example loadgen");
+    assert!(
+        out.status.success(),
+        "cargo build --example loadgen:\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    exe
+}
+
+/// Rows of the first markdown table in `text`, as header → cell maps, keyed by "what D".
+fn first_table(text: &str) -> HashMap<String, HashMap<String, String>> {
+    let cells = |l: &str| -> Vec<String> {
+        l.trim()
+            .trim_matches('|')
+            .split(" | ")
+            .map(|c| c.trim().to_owned())
+            .collect()
+    };
+    let mut lines = text
+        .lines()
+        .skip_while(|l| !l.starts_with("| what"))
+        .take_while(|l| l.starts_with('|'));
+    let header = cells(lines.next().expect("a markdown table"));
+    lines
+        .skip(1)
+        .map(|l| {
+            let row: HashMap<String, String> = header.iter().cloned().zip(cells(l)).collect();
+            (format!("{} {}", row["what"], row["D"]), row)
+        })
+        .collect()
+}
+
+fn number(row: &HashMap<String, String>, column: &str) -> f64 {
+    let cell = row
+        .get(column)
+        .unwrap_or_else(|| panic!("no column {column:?} in {row:?}"));
+    cell.trim_end_matches('k')
+        .parse()
+        .unwrap_or_else(|_| panic!("{column}: {cell:?} is not a number ({row:?})"))
+}
+
+#[test]
+fn redis_capacity_runs_sluice_and_both_baselines_against_one_redis() {
+    let out = Command::new(root().join("scripts/redis-capacity.sh"))
+        .env("SLUICE", env!("CARGO_BIN_EXE_sluice"))
+        .env("LOADGEN", loadgen())
+        .env("ALGOS", "fixed_window")
+        .env("DESCRIPTORS", "1 2")
+        .env("N", "40")
+        .env("BENCH_N", "2000")
+        // The debug build under a parallel test suite: no request may miss its deadline.
+        .env("TIMEOUT", "2s")
+        .env("FORMAT", "md")
+        .env_remove("CALLGRIND")
+        .output()
+        .expect("run scripts/redis-capacity.sh");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "scripts/redis-capacity.sh failed ({}):\n{stdout}\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let rows = first_table(&stdout);
+    assert_eq!(rows.len(), 4, "{stdout}");
+    for d in [1.0, 2.0] {
+        let row = &rows[&format!("fixed_window {d}")];
+        assert_eq!(number(row, "errors"), 0.0, "{stdout}");
+        // At most one script call per request (concurrent requests may share one).
+        let scripts = number(row, "script calls/req");
+        assert!(scripts > 0.0 && scripts <= 1.0, "{stdout}");
+        assert!(number(row, "Redis commands/req") >= scripts, "{stdout}");
+        for column in [
+            "req/s",
+            "sluice CPU µs/req",
+            "Redis CPU µs/check (INFO cpu)",
+        ] {
+            assert!(number(row, column) > 0.0, "{column}: {stdout}");
+        }
+        let checks = number(row, "checks/s");
+        assert!((checks / number(row, "req/s") - d).abs() < 0.01, "{stdout}");
+    }
+    // The baselines are exact counts: INCRBY + EXPIRE per check; one EVALSHA running two.
+    let reference = &rows["reference: INCRBY + EXPIRE, -P 16 –"];
+    assert_eq!(number(reference, "script calls/req"), 0.0, "{stdout}");
+    assert_eq!(number(reference, "Redis commands/req"), 2.0, "{stdout}");
+    let script = &rows["INCRBY + PEXPIRE script, EVALSHA -P 16 –"];
+    assert_eq!(number(script, "script calls/req"), 1.0, "{stdout}");
+    assert_eq!(number(script, "Redis commands/req"), 3.0, "{stdout}");
+    for row in [reference, script] {
+        assert_eq!(number(row, "errors"), 0.0, "{stdout}");
+        assert!(
+            number(row, "Redis CPU µs/check (INFO cpu)") > 0.0,
+            "{stdout}"
+        );
+    }
+    // The capacity table: one row per line of the first, a figure per D.
+    assert!(
+        stdout.contains("| what | D=1 (INFO cpu) | D=2 (INFO cpu) |"),
+        "{stdout}"
+    );
+}
