@@ -8,6 +8,7 @@ mod algorithms;
 mod cluster;
 mod keys;
 mod ops;
+mod pre_redis7;
 mod protocol;
 mod slowlog;
 mod stop_increment;
@@ -87,10 +88,26 @@ impl Env {
     }
 
     pub async fn with_config(server: RedisServer, cfg: RedisConfig) -> Env {
+        Env::build(server, cfg, RedisStore::new).await
+    }
+
+    /// [`Env::with_config`] with the script's Redis < 7 branch forced (see `pre_redis7.rs`).
+    pub async fn forcing_pre_redis7(server: RedisServer, cfg: RedisConfig) -> Env {
+        Env::build(server, cfg, RedisStore::new_forcing_pre_redis7).await
+    }
+
+    async fn build(
+        server: RedisServer,
+        cfg: RedisConfig,
+        new: fn(
+            RedisConfig,
+            Arc<dyn Clock>,
+        ) -> Result<RedisStore, sluice::store::redis::RedisConfigError>,
+    ) -> Env {
         let t0 = t0();
         let clock = Arc::new(ManualClock::new(t0));
         let pool_size = cfg.pool_size;
-        let store = RedisStore::new(cfg, clock.clone()).expect("config");
+        let store = new(cfg, clock.clone()).expect("config");
         assert!(
             store.wait_ready(Duration::from_secs(10)).await,
             "store never connected"

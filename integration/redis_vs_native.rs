@@ -9,6 +9,9 @@
 //! - `MemoryStore` (the native algorithms of `src/limit/algorithm/`), clock moving forward
 //!   only (see [`differential`] for why).
 //!
+//! The model is also run against a Redis store whose script is forced onto its Redis < 7
+//! branch (`RedisStore::new_forcing_pre_redis7`), which the Redis 7 here never takes.
+//!
 //! Cases: `SLUICE_DIFF_CASES` (default 96 per test, a few seconds; raise it for a deeper run,
 //! e.g. `SLUICE_DIFF_CASES=5000 cargo test --test integration redis_vs_native`). Each case uses
 //! fresh descriptor tags on one shared redis-server, so cases (and proptest's shrinking runs)
@@ -207,7 +210,8 @@ fn cases() -> u32 {
 /// expiry has passed, so after a backwards step it can have forgotten what Redis (whose TTLs
 /// run on real time) and the model still hold: the stores agree under a clock that goes
 /// backwards only while no expiry is crossed, which random traces do not respect.
-fn differential<S: Store>(make: impl Fn(Arc<dyn Clock>) -> S, backwards: bool) {
+/// `pre_redis7`: the Redis store's script takes its Redis < 7 branch.
+fn differential<S: Store>(make: impl Fn(Arc<dyn Clock>) -> S, backwards: bool, pre_redis7: bool) {
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -223,7 +227,12 @@ fn differential<S: Store>(make: impl Fn(Arc<dyn Clock>) -> S, backwards: bool) {
             pool_size: 1,
             ..RedisConfig::default()
         };
-        let store = RedisStore::new(cfg, clock.clone()).expect("config");
+        let store = if pre_redis7 {
+            RedisStore::new_forcing_pre_redis7(cfg, clock.clone())
+        } else {
+            RedisStore::new(cfg, clock.clone())
+        }
+        .expect("config");
         assert!(store.wait_ready(Duration::from_secs(10)).await);
         store
     });
@@ -248,14 +257,21 @@ fn differential<S: Store>(make: impl Fn(Arc<dyn Clock>) -> S, backwards: bool) {
     if let Err(e) = result {
         panic!("redis and the native store disagree: {e}");
     }
+    // The forced branch ran (it is the only one that asks HLEN); the other never did.
+    assert_eq!(server.command_calls("hlen") > 0, pre_redis7);
 }
 
 #[test]
 fn redis_matches_the_document_model() {
-    differential(ModelStore::new, true);
+    differential(ModelStore::new, true, false);
+}
+
+#[test]
+fn redis_pre_redis7_branch_matches_the_document_model() {
+    differential(ModelStore::new, true, true);
 }
 
 #[test]
 fn redis_matches_memory_store() {
-    differential(sluice::store::memory::MemoryStore::new, false);
+    differential(sluice::store::memory::MemoryStore::new, false, false);
 }

@@ -87,7 +87,8 @@ if now < 0 or now % 1 ~= 0 or slack < 0 or slack % 1 ~= 0
   error({ err = 'ERR sluice: now, slack or mode is invalid' })
 end
 -- Redis 7+ (the first to tell scripts its version) has PEXPIRE ... NX; main.lua's
--- fixed-window path asks HLEN instead on older servers.
+-- fixed-window path asks HLEN instead on older servers. Tests force that branch on Redis 7
+-- by setting V7 to false on the next line (RedisStore::new_forcing_pre_redis7).
 local V7 = redis.REDIS_VERSION_NUM ~= nil
 -- With Redis TIME a TTL that later writes keep (a fixed window's, the sliding runs') is set
 -- as an absolute time, EXPIRE = PEXPIREAT at XB + ttl: exactly the state's end however late

@@ -215,6 +215,7 @@ pub(crate) async fn reconnect_loop(
     ring: Arc<Ring>,
     connector: Connector,
     script: Script,
+    source: &'static str,
     backoff: Backoff,
     stop: CancellationToken,
 ) {
@@ -235,7 +236,7 @@ pub(crate) async fn reconnect_loop(
             }
             continue;
         }
-        let attempt = connector.connect(&script);
+        let attempt = connector.connect(&script, source);
         let result = tokio::select! {
             () = stop.cancelled() => return,
             r = tokio::time::timeout(backoff.connect_timeout, attempt) => r,

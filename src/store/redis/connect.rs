@@ -20,7 +20,6 @@ use deadpool_redis::redis::{
 use super::batch::Batcher;
 use super::config::{RedisConfig, RedisConfigError, RedisTls};
 use super::conn::{Conn, Ring};
-use super::script::SCRIPT;
 use super::sentinel::Resolver;
 
 /// Connection info for `url`, with the TLS settings applied when the URL is `rediss://`.
@@ -136,8 +135,9 @@ impl Connector {
     }
 
     /// Connect and preload the script, so the first requests do not pay for `NOSCRIPT` (on
-    /// a cluster connection `SCRIPT LOAD` is sent to every primary).
-    pub async fn connect(&self, script: &Script) -> Result<Conn, String> {
+    /// a cluster connection `SCRIPT LOAD` is sent to every primary). `source` is `script`'s
+    /// text, which a single connection reloads after `NOSCRIPT` (`Script` does not expose it).
+    pub async fn connect(&self, script: &Script, source: &'static str) -> Result<Conn, String> {
         let loaded = |e: RedisError| format!("SCRIPT LOAD failed: {e}");
         match self {
             Connector::Single(pool) => {
@@ -145,7 +145,7 @@ impl Connector {
                 let mut conn = deadpool_redis::Connection::take(obj);
                 ensure_primary(&mut conn).await?;
                 script.load_async(&mut conn).await.map_err(loaded)?;
-                Ok(single(conn, script))
+                Ok(single(conn, script, source))
             }
             Connector::Cluster(client) => {
                 let mut conn = client
@@ -159,14 +159,14 @@ impl Connector {
                 let mut conn = resolver.connect_master().await?;
                 ensure_primary(&mut conn).await?;
                 script.load_async(&mut conn).await.map_err(loaded)?;
-                Ok(single(conn, script))
+                Ok(single(conn, script, source))
             }
         }
     }
 }
 
-fn single(conn: MultiplexedConnection, script: &Script) -> Conn {
-    Conn::Single(Batcher::spawn(conn, script.get_hash().to_owned(), SCRIPT))
+fn single(conn: MultiplexedConnection, script: &Script, source: &'static str) -> Conn {
+    Conn::Single(Batcher::spawn(conn, script.get_hash().to_owned(), source))
 }
 
 /// Refuse a replica: the first element of `ROLE` is `master` on a primary. A server that

@@ -74,6 +74,27 @@ impl RedisStore {
     /// inside a tokio runtime. Until a connection is up, [`Store::is_ready`] is false and
     /// `run()` fails with [`StoreError::Unavailable`].
     pub fn new(cfg: RedisConfig, clock: Arc<dyn Clock>) -> Result<RedisStore, RedisConfigError> {
+        RedisStore::with_script(cfg, clock, SCRIPT)
+    }
+
+    /// [`RedisStore::new`] with the script's Redis 7 detection forced off, so its
+    /// fixed-window path takes the Redis < 7 branch (`HLEN` instead of `PEXPIRE ... NX`)
+    /// whatever the server. For tests: the machines they run on have Redis 7, so without it
+    /// that branch would never run. Production never calls it, and [`RedisStore::new`] pays
+    /// nothing for it (the source is chosen once, here).
+    #[doc(hidden)]
+    pub fn new_forcing_pre_redis7(
+        cfg: RedisConfig,
+        clock: Arc<dyn Clock>,
+    ) -> Result<RedisStore, RedisConfigError> {
+        RedisStore::with_script(cfg, clock, script::pre_redis7_script())
+    }
+
+    fn with_script(
+        cfg: RedisConfig,
+        clock: Arc<dyn Clock>,
+        source: &'static str,
+    ) -> Result<RedisStore, RedisConfigError> {
         check_prefix(&cfg.key_prefix)?;
         let runtime =
             tokio::runtime::Handle::try_current().map_err(|_| RedisConfigError::NoRuntime)?;
@@ -89,7 +110,7 @@ impl RedisStore {
             cfg.breaker_timeouts,
             cfg.request_timeout,
         ));
-        let script = Script::new(SCRIPT);
+        let script = Script::new(source);
         let stop = CancellationToken::new();
         let backoff = Backoff {
             min: cfg.reconnect_backoff_min,
@@ -101,6 +122,7 @@ impl RedisStore {
             ring.clone(),
             connector,
             script.clone(),
+            source,
             backoff,
             stop.clone(),
         ));
@@ -164,7 +186,8 @@ impl RedisStore {
         }
     }
 
-    /// SHA1 of [`SCRIPT`], as used by `EVALSHA`.
+    /// SHA1 of the store's script ([`SCRIPT`] unless built by
+    /// [`RedisStore::new_forcing_pre_redis7`]), as used by `EVALSHA`.
     pub fn script_sha(&self) -> &str {
         self.script.get_hash()
     }

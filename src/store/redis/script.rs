@@ -2,6 +2,8 @@
 //! check is sent with, and the defensive parsing of the reply. The interface itself is
 //! documented in `src/store/lua/header.lua` and `docs/algorithms.md`.
 
+use std::sync::LazyLock;
+
 use deadpool_redis::redis::{self, Value};
 
 use crate::limit::{Algorithm, Check, LimitResult, LimitSpec};
@@ -18,6 +20,20 @@ pub const SCRIPT: &str = concat!(
     include_str!("../lua/gcra.lua"),
     include_str!("../lua/main.lua"),
 );
+
+/// The line of `header.lua` that tells Redis 7+ (which has `PEXPIRE ... NX`) from older
+/// servers.
+const V7_LINE: &str = "local V7 = redis.REDIS_VERSION_NUM ~= nil";
+
+/// [`SCRIPT`] with that detection replaced by `false`: the fixed-window path then takes its
+/// Redis < 7 branch (`HLEN` instead of `PEXPIRE ... NX`) on any server. Tests only: the test
+/// machine runs Redis 7, which would never take that branch otherwise (see
+/// [`super::RedisStore::new_forcing_pre_redis7`]). Built on first use, never by production.
+pub fn pre_redis7_script() -> &'static str {
+    static SOURCE: LazyLock<String> =
+        LazyLock::new(|| SCRIPT.replacen(V7_LINE, "local V7 = false", 1));
+    &SOURCE
+}
 
 /// Values per limit in the reply (after the leading `now_ms`).
 const REPLY_PER_LIMIT: usize = 6;
@@ -263,6 +279,16 @@ fn malformed(what: String) -> StoreError {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_pre_redis7_script_differs_only_in_the_version_test() {
+        // Exactly one detection line, so the replacement cannot miss it (a missed one would
+        // leave the forced store on the Redis 7 branch, testing nothing).
+        assert_eq!(SCRIPT.matches(V7_LINE).count(), 1);
+        let old = pre_redis7_script();
+        assert!(!old.contains(V7_LINE));
+        assert_eq!(old.replacen("local V7 = false", V7_LINE, 1), SCRIPT);
+    }
 
     #[test]
     fn slots_match_redis() {
