@@ -111,8 +111,10 @@ pub struct ReplacedBy {
     pub name: String,
 }
 
+/// What names a limit, as `/explain` and the admin listener's `/state` both show it (flattened
+/// into each, so their JSON keeps these fields at the limit's top level).
 #[derive(Debug, Serialize)]
-pub struct LimitExplanation {
+pub struct LimitHead {
     /// Position in `rate_limits` (0 for `rate_limit`).
     pub slot: u8,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -121,6 +123,25 @@ pub struct LimitExplanation {
     pub requests_per_unit: u32,
     pub unit: &'static str,
     pub unit_multiplier: u32,
+}
+
+impl LimitHead {
+    pub fn of(spec: &LimitSpec) -> Self {
+        Self {
+            slot: spec.slot,
+            name: spec.name.as_deref().map(str::to_owned),
+            algorithm: spec.algorithm.name(),
+            requests_per_unit: spec.requests_per_unit,
+            unit: spec.unit.name(),
+            unit_multiplier: spec.unit_multiplier,
+        }
+    }
+}
+
+#[derive(Debug, Serialize)]
+pub struct LimitExplanation {
+    #[serde(flatten)]
+    pub head: LimitHead,
     pub window_seconds: u64,
     /// Capacity (`burst`) of the bucket algorithms.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -285,12 +306,7 @@ fn describe_match(
 fn limit(spec: &LimitSpec, prefix: &str, tag: crate::limit::StateTag) -> LimitExplanation {
     let (rpu, unit) = spec.reported();
     LimitExplanation {
-        slot: spec.slot,
-        name: spec.name.as_deref().map(str::to_owned),
-        algorithm: spec.algorithm.name(),
-        requests_per_unit: spec.requests_per_unit,
-        unit: spec.unit.name(),
-        unit_multiplier: spec.unit_multiplier,
+        head: LimitHead::of(spec),
         window_seconds: spec.window_seconds(),
         burst: spec.algorithm.has_burst().then_some(spec.burst),
         buckets: (spec.buckets > 0).then_some(spec.buckets),

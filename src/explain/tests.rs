@@ -80,7 +80,7 @@ fn exact_levels_and_the_limit_with_its_redis_key() {
     assert_eq!(d.state_tag, Some(tag.to_base64url()));
     let l = &d.limits[0];
     assert_eq!(
-        (l.algorithm, l.requests_per_unit, l.unit),
+        (l.head.algorithm, l.head.requests_per_unit, l.head.unit),
         ("fixed_window", 5, "MINUTE")
     );
     assert_eq!(
@@ -140,7 +140,7 @@ fn wildcards_say_which_pattern_matched_and_which_did_not() {
     let tag = StateTag::compute("d", [("path", "/api/*")]);
     assert_eq!(d.state_tag, Some(tag.to_base64url()));
     let l = &d.limits[0];
-    assert_eq!((l.unit_multiplier, l.window_seconds), (5, 300));
+    assert_eq!((l.head.unit_multiplier, l.window_seconds), (5, 300));
     assert_eq!(
         (l.current_limit.requests_per_unit, l.current_limit.unit),
         (20, "MINUTE")
@@ -155,7 +155,7 @@ fn wildcards_say_which_pattern_matched_and_which_did_not() {
     );
     let l = &d.limits[0];
     assert_eq!(
-        (l.algorithm, l.burst, l.penalty_seconds),
+        (l.head.algorithm, l.burst, l.penalty_seconds),
         ("gcra", Some(3), 30)
     );
     assert!(
@@ -203,7 +203,7 @@ fn unlimited_replaced_and_shadow_rules() {
     assert_eq!(d.outcome, "limited");
     assert!(d.reason.contains("shadow mode"), "{}", d.reason);
     assert_eq!(d.limits.len(), 2);
-    assert_eq!((d.limits[1].slot, d.limits[1].buckets), (1, Some(4)));
+    assert_eq!((d.limits[1].head.slot, d.limits[1].buckets), (1, Some(4)));
 }
 
 #[test]

@@ -99,17 +99,18 @@ fn descriptor(out: &mut String, n: usize, d: &DescriptorExplanation) {
 }
 
 fn limit(out: &mut String, l: &LimitExplanation) {
-    let unit = l.unit.to_ascii_lowercase();
-    let window = match l.unit_multiplier {
+    let h = &l.head;
+    let unit = h.unit.to_ascii_lowercase();
+    let window = match h.unit_multiplier {
         0 | 1 => unit,
         m => format!("{m} {unit}s"),
     };
-    let name = l
+    let name = h
         .name
         .as_deref()
         .map(|n| format!(" {n}"))
         .unwrap_or_default();
-    let mut how = match l.algorithm {
+    let mut how = match h.algorithm {
         "fixed_window" => "epoch-aligned windows".to_owned(),
         "sliding_window" => format!(
             "trailing window in {} sub-windows",
@@ -133,7 +134,7 @@ fn limit(out: &mut String, l: &LimitExplanation) {
     let _ = writeln!(
         out,
         "  limit{name} (slot {}): {} per {window}, {}: {how}",
-        l.slot, l.requests_per_unit, l.algorithm
+        h.slot, h.requests_per_unit, h.algorithm
     );
     let c = &l.current_limit;
     let _ = writeln!(

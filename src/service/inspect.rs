@@ -9,7 +9,7 @@
 use serde::Serialize;
 
 use super::RateLimitService;
-use crate::explain::{self, EntryJson, KeyLayout};
+use crate::explain::{self, EntryJson, KeyLayout, LimitHead};
 use crate::limit::{Check, Descriptor, LimitResult, parse_descriptor};
 use crate::settings::RequestLimits;
 use crate::store::Store;
@@ -88,13 +88,8 @@ fn parse_query(
 /// One limit's state, as the admin listener reports it.
 #[derive(Debug, Serialize)]
 pub struct LimitState {
-    pub slot: u8,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub name: Option<String>,
-    pub algorithm: &'static str,
-    pub requests_per_unit: u32,
-    pub unit: &'static str,
-    pub unit_multiplier: u32,
+    #[serde(flatten)]
+    pub head: LimitHead,
     /// `C`: the most usage the limit holds (`burst` for the buckets).
     pub capacity: u64,
     /// `U`, whole requests rounded up.
@@ -216,12 +211,7 @@ impl RateLimitService {
             .iter()
             .zip(&out)
             .map(|(spec, r)| LimitState {
-                slot: spec.slot,
-                name: spec.name.as_deref().map(str::to_owned),
-                algorithm: spec.algorithm.name(),
-                requests_per_unit: spec.requests_per_unit,
-                unit: spec.unit.name(),
-                unit_multiplier: spec.unit_multiplier,
+                head: LimitHead::of(spec),
                 capacity: spec.capacity(),
                 used: r.used_before,
                 remaining: spec.capacity().saturating_sub(r.used_before),
