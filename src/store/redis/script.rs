@@ -155,22 +155,24 @@ impl Invocation {
             of_check.push(g);
         }
         let count = 4 + groups.iter().map(|g| 1 + 7 * g.len()).sum::<usize>() + 2 * of_check.len();
-        let mut nums: Vec<f64> = Vec::with_capacity(count);
-        nums.push(ctx.now_ms.map_or(-1.0, |n| n as f64));
-        nums.push(ctx.slack_ms as f64);
-        nums.push(mode.arg());
-        nums.push(groups.len() as f64);
+        // The numbers go straight into the one packed argument, little-endian doubles.
+        let mut args = Vec::with_capacity(8 * count);
+        let mut put = |n: f64| args.extend_from_slice(&n.to_le_bytes());
+        put(ctx.now_ms.map_or(-1.0, |n| n as f64));
+        put(ctx.slack_ms as f64);
+        put(mode.arg());
+        put(groups.len() as f64);
         for g in &groups {
-            nums.push(g.len() as f64);
+            put(g.len() as f64);
             for spec in *g {
-                nums.extend_from_slice(&limit_numbers(spec));
+                limit_numbers(spec).into_iter().for_each(&mut put);
             }
         }
         let mut keys = Vec::with_capacity(limits + 1);
         for (check, g) in checks.zip(of_check) {
             let group = (g + 1) as f64;
-            nums.push(check.cost as f64);
-            nums.push(if check.refund { -group } else { group });
+            put(check.cost as f64);
+            put(if check.refund { -group } else { group });
             let tag = check.tag.to_base64url();
             for spec in check.limits {
                 let key = state_key(ctx.prefix, &tag, spec);
@@ -183,10 +185,6 @@ impl Invocation {
                     keys.push(key);
                 }
             }
-        }
-        let mut args = Vec::with_capacity(8 * nums.len());
-        for n in nums {
-            args.extend_from_slice(&n.to_le_bytes());
         }
         Invocation { keys, args, limits }
     }
