@@ -141,8 +141,6 @@ pub async fn decide<S: Store + ?Sized>(
             _ => None,
         })
     };
-    let expected: usize = metered().map(|l| l.limits.as_slice().len()).sum();
-    let mut results = Vec::with_capacity(expected);
     // Descriptors answered from the cache, in metered order (empty without a cache).
     let mut cached: Vec<Option<Vec<LimitResult>>> = Vec::new();
     let mut sent_ms = 0;
@@ -163,9 +161,11 @@ pub async fn decide<S: Store + ?Sized>(
             .collect();
     }
     let from_cache: Vec<bool> = cached.iter().map(Option::is_some).collect();
+    let any_cached = from_cache.contains(&true);
+    let is_cached = |i: usize| from_cache.get(i).copied().unwrap_or(false);
     let checks: Vec<Check<'_>> = metered()
         .enumerate()
-        .filter(|&(i, _)| !from_cache.get(i).copied().unwrap_or(false))
+        .filter(|&(i, _)| !is_cached(i))
         .map(|(_, l)| Check {
             tag: l.tag,
             limits: l.limits.as_slice(),
@@ -173,41 +173,55 @@ pub async fn decide<S: Store + ?Sized>(
             refund: l.refund,
         })
         .collect();
-    let charge = match (modes.stop_increment, from_cache.contains(&true)) {
+    let charge = match (modes.stop_increment, any_cached) {
         (false, _) => Charge::Each,
         (true, false) => Charge::StopWhenOver,
         (true, true) => Charge::Held,
     };
-    let mut fresh = Vec::with_capacity(expected);
+    let sent: usize = checks.iter().map(|c| c.limits.len()).sum();
+    let mut fresh = Vec::with_capacity(sent);
     if !checks.is_empty() {
         store.run_with(&checks, charge, &mut fresh).await?;
     }
-    let sent: usize = checks.iter().map(|c| c.limits.len()).sum();
     if fresh.len() != sent {
         return Err(StoreError::Backend(format!(
             "store returned {} results for {sent} limits",
             fresh.len()
         )));
     }
-    // Back into plan order; remember the new denials.
-    let mut fresh = fresh.into_iter();
-    for (i, l) in metered().enumerate() {
-        let k = l.limits.as_slice().len();
-        match cached.get_mut(i).and_then(Option::take) {
-            Some(r) => results.extend(r),
-            None => {
-                let at = results.len();
-                results.extend(fresh.by_ref().take(k));
-                if let Some(cache) = cache
-                    && !l.refund
-                {
-                    cache.insert(l.tag, l.limits.as_slice(), l.cost, sent_ms, &results[at..]);
-                }
+    // In plan order: the store's results are, unless some descriptors came from the cache.
+    let results = if any_cached {
+        let mut results = Vec::with_capacity(metered().map(|l| l.limits.as_slice().len()).sum());
+        let mut fresh = fresh.into_iter();
+        for (i, l) in metered().enumerate() {
+            match cached.get_mut(i).and_then(Option::take) {
+                Some(r) => results.extend(r),
+                None => results.extend(fresh.by_ref().take(l.limits.as_slice().len())),
             }
+        }
+        results
+    } else {
+        fresh
+    };
+    // Remember the new denials.
+    if let Some(cache) = cache {
+        let mut at = 0;
+        for (i, l) in metered().enumerate() {
+            let k = l.limits.as_slice().len();
+            if !l.refund && !is_cached(i) {
+                cache.insert(
+                    l.tag,
+                    l.limits.as_slice(),
+                    l.cost,
+                    sent_ms,
+                    &results[at..at + k],
+                );
+            }
+            at += k;
         }
     }
     let mut decision = compose(plans, results, modes);
-    if from_cache.contains(&true) {
+    if any_cached {
         let metered = decision.outcomes.iter_mut().filter_map(|o| match o {
             Outcome::Metered(v) => Some(v),
             _ => None,
