@@ -5,7 +5,7 @@
 //! `examples/envoy-gateway/*`.
 //!
 //! Nothing runs in a container here (there is no Docker engine in CI): the image's build
-//! context is rebuilt and its cargo commands run offline (`docker_build`), the files are
+//! context is rebuilt and its cargo commands run in it (`docker_build`), the files are
 //! parsed, sluice's settings are resolved from each file's command line and environment
 //! with the binary's own resolution code, and rule files are validated by the real
 //! binary (`sluice check`). What a file claims about another file (a service name, a

@@ -2,7 +2,7 @@
 # The whole test suite, as CI runs it: formatting, lints, unit and integration tests.
 # Integration tests start the real components they talk to; install the ones missing:
 #   redis-server, redis-sentinel  Redis (TLS built in), Sentinel failover tests
-#   redis-benchmark (redis-tools) scripts/redis-capacity.sh's smoke test
+#   redis-benchmark (redis-tools) scripts/redis-capacity.sh's smoke test (with curl)
 #   promtool (Debian prometheus)  alert rule unit tests, PromQL of every dashboard panel
 #   kubectl                       `kubectl kustomize` of every Kubernetes overlay
 #   kubernetes-validate (PyPI)    validates those renderings against Kubernetes' schemas
@@ -16,6 +16,7 @@ need() { command -v "$1" >/dev/null 2>&1 || missing="$missing $2"; }
 need redis-server redis-server
 need redis-sentinel redis-sentinel
 need redis-benchmark redis-tools
+need curl curl
 need promtool prometheus
 need kubectl kubectl
 if [ -n "$missing" ]; then

@@ -1,17 +1,20 @@
 //! The image builds: the Docker build context is rebuilt without Docker and the builder
-//! stage's own commands run in it, offline. A target, file or ignore rule that would stop
+//! stage's own commands run in it. A target, file or ignore rule that would stop
 //! `docker build` stops this test.
 //!
 //! The context is what `docker build` sends: each file a builder-stage COPY names, minus
 //! what `.dockerignore` excludes (Docker's matching, `dockerignore.rs`). The instructions
 //! then run in order in a directory standing for `/` (WORKDIR, COPY destinations and
 //! absolute paths map below it), with two substitutions, both written out here:
-//! - every cargo command runs with `--offline` (the crates are on this machine already;
-//!   `--locked` stays as the Dockerfile writes it), preceded by `cargo metadata --locked
-//!   --offline` in the same directory; `cargo build` runs as `cargo check` with the same
-//!   arguments but `--release`: the same manifest, lock file and targets, every crate
-//!   type-checked, no code generation (a release build here would take ten minutes), in the
-//!   dev profile so the dependencies clippy has already checked are reused;
+//! - `cargo build` runs as `cargo check` with the same arguments but `--release` (`--locked`
+//!   stays as the Dockerfile writes it): the same manifest, lock file and targets, every
+//!   crate type-checked, no code generation (a release build here would take ten minutes),
+//!   in the dev profile so the dependencies clippy has already checked are reused. Cargo may
+//!   reach the registry, as it does inside `docker build`: it fetches only what this
+//!   platform's build of the context needs, which the suite's own build has fetched already
+//!   on any machine. (Forcing cargo's no-network mode here once broke a new machine: cargo
+//!   then needs every platform's crates in the local cache, and a new machine's cache holds
+//!   only what its own build fetched.)
 //! - `cp target/<profile>/<bin> <path>` installs the binary this test suite built at
 //!   `<path>`, so a later `RUN sluice check config` runs the real binary on the copied rules.
 //!
@@ -196,18 +199,11 @@ impl Builder {
 
     fn cargo(&mut self, words: &[&str], original: &str) {
         let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-        let mut meta = self.command(&cargo);
-        meta.args(["metadata", "--locked", "--offline", "--format-version", "1"]);
-        self.run(meta, "cargo metadata --locked --offline");
-
         let mut args: Vec<String> = words[1..].iter().map(|w| w.to_string()).collect();
         if args.first().map(String::as_str) == Some("build") {
             args[0] = "check".into();
             // The dev profile, to reuse the dependencies clippy has checked (see above).
             args.retain(|a| a != "--release");
-        }
-        if !args.iter().any(|a| a == "--offline") {
-            args.push("--offline".into());
         }
         for pair in args.windows(2) {
             if pair[0] == "--bin" {
