@@ -13,6 +13,7 @@ mod dashboards;
 mod deploy;
 mod edge;
 mod explain;
+mod faults;
 mod local_cache;
 mod ops;
 mod redis_binary;
