@@ -3,3 +3,4 @@
 //! (`overload`). RELIABILITY.md tabulates what each shows.
 
 mod cluster;
+mod overload;

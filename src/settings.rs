@@ -17,6 +17,10 @@ pub const DEFAULT_MAX_ENTRIES: usize = 32;
 pub const DEFAULT_MAX_KEY_BYTES: usize = 256;
 pub const DEFAULT_MAX_VALUE_BYTES: usize = 8192;
 pub const DEFAULT_MAX_HITS_ADDEND: u64 = 1_000_000_000;
+/// Default `--max-in-flight`: far above what one instance keeps busy at its capacity (a
+/// few dozen calls at a Redis round trip each), low enough that a burst past capacity is
+/// refused at once rather than queued for seconds.
+pub const DEFAULT_MAX_IN_FLIGHT: usize = 1024;
 
 /// Bounds on one request (oversized input → INVALID_ARGUMENT).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -28,6 +32,9 @@ pub struct RequestLimits {
     pub max_hits_addend: u64,
     /// Largest gRPC request message (larger → RESOURCE_EXHAUSTED).
     pub max_request_bytes: usize,
+    /// Most `ShouldRateLimit` gRPC calls worked on at once; past it a call is shed with
+    /// RESOURCE_EXHAUSTED (0: no bound).
+    pub max_in_flight: usize,
 }
 
 impl Default for RequestLimits {
@@ -39,6 +46,7 @@ impl Default for RequestLimits {
             max_value_bytes: DEFAULT_MAX_VALUE_BYTES,
             max_hits_addend: DEFAULT_MAX_HITS_ADDEND,
             max_request_bytes: DEFAULT_MAX_REQUEST_BYTES,
+            max_in_flight: DEFAULT_MAX_IN_FLIGHT,
         }
     }
 }

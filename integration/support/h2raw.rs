@@ -78,3 +78,26 @@ pub async fn call(
     stream.send_data(frame(msg), true)?;
     finish(resp).await
 }
+
+/// A whole unary call of `msg` on `path` with extra request headers (e.g. a `grpc-timeout`
+/// a gRPC library would enforce on the client side as well).
+pub async fn call_with_headers(
+    send: &mut Send,
+    path: &str,
+    headers: &[(&str, &str)],
+    msg: &impl Message,
+) -> Result<(u16, Option<String>, Vec<u8>), h2::Error> {
+    let mut req = http::Request::builder()
+        .method("POST")
+        .uri(format!("http://localhost{path}"))
+        .header("content-type", "application/grpc")
+        .header("te", "trailers");
+    for (k, v) in headers {
+        req = req.header(*k, *v);
+    }
+    let req = req.body(()).expect("request");
+    let mut ready = send.clone().ready().await?;
+    let (resp, mut stream) = ready.send_request(req, false)?;
+    stream.send_data(frame(msg), true)?;
+    finish(resp).await
+}

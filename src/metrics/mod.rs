@@ -36,6 +36,10 @@ pub struct Metrics {
     pub response_time: Histogram,
     pub service_error: IntCounter,
     pub redis_error: IntCounter,
+    /// Calls refused because `--max-in-flight` calls were already being worked on.
+    pub shed: IntCounter,
+    /// Calls answered DEADLINE_EXCEEDED: their `grpc-timeout` passed before an answer.
+    pub deadline_exceeded: IntCounter,
     pub config_load_success: IntCounter,
     pub config_load_error: IntCounter,
     pub global_shadow_mode: IntCounter,
@@ -200,6 +204,8 @@ impl Metrics {
             response_time: response_time.with_label_values(&["ShouldRateLimit"]),
             service_error: error_vec.with_label_values(&["service_error"]),
             redis_error: error_vec.with_label_values(&["redis_error"]),
+            shed: error_vec.with_label_values(&["shed"]),
+            deadline_exceeded: error_vec.with_label_values(&["deadline_exceeded"]),
             config_load_success: counter(
                 "ratelimit_service_config_load_success",
                 "Successful config loads.",

@@ -11,7 +11,9 @@
 
 use std::convert::Infallible;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::task::{Context, Poll};
+use std::time::{Duration, Instant};
 
 use envoy_types::pb::envoy::service::ratelimit::v3::RateLimitResponse;
 use prost::Message;
@@ -34,13 +36,68 @@ const SHOULD_RATE_LIMIT: &str = "/envoy.service.ratelimit.v3.RateLimitService/Sh
 pub fn routes(service: Arc<RateLimitService>, requires_config: bool) -> (Arc<Health>, Routes) {
     let (reporter, health_server) = tonic_health::server::health_reporter();
     let health = Arc::new(Health::new(service.clone(), reporter, requires_config));
-    let routes = Routes::new(RateLimitServer(service)).add_service(health_server);
+    let server = RateLimitServer {
+        service,
+        in_flight: Arc::new(AtomicUsize::new(0)),
+    };
+    let routes = Routes::new(server).add_service(health_server);
     (health, routes)
 }
 
 /// `envoy.service.ratelimit.v3.RateLimitService` as a tower service.
 #[derive(Clone)]
-struct RateLimitServer(Arc<RateLimitService>);
+struct RateLimitServer {
+    service: Arc<RateLimitService>,
+    /// Calls being worked on now (bounded by `--max-in-flight`).
+    in_flight: Arc<AtomicUsize>,
+}
+
+/// One call counted in [`RateLimitServer::in_flight`] until dropped.
+struct InFlight(Arc<AtomicUsize>);
+
+impl InFlight {
+    /// Count one more call, unless `max` are already in flight (`max` 0: no bound).
+    fn enter(count: &Arc<AtomicUsize>, max: usize) -> Option<InFlight> {
+        let n = count.fetch_add(1, Ordering::AcqRel);
+        let guard = InFlight(count.clone());
+        (max == 0 || n < max).then_some(guard)
+    }
+}
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+/// The caller's deadline from its `grpc-timeout` header (`1-8 digits` + `H M S m u n`,
+/// which Envoy always sends: the rate limit filter's timeout), counted from `arrived`.
+/// A malformed header is ignored, as gRPC servers do.
+fn deadline(headers: &http::HeaderMap, arrived: Instant) -> Option<Instant> {
+    let v = headers.get("grpc-timeout")?.to_str().ok()?;
+    let (digits, unit) = v.split_at(v.len().checked_sub(1)?);
+    if digits.is_empty() || digits.len() > 8 || !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    let n: u64 = digits.parse().ok()?;
+    let timeout = match unit {
+        "H" => Duration::from_secs(n.checked_mul(3600)?),
+        "M" => Duration::from_secs(n.checked_mul(60)?),
+        "S" => Duration::from_secs(n),
+        "m" => Duration::from_millis(n),
+        "u" => Duration::from_micros(n),
+        "n" => Duration::from_nanos(n),
+        _ => return None,
+    };
+    arrived.checked_add(timeout)
+}
+
+/// A call whose deadline passed: counted, not worked on.
+fn expired(service: &RateLimitService) -> Status {
+    service.metrics().total_requests.inc();
+    service.metrics().deadline_exceeded.inc();
+    Status::deadline_exceeded("the caller's deadline (grpc-timeout) passed before an answer")
+}
 
 impl NamedService for RateLimitServer {
     const NAME: &'static str = SERVICE;
@@ -55,16 +112,47 @@ impl Service<http::Request<Body>> for RateLimitServer {
         Poll::Ready(Ok(()))
     }
 
+    /// Overload protection happens here, before the message is even read: a call whose
+    /// deadline has passed is answered DEADLINE_EXCEEDED without work, and a call past
+    /// `--max-in-flight` is shed with RESOURCE_EXHAUSTED at once (Envoy's
+    /// `failure_mode_deny` decides, as for any error). Nothing queues inside sluice: a
+    /// call is either worked on now or refused now. A call whose deadline passes while it
+    /// is worked on is abandoned then (its store round trip may still count the hit, as a
+    /// timeout may).
     fn call(&mut self, req: http::Request<Body>) -> Self::Future {
-        let service = self.0.clone();
+        let service = self.service.clone();
+        let in_flight = self.in_flight.clone();
         Box::pin(async move {
             if req.uri().path() != SHOULD_RATE_LIMIT {
                 return Ok(Status::unimplemented("unknown method").into_http());
             }
-            let max = service.settings.limits.max_request_bytes;
+            let arrived = Instant::now();
+            let deadline = deadline(req.headers(), arrived);
+            if deadline.is_some_and(|d| d <= arrived) {
+                return Ok(expired(&service).into_http());
+            }
+            let limits = &service.settings.limits;
+            let Some(_guard) = InFlight::enter(&in_flight, limits.max_in_flight) else {
+                service.metrics().total_requests.inc();
+                service.metrics().shed.inc();
+                tracing::debug!(max_in_flight = limits.max_in_flight, "call shed");
+                return Ok(Status::resource_exhausted(format!(
+                    "overloaded: {} calls in flight (--max-in-flight)",
+                    limits.max_in_flight
+                ))
+                .into_http());
+            };
+            let max = limits.max_request_bytes;
             let mut grpc = Grpc::new(RequestCodec(service.clone()))
                 .apply_max_message_size_config(Some(max), None);
-            let mut resp = grpc.unary(ShouldRateLimit(service.clone()), req).await;
+            let call = grpc.unary(ShouldRateLimit(service.clone(), deadline), req);
+            let mut resp = match deadline {
+                None => call.await,
+                Some(d) => match tokio::time::timeout_at(d.into(), call).await {
+                    Ok(resp) => resp,
+                    Err(_) => expired(&service).into_http(),
+                },
+            };
             size_status(&service, &mut resp);
             Ok(resp)
         })
@@ -87,7 +175,9 @@ fn size_status(service: &RateLimitService, resp: &mut http::Response<Body>) {
     }
 }
 
-struct ShouldRateLimit(Arc<RateLimitService>);
+/// The handler, with the caller's deadline: checked once more after the message is read,
+/// before any store work.
+struct ShouldRateLimit(Arc<RateLimitService>, Option<Instant>);
 
 impl UnaryService<RateLimitRequest> for ShouldRateLimit {
     type Response = RateLimitResponse;
@@ -95,7 +185,11 @@ impl UnaryService<RateLimitRequest> for ShouldRateLimit {
 
     fn call(&mut self, request: tonic::Request<RateLimitRequest>) -> Self::Future {
         let service = self.0.clone();
+        let deadline = self.1;
         Box::pin(async move {
+            if deadline.is_some_and(|d| d <= Instant::now()) {
+                return Err(expired(&service));
+            }
             let req = request.get_ref();
             // No span (nor header lookup) unless tracing is on.
             let span = service.tracer().map(|t| {
@@ -170,5 +264,44 @@ struct Metadata<'a>(&'a tonic::metadata::MetadataMap);
 impl Headers for Metadata<'_> {
     fn get(&self, name: &str) -> Option<&str> {
         self.0.get(name).and_then(|v| v.to_str().ok())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn timeout(v: &str) -> Option<Duration> {
+        let mut h = http::HeaderMap::new();
+        h.insert("grpc-timeout", http::HeaderValue::from_str(v).ok()?);
+        let now = Instant::now();
+        deadline(&h, now).map(|d| d - now)
+    }
+
+    #[test]
+    fn grpc_timeout_units_and_malformed_values() {
+        assert_eq!(timeout("20m"), Some(Duration::from_millis(20)));
+        assert_eq!(timeout("1H"), Some(Duration::from_secs(3600)));
+        assert_eq!(timeout("2M"), Some(Duration::from_secs(120)));
+        assert_eq!(timeout("3S"), Some(Duration::from_secs(3)));
+        assert_eq!(timeout("7u"), Some(Duration::from_micros(7)));
+        assert_eq!(timeout("0n"), Some(Duration::ZERO));
+        assert_eq!(timeout("99999999S"), Some(Duration::from_secs(99_999_999)));
+        for bad in ["", "m", "123456789m", "5", "5x", "-5m", "5 m", "é", "1.5S"] {
+            assert_eq!(timeout(bad), None, "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn in_flight_bound_releases_on_drop() {
+        let count = Arc::new(AtomicUsize::new(0));
+        let a = InFlight::enter(&count, 2).expect("first");
+        let b = InFlight::enter(&count, 2).expect("second");
+        assert!(InFlight::enter(&count, 2).is_none(), "third shed");
+        drop(a);
+        let _c = InFlight::enter(&count, 2).expect("room again");
+        drop(b);
+        assert_eq!(count.load(Ordering::Relaxed), 1);
+        assert!(InFlight::enter(&count, 0).is_some(), "0: no bound");
     }
 }

@@ -1,6 +1,6 @@
-//! Resource caps: the largest rule file read, the largest gRPC request message, and the
-//! memory store's live state. Each bounds what a file or a client can make the process
-//! hold; each has a default far above normal use.
+//! Resource caps: the largest rule file read, the largest gRPC request message, the calls
+//! worked on at once, and the memory store's live state. Each bounds what a file or a
+//! client can make the process hold; each has a default far above normal use.
 
 use clap::Args;
 
@@ -24,6 +24,10 @@ pub struct CapArgs {
     /// RESOURCE_EXHAUSTED [default: 4194304]
     #[arg(long, value_name = "BYTES", env = "SLUICE_MAX_REQUEST_BYTES")]
     pub max_request_bytes: Option<usize>,
+    /// Most ShouldRateLimit gRPC calls worked on at once; past it a call is refused at once
+    /// with RESOURCE_EXHAUSTED (0: no bound) [default: 1024]
+    #[arg(long, value_name = "N", env = "SLUICE_MAX_IN_FLIGHT")]
+    pub max_in_flight: Option<usize>,
     /// Memory store: most bytes of limit state held; when full, the entries closest to
     /// empty make room (see the README) [default: 268435456]
     #[arg(long, value_name = "BYTES", env = "SLUICE_MEMORY_MAX_BYTES")]
@@ -59,6 +63,9 @@ pub(super) fn resolve(args: &CapArgs, s: &mut Settings) -> Result<(), SettingsEr
             return Err(err("--max-request-bytes", "must be at least 1"));
         }
         s.decision.limits.max_request_bytes = n;
+    }
+    if let Some(n) = args.max_in_flight {
+        s.decision.limits.max_in_flight = n;
     }
     if let Some(n) = args.memory_max_bytes {
         if n < MIN_MEMORY_BYTES {
