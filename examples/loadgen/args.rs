@@ -74,6 +74,11 @@ pub struct Args {
     /// Cancelled or DeadlineExceeded error
     #[arg(long, default_value = "5s", value_parser = humantime::parse_duration)]
     pub timeout: Duration,
+    /// Open loop: start requests at this fixed rate (req/s, over all connections) whatever
+    /// the answers, instead of closed-loop tasks; latency counts from when each request
+    /// was due, and each carries --timeout as its grpc-timeout (--concurrency is unused)
+    #[arg(long, value_parser = parse_rate)]
+    pub rate: Option<f64>,
     /// Print one JSON object instead of text
     #[arg(long)]
     pub json: bool,
@@ -85,6 +90,15 @@ pub struct Args {
     /// Stand-in server: wait this long before answering each request
     #[arg(long, default_value = "0s", value_parser = humantime::parse_duration, requires = "self_test")]
     pub self_test_delay: Duration,
+}
+
+fn parse_rate(s: &str) -> Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(r) if r.is_finite() && r >= 1.0 => Ok(r),
+        _ => Err(format!(
+            "'{s}' is not a rate of at least 1 request per second"
+        )),
+    }
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]

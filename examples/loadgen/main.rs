@@ -55,6 +55,14 @@
 //! so runs are reproducible) or walks the key space (`round-robin`, tasks starting spread
 //! out).
 //!
+//! # Open loop (`--rate`)
+//!
+//! `--rate R` replaces the closed-loop tasks with a fixed offered rate: request `i` is due
+//! at `i/R` seconds and is sent then, whatever the earlier ones' fate (see `open.rs`).
+//! Latency counts from when a request was due, each carries `--timeout` as `grpc-timeout`,
+//! and errors (shed with RESOURCE_EXHAUSTED, DEADLINE_EXCEEDED) are counted by code. This
+//! is how overload is measured (`scripts/overload.sh`, RELIABILITY.md).
+//!
 //! # Sharing 2 cores with the server
 //!
 //! The client runs on `--threads` tokio workers (default 1) so that most CPU is left to the
@@ -77,6 +85,7 @@
 //! `standin` the `--self-test` server.
 
 mod args;
+mod open;
 mod report;
 mod run;
 mod standin;

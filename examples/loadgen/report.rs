@@ -52,6 +52,17 @@ impl Report {
         }
     }
 
+    /// Answers (OK or OVER_LIMIT, not errors) per second.
+    fn answered_per_second(&self) -> f64 {
+        let secs = self.elapsed.as_secs_f64();
+        let s = &self.stats;
+        if secs > 0.0 {
+            (s.ok + s.over_limit + s.unknown_code) as f64 / secs
+        } else {
+            0.0
+        }
+    }
+
     /// Client CPU as cores kept busy on average over the measured window.
     fn client_cores(&self) -> Option<f64> {
         let secs = self.elapsed.as_secs_f64();
@@ -89,11 +100,22 @@ impl Report {
             self.target.clone()
         };
         let _ = writeln!(out, "target       {target}");
-        let _ = writeln!(
-            out,
-            "load         {} connections x {} in flight, {} client thread(s), closed loop",
-            a.connections, a.concurrency, a.threads
-        );
+        match a.rate {
+            Some(rate) => {
+                let _ = writeln!(
+                    out,
+                    "load         {} connections, {} client thread(s), open loop at {rate} req/s offered (timeout {:?})",
+                    a.connections, a.threads, a.timeout
+                );
+            }
+            None => {
+                let _ = writeln!(
+                    out,
+                    "load         {} connections x {} in flight, {} client thread(s), closed loop",
+                    a.connections, a.concurrency, a.threads
+                );
+            }
+        }
         let _ = writeln!(
             out,
             "workload     domain {}, key {}, {} keys ({}), {} descriptor(s)/request, hits_addend {}",
@@ -116,6 +138,9 @@ impl Report {
             a.warmup.as_secs_f64()
         );
         let _ = writeln!(out, "throughput   {:.1} req/s", self.requests_per_second());
+        if a.rate.is_some() {
+            let _ = writeln!(out, "answered     {:.1} req/s", self.answered_per_second());
+        }
         let _ = writeln!(
             out,
             "responses    OK {}, OVER_LIMIT {}, unknown code {}, errors {}",
@@ -193,6 +218,8 @@ impl Report {
             "connections": a.connections,
             "concurrency": a.concurrency,
             "threads": a.threads,
+            "offered_rate": a.rate,
+            "answered_per_second": (self.answered_per_second() * 10.0).round() / 10.0,
             "domain": a.domain,
             "key": a.key,
             "keys": a.keys,

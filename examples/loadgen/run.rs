@@ -71,10 +71,18 @@ async fn load(args: &Args, target: String) -> anyhow::Result<Report> {
         issued: AtomicU64::new(0),
     });
     let tasks = args.connections as usize * args.concurrency as usize;
+    let shape = match args.rate {
+        Some(rate) => format!(
+            "{} connections, open loop at {rate} req/s",
+            args.connections
+        ),
+        None => format!(
+            "{} connections x {} in flight",
+            args.connections, args.concurrency
+        ),
+    };
     eprintln!(
-        "loadgen: {target}: {} connections x {} in flight, warm-up {}, then {}",
-        args.connections,
-        args.concurrency,
+        "loadgen: {target}: {shape}, warm-up {}, then {}",
         humantime::format_duration(args.warmup),
         match args.requests {
             Some(n) => format!("{n} requests"),
@@ -88,8 +96,15 @@ async fn load(args: &Args, target: String) -> anyhow::Result<Report> {
         tokio::time::sleep_until(measure_start.into()).await;
         process_cpu()
     });
+    let mut total = Stats::new()?;
+    if let Some(rate) = args.rate {
+        total = crate::open::load(args, rate, &clients, work.clone(), schedule.clone()).await?;
+    }
     let mut set = tokio::task::JoinSet::new();
     for (c, client) in clients.iter().enumerate() {
+        if args.rate.is_some() {
+            break;
+        }
         for j in 0..args.concurrency as usize {
             let task = c * args.concurrency as usize + j;
             let picker = KeyPicker::new(
@@ -107,7 +122,6 @@ async fn load(args: &Args, target: String) -> anyhow::Result<Report> {
             ));
         }
     }
-    let mut total = Stats::new()?;
     while let Some(joined) = set.join_next().await {
         total.merge(joined.context("load task failed")??)?;
     }

@@ -55,6 +55,17 @@ pub enum XdsError {
     Stream(String),
 }
 
+/// The resources of one response → a validated config, or every error message (what a NACK
+/// carries). Public for the fuzz target (`fuzz/`), which feeds it hostile resources.
+pub fn build(
+    resources: &[envoy_types::pb::google::protobuf::Any],
+    opts: &LoadOptions,
+) -> Result<RateLimitConfig, Vec<String>> {
+    let docs = convert::documents(resources).map_err(|e| vec![e])?;
+    RateLimitConfig::from_documents(docs, opts)
+        .map_err(|es| es.into_iter().map(|e| e.message).collect())
+}
+
 /// Start the client. The returned receiver turns `true` once a config has loaded (the
 /// server waits on it unless `FORCE_START_WITHOUT_INITIAL_CONFIG`). Errors are settings
 /// mistakes (URL, TLS files, headers), found before anything connects.
@@ -212,12 +223,7 @@ impl Client {
             tracing::warn!(version = %r.version_info, "{e}");
             return reply(&self.acked_version, Some(e));
         }
-        let built = convert::documents(&r.resources)
-            .map_err(|e| vec![e])
-            .and_then(|docs| {
-                RateLimitConfig::from_documents(docs, &self.opts)
-                    .map_err(|es| es.into_iter().map(|e| e.message).collect())
-            });
+        let built = build(&r.resources, &self.opts);
         match built {
             Ok(config) => {
                 tracing::info!(
