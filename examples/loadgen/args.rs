@@ -61,9 +61,14 @@ pub struct Args {
     /// Rate limit domain sent
     #[arg(long, default_value = "bench")]
     pub domain: String,
-    /// Descriptor entry key sent (values are v0..v{K-1})
+    /// Descriptor entry key sent (values are v0..v{K-1}); a comma-separated list spreads
+    /// the keys over them (key i of the list for value i, modulo the list's length)
     #[arg(long, default_value = "key")]
     pub key: String,
+    /// Key churn: values become v{i}.{unix second}, so new limiter keys appear every second
+    /// and the previous second's go idle (their state must expire: scripts/soak.sh)
+    #[arg(long)]
+    pub churn: bool,
     /// Request-level hits_addend (0: not sent, the server counts 1 hit)
     #[arg(long, default_value_t = 0)]
     pub hits_addend: u32,
@@ -126,14 +131,17 @@ pub struct Workload {
     descriptors: Vec<RateLimitDescriptor>,
     per_request: usize,
     hits_addend: u32,
+    /// `--churn`: the keys of the list, for building descriptors per request.
+    churn_keys: Option<Vec<String>>,
 }
 
 impl Workload {
     pub fn new(args: &Args) -> Workload {
+        let names: Vec<String> = args.key.split(',').map(str::to_owned).collect();
         let descriptors = (0..args.keys)
             .map(|i| RateLimitDescriptor {
                 entries: vec![Entry {
-                    key: args.key.clone(),
+                    key: names[i as usize % names.len()].clone(),
                     value: format!("v{i}"),
                 }],
                 ..Default::default()
@@ -144,6 +152,7 @@ impl Workload {
             descriptors,
             per_request: args.descriptors as usize,
             hits_addend: args.hits_addend,
+            churn_keys: args.churn.then_some(names),
         }
     }
 
@@ -152,8 +161,22 @@ impl Workload {
         let keys = self.descriptors.len();
         let mut descriptors = Vec::with_capacity(self.per_request);
         let mut i = first;
+        let second = self.churn_keys.as_ref().map(|_| {
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_secs())
+        });
         for _ in 0..self.per_request {
-            descriptors.push(self.descriptors[i].clone());
+            match (&self.churn_keys, second) {
+                (Some(names), Some(s)) => descriptors.push(RateLimitDescriptor {
+                    entries: vec![Entry {
+                        key: names[i % names.len()].clone(),
+                        value: format!("v{i}.{s}"),
+                    }],
+                    ..Default::default()
+                }),
+                _ => descriptors.push(self.descriptors[i].clone()),
+            }
             i += 1;
             if i == keys {
                 i = 0;

@@ -147,3 +147,37 @@ fn self_test_counts_every_outcome() {
     assert!(failed.to_json()["latency_ms"].is_null());
     assert!(failed.to_text().contains("InvalidArgument 300"));
 }
+
+#[test]
+fn open_loop_sends_exactly_the_requested_count_at_its_rate() {
+    let r = run(&args(&[
+        "--self-test",
+        "--rate",
+        "2000",
+        "--warmup",
+        "0s",
+        "--requests",
+        "200",
+        "--connections",
+        "2",
+    ]))
+    .expect("run against the stand-in");
+    assert_eq!((r.stats.requests(), r.stats.ok), (200, 200));
+    assert_eq!(r.to_json()["offered_rate"], 2000.0);
+    assert!(r.to_text().contains("open loop at 2000 req/s"));
+}
+
+#[test]
+fn key_lists_and_churn_shape_the_descriptors() {
+    let w = Workload::new(&args(&["--keys", "4", "--key", "a,b"]));
+    let keys: Vec<String> = (0..4)
+        .map(|i| w.request(i).descriptors[0].entries[0].key.clone())
+        .collect();
+    assert_eq!(keys, ["a", "b", "a", "b"]);
+    let c = Workload::new(&args(&["--keys", "4", "--key", "a,b", "--churn"]));
+    let e = &c.request(3).descriptors[0].entries[0];
+    assert_eq!(e.key, "b");
+    let (v, second) = e.value.split_once('.').expect("v{i}.{second}");
+    assert_eq!(v, "v3");
+    assert!(second.parse::<u64>().is_ok_and(|s| s > 1_700_000_000));
+}
