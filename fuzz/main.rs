@@ -11,7 +11,8 @@
 //!   a fixed number of generated inputs per target, fixed seed).
 //! - Long run, one target at a time (time per target from `FUZZ_SECONDS`, default 60;
 //!   `FUZZ_TARGET` one of rules, proto, json, xds, default all; `FUZZ_SEED` to reproduce):
-//!   `FUZZ_SECONDS=600 FUZZ_TARGET=rules nice -n 19 cargo test --release --test fuzz -- --ignored --nocapture`.
+//!   `FUZZ_SECONDS=600 FUZZ_TARGET=rules nice -n 19 cargo test --test fuzz -- --ignored --nocapture`
+//!   (the dev profile: a release build of the whole dev-dependency tree is not worth it).
 //!   Findings are written to `fuzz/findings/<target>-<hash>` (reproduce by copying the file
 //!   into the corpus, then `cargo test --test fuzz`), and fail the run.
 
