@@ -184,12 +184,26 @@ struct Outcome {
     slowest: Duration,
 }
 
-/// Run one input; a panic (or, when `timed`, a slow input) becomes a finding saved to
-/// `fuzz/findings/`.
+/// CPU time this thread has used (`/proc/thread-self/schedstat`, nanoseconds), so that a
+/// niced run on a busy machine does not take waiting for a core for a slow input; wall
+/// time where it cannot be read.
+fn thread_cpu() -> Option<Duration> {
+    let s = std::fs::read_to_string("/proc/thread-self/schedstat").ok()?;
+    Some(Duration::from_nanos(
+        s.split_whitespace().next()?.parse().ok()?,
+    ))
+}
+
+/// Run one input; a panic (or, when `timed`, a slow input: CPU time over [`HANG`]) becomes
+/// a finding saved to `fuzz/findings/`.
 fn run_one(target: &mut dyn Target, input: &[u8], timed: bool, out: &mut Outcome) {
     let started = Instant::now();
+    let cpu = thread_cpu();
     let r = catch_unwind(AssertUnwindSafe(|| target.run(input)));
-    let took = started.elapsed();
+    let took = match (cpu, thread_cpu()) {
+        (Some(a), Some(b)) => b.saturating_sub(a),
+        _ => started.elapsed(),
+    };
     out.runs += 1;
     out.slowest = out.slowest.max(took);
     let problem = match r {
@@ -280,7 +294,7 @@ fn fuzz(
 fn report(name: &str, seed: u64, out: &Outcome, took: Duration) {
     eprintln!(
         "fuzz {name}: {} inputs ({} accepted) in {took:.1?}, seed {seed}, slowest input \
-         {:?}, rss {} MiB, {} finding(s)",
+         {:?} CPU, rss {} MiB, {} finding(s)",
         out.runs,
         out.accepted,
         out.slowest,
@@ -362,4 +376,28 @@ fn write_seed_corpus() {
             }
         }
     }
+}
+
+/// Run one saved input (a finding) and say how it went:
+/// `FUZZ_FILE=fuzz/findings/rules-… cargo test --test fuzz replay_file -- --ignored --nocapture`
+/// (the target is the file name's prefix).
+#[test]
+#[ignore = "needs FUZZ_FILE"]
+fn replay_file() {
+    let Some(path) = std::env::var_os("FUZZ_FILE").map(PathBuf::from) else {
+        return;
+    };
+    let input = std::fs::read(&path).expect("FUZZ_FILE");
+    let name = path
+        .file_name()
+        .unwrap_or_default()
+        .to_string_lossy()
+        .into_owned();
+    let mut target = targets::all()
+        .into_iter()
+        .find(|t| name.starts_with(t.name()))
+        .expect("a target named by the file's prefix");
+    let started = Instant::now();
+    let accepted = target.run(&input);
+    eprintln!("{name}: accepted {accepted} in {:?}", started.elapsed());
 }
