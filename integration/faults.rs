@@ -3,4 +3,5 @@
 //! (`overload`). RELIABILITY.md tabulates what each shows.
 
 mod cluster;
+mod cluster_traffic;
 mod overload;

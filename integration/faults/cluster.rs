@@ -9,165 +9,11 @@
 //! failover, where the bound is what was in flight), and the count left in Redis is the
 //! last answer's.
 
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_response::Code;
-use parking_lot::Mutex;
-use sluice::limit::StateTag;
-
+use super::cluster_traffic::{Answer, Traffic, WORKERS, counts, homes, start_sluice, tag};
 use crate::support::fault_cluster::FaultCluster;
-use crate::support::sluice::{Sluice, avoid_boundary, call, desc, desc_hits, req, sluice};
-
-const DOMAIN: &str = "cf";
-/// A daily limit nobody reaches: the answers are pure counts.
-const LIMIT: u64 = 1_000_000_000;
-const WORKERS: usize = 12;
-
-/// One answer: when the call was sent and came back, and the count after it (or the code).
-#[derive(Clone, Debug)]
-struct Answer {
-    sent: Instant,
-    done: Instant,
-    result: Result<u64, tonic::Code>,
-}
-
-struct Traffic {
-    stop: Arc<AtomicBool>,
-    answers: Vec<Arc<Mutex<Vec<Answer>>>>,
-    tasks: Vec<tokio::task::JoinHandle<()>>,
-}
-
-fn value(worker: usize) -> String {
-    format!("w{worker}")
-}
-
-/// The hash tag of worker `w`'s key (how the tests find it in the cluster).
-fn tag(key: &str, worker: usize) -> String {
-    format!(
-        "{{{}}}",
-        StateTag::compute(DOMAIN, [(key, value(worker))]).to_base64url()
-    )
-}
-
-async fn start_sluice(cluster: &FaultCluster) -> Sluice {
-    sluice()
-        .file(
-            "cf.yaml",
-            &format!(
-                "domain: {DOMAIN}\ndescriptors:\n  - key: k\n    rate_limit: {{unit: day, requests_per_unit: {LIMIT}}}\n  \
-                 - key: m\n    rate_limits:\n      - {{unit: day, requests_per_unit: {LIMIT}}}\n      \
-                 - {{unit: day, requests_per_unit: {LIMIT}, name: second}}\n"
-            ),
-        )
-        .env("REDIS_TYPE", "cluster")
-        .env("REDIS_URL", cluster.urls().join(","))
-        // Generous: a timeout on a loaded machine would blur the counts.
-        .args(["--redis-timeout", "1s"])
-        .start_healthy()
-        .await
-}
-
-impl Traffic {
-    /// Every worker sends requests for its own value of descriptor key `key`.
-    async fn start(s: &Sluice, key: &'static str) -> Traffic {
-        let stop = Arc::new(AtomicBool::new(false));
-        let mut answers = Vec::new();
-        let mut tasks = Vec::new();
-        for w in 0..WORKERS {
-            let log = Arc::new(Mutex::new(Vec::new()));
-            answers.push(log.clone());
-            let stop = stop.clone();
-            let mut c = s.client().await;
-            tasks.push(tokio::spawn(async move {
-                while !stop.load(Ordering::Relaxed) {
-                    let sent = Instant::now();
-                    let r = c
-                        .should_rate_limit(req(DOMAIN, vec![desc(&[(key, &value(w))])]))
-                        .await;
-                    let result = match r {
-                        Ok(r) => {
-                            let r = r.into_inner();
-                            assert_eq!(r.overall_code, Code::Ok as i32);
-                            Ok(LIMIT - u64::from(r.statuses[0].limit_remaining))
-                        }
-                        Err(e) => Err(e.code()),
-                    };
-                    log.lock().push(Answer {
-                        sent,
-                        done: Instant::now(),
-                        result,
-                    });
-                    // Continuous traffic, not a busy loop on a machine shared with the
-                    // servers and the rest of the suite.
-                    tokio::time::sleep(Duration::from_millis(2)).await;
-                }
-            }));
-        }
-        Traffic {
-            stop,
-            answers,
-            tasks,
-        }
-    }
-
-    fn ok_count(&self, w: usize) -> usize {
-        self.answers[w]
-            .lock()
-            .iter()
-            .filter(|a| a.result.is_ok())
-            .count()
-    }
-
-    /// Wait until every worker has `n` more OK answers than now.
-    async fn wait_ok(&self, n: usize, s: &Sluice) {
-        let base: Vec<usize> = (0..WORKERS).map(|w| self.ok_count(w)).collect();
-        let deadline = Instant::now() + Duration::from_secs(30);
-        while (0..WORKERS).any(|w| self.ok_count(w) < base[w] + n) {
-            assert!(
-                Instant::now() < deadline,
-                "traffic stalled: {:?}\n{:?}",
-                (0..WORKERS).map(|w| self.ok_count(w)).collect::<Vec<_>>(),
-                s.logs().iter().rev().take(20).collect::<Vec<_>>()
-            );
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
-    }
-
-    async fn stop(self) -> Vec<Vec<Answer>> {
-        self.stop.store(true, Ordering::Relaxed);
-        for t in self.tasks {
-            t.await.expect("worker");
-        }
-        self.answers
-            .into_iter()
-            .map(|a| std::mem::take(&mut *a.lock()))
-            .collect()
-    }
-}
-
-/// The count each key holds now, read through sluice without a hit (`hits_addend: 0`).
-async fn counts(s: &Sluice, key: &str) -> Vec<u64> {
-    let mut c = s.client().await;
-    let mut out = Vec::new();
-    for w in 0..WORKERS {
-        let r = call(&mut c, req(DOMAIN, vec![desc_hits(&[(key, &value(w))], 0)])).await;
-        out.push(LIMIT - u64::from(r.statuses[0].limit_remaining));
-    }
-    out
-}
-
-/// The node holding each worker's key (after traffic created them).
-fn homes(cluster: &FaultCluster, key: &str) -> Vec<(usize, String)> {
-    (0..WORKERS)
-        .map(|w| {
-            let found = cluster.keys_matching(&tag(key, w));
-            assert!(!found.is_empty(), "worker {w}'s key: {found:?}");
-            found.into_iter().next().expect("one key")
-        })
-        .collect()
-}
+use crate::support::sluice::avoid_boundary;
 
 /// SIGKILL the primary holding some workers' keys while all workers send requests: its
 /// replica takes over; requests for its slots fail with UNAVAILABLE from the kill until the
@@ -334,7 +180,11 @@ async fn slots_migrate_under_traffic_without_errors_or_lost_hits() {
     let final_counts = counts(&s, "k").await;
 
     for (w, log) in answers.iter().enumerate() {
-        let failures: Vec<&Answer> = log.iter().filter(|a| a.result.is_err()).collect();
+        let failures: Vec<(&Answer, &str)> = log
+            .iter()
+            .filter(|a| a.result.is_err())
+            .map(|a| (a, a.message.as_str()))
+            .collect();
         assert!(failures.is_empty(), "worker {w}: {failures:?}");
         let counted: Vec<u64> = log.iter().filter_map(|a| a.result.ok()).collect();
         for (i, c) in counted.iter().enumerate() {
@@ -389,6 +239,7 @@ async fn a_slot_split_between_two_nodes_fails_only_while_split() {
     let final_counts = counts(&s, "m").await;
 
     let mut failed = 0;
+    let mut messages = Vec::new();
     for (w, log) in answers.iter().enumerate() {
         let mut prev = 0;
         for a in log {
@@ -400,6 +251,7 @@ async fn a_slot_split_between_two_nodes_fails_only_while_split() {
                         "worker {w}: a failure outside the split: {a:?}"
                     );
                     failed += 1;
+                    messages.push(format!("{} after {:?}", a.message, a.done - a.sent));
                 }
                 Ok(used) => {
                     // A failed call wrote nothing (the script never ran): exact counts.
@@ -411,7 +263,8 @@ async fn a_slot_split_between_two_nodes_fails_only_while_split() {
         assert_eq!(final_counts[w], prev, "worker {w}");
     }
     eprintln!(
-        "cluster slot split: {failed} UNAVAILABLE answers while the slot was split for {:?}",
+        "cluster slot split: {failed} UNAVAILABLE answers while the slot was split for {:?}: \
+         {messages:?}",
         joined_at - split_at
     );
 }

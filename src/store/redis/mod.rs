@@ -215,16 +215,36 @@ impl RedisStore {
     }
 
     /// One `EVALSHA` per call (one per slot), concurrently.
+    ///
+    /// A call answered `MOVED`, `ASK` or `TRYAGAIN` did not run: its slot is moving (the
+    /// client's map is behind, a node has not heard of the new owner yet, or the call's keys
+    /// are split between two nodes mid-`MIGRATE`). redis-rs follows a few redirects itself;
+    /// past those, the call is sent again after a short pause rather than failed, until the
+    /// round trip's deadline (`request_timeout`, around this) ends it. Resending cannot
+    /// count a hit twice: the script never ran.
     async fn exec_cluster(
         &self,
         conn: ClusterConnection,
         calls: &[Invocation],
     ) -> Result<Vec<Value>, RedisError> {
         let calls = calls.iter().map(|call| {
-            let mut conn = conn.clone();
-            let mut inv = self.script.prepare_invoke();
-            inv.key(&call.keys).arg(&call.args);
-            async move { inv.invoke_async::<Value>(&mut conn).await }
+            let conn = conn.clone();
+            async move {
+                let mut pause = CLUSTER_RETRY_MIN;
+                loop {
+                    let mut conn = conn.clone();
+                    let mut inv = self.script.prepare_invoke();
+                    inv.key(&call.keys).arg(&call.args);
+                    match inv.invoke_async::<Value>(&mut conn).await {
+                        Err(e) if is_slot_moving(&e) => {
+                            tracing::debug!(error = %e, retry_in = ?pause, "cluster slot moving");
+                            tokio::time::sleep(pause).await;
+                            pause = (pause * 2).min(CLUSTER_RETRY_MAX);
+                        }
+                        r => return r,
+                    }
+                }
+            }
         });
         futures::future::join_all(calls).await.into_iter().collect()
     }
@@ -340,6 +360,20 @@ fn is_connection_error(e: &RedisError) -> bool {
         || e.is_connection_refusal()
         || e.is_unrecoverable_error()
         || e.kind() == ErrorKind::Server(ServerErrorKind::ReadOnly)
+}
+
+/// First and longest pause before resending a cluster call whose slot is moving.
+const CLUSTER_RETRY_MIN: Duration = Duration::from_millis(1);
+const CLUSTER_RETRY_MAX: Duration = Duration::from_millis(20);
+
+/// A cluster answer that says the call did not run because its slot is moving.
+fn is_slot_moving(e: &RedisError) -> bool {
+    matches!(
+        e.kind(),
+        ErrorKind::Server(
+            ServerErrorKind::Moved | ServerErrorKind::Ask | ServerErrorKind::TryAgain
+        )
+    )
 }
 
 /// Server answers that mean "not now" (loading, failover, resharding), not "bad call".
