@@ -28,7 +28,14 @@ HTTP=127.0.0.1:18090
 ADMIN=127.0.0.1:18092
 RPORT=16389
 
-cargo build --release --quiet --bin sluice --example loadgen
+# PROFILE=debug uses the dev build (quicker to build; slower, so lower RATE with it).
+PROFILE=${PROFILE:-release}
+if [ "$PROFILE" = debug ]; then
+    cargo build --quiet --bin sluice --example loadgen
+else
+    cargo build --release --quiet --bin sluice --example loadgen
+fi
+BIN=target/$PROFILE
 cleanup() {
     [ -n "${SLUICE:-}" ] && kill "$SLUICE" 2>/dev/null || true
     redis-cli -p $RPORT shutdown nosave >/dev/null 2>&1 || true
@@ -39,7 +46,7 @@ redis-server --port $RPORT --save "" --appendonly no --daemonize yes --logfile /
 sleep 0.3
 extra=()
 [ -n "${MAX_IN_FLIGHT:-}" ] && extra+=(--max-in-flight "$MAX_IN_FLIGHT")
-SLUICE_ADMIN_ADDR=$ADMIN ./target/release/sluice serve --config examples/loadgen-config \
+SLUICE_ADMIN_ADDR=$ADMIN ./$BIN/sluice serve --config examples/loadgen-config \
     --grpc-addr $GRPC --http-addr $HTTP --redis-url "redis://127.0.0.1:$RPORT" \
     "${extra[@]}" >/dev/null 2>&1 &
 SLUICE=$!
@@ -48,7 +55,7 @@ for _ in $(seq 100); do
     sleep 0.1
 done
 
-lg() { ./target/release/examples/loadgen --json --target "http://$GRPC" --keys "$KEYS" "$@" 2>/dev/null; }
+lg() { ./$BIN/examples/loadgen --json --target "http://$GRPC" --keys "$KEYS" "$@" 2>/dev/null; }
 
 if [ -z "${CAPACITY:-}" ]; then
     CAPACITY=$(lg --connections "$CONNECTIONS" --concurrency "$CONCURRENCY" --duration "$DURATION" \

@@ -28,7 +28,14 @@ RPORT=16399
 secs() { python3 -c "import sys,re; m=re.fullmatch(r'(\d+)(ms|s|m|h)?', sys.argv[1]); n=int(m[1]); print({'ms':n/1000,'s':n,'m':n*60,'h':n*3600,None:n}[m[2]])" "$1"; }
 total=$(secs "$DURATION"); step=$(secs "$INTERVAL")
 
-cargo build --release --quiet --bin sluice --example loadgen
+# PROFILE=debug uses the dev build (quicker to build; slower, so lower RATE with it).
+PROFILE=${PROFILE:-release}
+if [ "$PROFILE" = debug ]; then
+    cargo build --quiet --bin sluice --example loadgen
+else
+    cargo build --release --quiet --bin sluice --example loadgen
+fi
+BIN=target/$PROFILE
 dir=$(mktemp -d)
 log=$(mktemp)
 cleanup() {
@@ -56,7 +63,7 @@ rules 0 > "$dir/soak.yaml"
 
 redis-server --port $RPORT --save "" --appendonly no --daemonize yes --logfile /dev/null
 sleep 0.3
-SLUICE_ADMIN_ADDR=$ADMIN ./target/release/sluice serve --config "$dir" --grpc-addr $GRPC \
+SLUICE_ADMIN_ADDR=$ADMIN ./$BIN/sluice serve --config "$dir" --grpc-addr $GRPC \
     --http-addr $HTTP --redis-url "redis://127.0.0.1:$RPORT" --redis-timeout 50ms >"$log" 2>&1 &
 SLUICE=$!
 for _ in $(seq 100); do
@@ -76,7 +83,7 @@ start=$(date +%s)
 while :; do
     now=$(date +%s); elapsed=$((now - start))
     [ "$elapsed" -ge "${total%.*}" ] && break
-    out=$(./target/release/examples/loadgen --json --target "http://$GRPC" --rate "$RATE" \
+    out=$(./$BIN/examples/loadgen --json --target "http://$GRPC" --rate "$RATE" \
         --connections 2 --duration "$INTERVAL" --warmup 0s --timeout "$TIMEOUT" --keys "$KEYS" \
         --key fixed_window,sliding_window,sliding_log,token_bucket,leaky_bucket,gcra \
         --domain soak --churn 2>/dev/null || true)
