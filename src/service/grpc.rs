@@ -92,11 +92,13 @@ fn deadline(headers: &http::HeaderMap, arrived: Instant) -> Option<Instant> {
     arrived.checked_add(timeout)
 }
 
-/// A call whose deadline passed: counted, not worked on.
+const EXPIRED: &str = "the caller's deadline (grpc-timeout) passed before an answer";
+
+/// A call whose deadline passed before it reached the service: counted, not worked on.
 fn expired(service: &RateLimitService) -> Status {
     service.metrics().total_requests.inc();
     service.metrics().deadline_exceeded.inc();
-    Status::deadline_exceeded("the caller's deadline (grpc-timeout) passed before an answer")
+    Status::deadline_exceeded(EXPIRED)
 }
 
 impl NamedService for RateLimitServer {
@@ -150,7 +152,11 @@ impl Service<http::Request<Body>> for RateLimitServer {
                 None => call.await,
                 Some(d) => match tokio::time::timeout_at(d.into(), call).await {
                     Ok(resp) => resp,
-                    Err(_) => expired(&service).into_http(),
+                    Err(_) => {
+                        // Counted as a call already if it reached the service.
+                        service.metrics().deadline_exceeded.inc();
+                        Status::deadline_exceeded(EXPIRED).into_http()
+                    }
                 },
             };
             size_status(&service, &mut resp);

@@ -15,9 +15,9 @@ pub const REFUSED: &[Refusal] = &[
     Refusal {
         name: "MAX_CONCURRENT_REQUESTS",
         inert: Inert::Zero,
-        why: "sluice has no process-wide cap on requests in flight; bound them per connection \
-              and per listener with --grpc-max-concurrent-streams and --max-connections, or set \
-              it to 0",
+        why: "sluice's process-wide cap on calls in flight is --max-in-flight (past it a call \
+              is shed at once with RESOURCE_EXHAUSTED); per connection and per listener, \
+              --grpc-max-concurrent-streams and --max-connections; use those, or set it to 0",
     },
     Refusal {
         name: "PROMETHEUS_RESPONSE_TIME_AS_MILLISECONDS",
