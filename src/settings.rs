@@ -133,6 +133,8 @@ pub struct Settings {
     pub notes: Vec<String>,
     /// Rule file size, memory store state.
     pub caps: Caps,
+    /// The quota service (RLQS, `settings/rlqs.rs`).
+    pub rlqs: RlqsSettings,
 }
 
 impl Default for Settings {
@@ -163,6 +165,7 @@ impl Default for Settings {
             listen: ListenSettings::default(),
             notes: Vec::new(),
             caps: Caps::default(),
+            rlqs: RlqsSettings::default(),
         }
     }
 }
@@ -177,6 +180,7 @@ mod parse;
 mod query;
 mod redis;
 mod redis_url;
+mod rlqs;
 mod telemetry;
 mod xds;
 
@@ -191,6 +195,7 @@ pub use crate::limit::{Descriptor, parse_descriptor};
 use parse::err;
 pub use parse::{SettingsError, parse_addr, parse_bool, parse_duration};
 pub use redis::{RedisArgs, RedisSettings, RedisTlsFiles, RedisType, TimeSource};
+pub use rlqs::{RlqsArgs, RlqsSettings};
 pub use telemetry::{
     Mogrifier, StatsdProtocol, StatsdSettings, TelemetryArgs, TelemetrySettings, TracingProtocol,
     TracingSettings,
