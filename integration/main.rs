@@ -20,6 +20,7 @@ mod redis_conn;
 mod redis_store;
 mod redis_vs_native;
 mod reload;
+mod rlqs;
 mod schema;
 mod service;
 mod startup;

@@ -21,7 +21,7 @@ use std::fmt;
 use std::sync::Arc;
 
 pub use clock::{Clock, ManualClock, SystemClock};
-pub use descriptor::{Descriptor, parse_descriptor};
+pub use descriptor::{Descriptor, parse_bucket, parse_descriptor};
 
 /// A window length as envoyproxy/ratelimit defines it: epoch-aligned, week = 7 days,
 /// month = 30 days, year = 365 days.

@@ -5,7 +5,8 @@
 //! exactly). The bucket's rule gives a limit of `limit` requests per `window_ms`; each
 //! subscriber gets a token bucket filling its share of that limit once per window:
 //!
-//! - a **floor** of `min_share × limit` for everyone (at most `limit / (n + 1)`), so a quiet
+//! - a **floor** of `min_share × limit` (rounded up) for everyone (at most
+//!   `limit / (n + 1)`), so a quiet
 //!   Envoy can still start; one floor is always kept free, so a newcomer gets at least the
 //!   floor at once, before the others' next reports shrink their shares;
 //! - the rest split **in proportion to demand** (equally when nobody reports any);
@@ -91,7 +92,7 @@ pub fn settle(limit: u64, others: Others, my_demand: u64, held: u64, policy: Pol
     let l = limit as f64;
     let n = others.count as f64 + 1.0;
     let floor = (l * policy.min_share_ppm as f64 / 1e6)
-        .floor()
+        .ceil()
         .min((l / (n + 1.0)).floor());
     let rest = l - (n + 1.0) * floor;
     let total = others.demand as f64 + my_demand as f64;

@@ -29,7 +29,7 @@ use crate::limiter::OverLimitCache;
 use crate::metrics::Metrics;
 use crate::metrics::mapper::Mapper;
 use crate::reload;
-use crate::service::{RateLimitService, grpc};
+use crate::service::{RateLimitService, grpc, rlqs};
 use crate::settings::{ConfigSource, Settings};
 use crate::telemetry::Telemetry;
 
@@ -95,6 +95,15 @@ pub async fn run(
         .with_tracer(telemetry.tracer()),
     );
     let (health, grpc_routes) = grpc::routes(service.clone(), settings.healthy_requires_config);
+    // Listeners drain when `drain` fires, after health has gone NOT_SERVING; quota streams
+    // then send TTL-0 assignments and end.
+    let drain = CancellationToken::new();
+    let grpc_routes = rlqs::add_route(
+        grpc_routes,
+        service.clone(),
+        settings.rlqs.clone(),
+        drain.clone(),
+    );
     health.refresh().await;
 
     // Tasks that end with the process, not with the listeners.
@@ -112,8 +121,6 @@ pub async fn run(
         return Ok(());
     }
 
-    // Listeners drain when `drain` fires, after health has gone NOT_SERVING.
-    let drain = CancellationToken::new();
     let servers = listeners.serve(&settings, &service, &health, grpc_routes, &drain)?;
     let result = shutdown::supervise(servers, &settings, &shutdown, &health, &drain).await;
     background.cancel();

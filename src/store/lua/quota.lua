@@ -28,7 +28,7 @@ end
 
 local function settle(l, count, odemand, oassigned, my, held)
   local n = count + 1
-  local floor = math.min(math.floor(l * min_ppm / 1e6), math.floor(l / (n + 1)))
+  local floor = math.min(math.ceil(l * min_ppm / 1e6), math.floor(l / (n + 1)))
   local rest = l - (n + 1) * floor
   local total = odemand + my
   local target
