@@ -12,6 +12,7 @@ use crate::support::sluice::*;
 
 mod envoy;
 mod lifecycle;
+mod store;
 mod tools;
 
 pub(crate) use envoy::*;

@@ -106,6 +106,9 @@ struct Entry {
 struct Bucket {
     subs: HashMap<Box<str>, Entry>,
     window_start: u64,
+    window_end: u64,
+    /// Allowed in the window: kept after every subscriber left, until the window ends (as
+    /// the Redis hash lives until then).
     used: u64,
 }
 
@@ -144,6 +147,7 @@ impl MemoryQuota {
                 b.window_start = start;
                 b.used = 0;
             }
+            b.window_end = start + window;
             b.used = b.used.saturating_add(r.allowed);
             let share = quota::settle(r.limit, others, r.demand, r.held, sub.policy);
             b.subs.insert(
@@ -168,19 +172,17 @@ impl MemoryQuota {
         for t in tags {
             if let Some(b) = buckets.get_mut(t) {
                 b.subs.remove(sub);
-                if b.subs.is_empty() {
-                    buckets.remove(t);
-                }
             }
         }
     }
 
-    /// Drop buckets whose every subscription expired (the memory store's sweep).
+    /// Drop buckets whose every subscription expired or left and whose window ended (the
+    /// memory store's sweep).
     pub fn sweep(&self) {
         let now = self.clock.now_ms();
         self.buckets.lock().retain(|_, b| {
             b.subs.retain(|_, e| e.expires_ms > now);
-            !b.subs.is_empty()
+            !b.subs.is_empty() || now < b.window_end
         });
     }
 }
