@@ -13,6 +13,7 @@ use crate::support::sluice::*;
 mod envoy;
 mod lifecycle;
 mod store;
+mod tls;
 mod tools;
 
 pub(crate) use envoy::*;
@@ -255,4 +256,32 @@ async fn malformed_streams_get_invalid_argument_and_nothing_else_breaks() {
             .await
             >= 3.0
     );
+}
+
+/// Bytes that are not a `RateLimitQuotaUsageReports` (a gRPC frame of garbage): the stream
+/// ends with `INVALID_ARGUMENT`, and the server goes on serving.
+#[tokio::test]
+async fn an_undecodable_report_is_invalid_argument() {
+    use crate::support::h2raw;
+    let s = start(&[]).await;
+    let tcp = tokio::net::TcpStream::connect(s.grpc)
+        .await
+        .expect("connect");
+    let (mut send, conn) = h2raw::handshake(tcp).await;
+    tokio::spawn(conn);
+    let path = "/envoy.service.rate_limit_quota.v3.RateLimitQuotaService/StreamRateLimitQuotas";
+    let (resp, mut stream) = h2raw::start(&mut send, path).await.expect("start");
+    // A length-prefixed message whose body is an unterminated varint field.
+    static GARBAGE: [u8; 8] = [0, 0, 0, 0, 3, 0x08, 0xff, 0xff];
+    stream
+        .send_data(prost::bytes::Bytes::from_static(&GARBAGE), true)
+        .expect("send");
+    let (_, status, _) = tokio::time::timeout(WITHIN, h2raw::finish(resp))
+        .await
+        .expect("an answer in time")
+        .expect("finish");
+    assert_eq!(status.as_deref(), Some("3"), "INVALID_ARGUMENT");
+    let mut e = Envoy::connect(&s, "rlqs").await;
+    let api = bucket(&[("name", "api")]);
+    assert_eq!(tokens(&e.report(&api, 0, 0).await), 99);
 }

@@ -53,7 +53,12 @@ pub(crate) fn usage(b: &BucketId, allowed: u64, denied: u64, elapsed_ms: u64) ->
 
 impl Envoy {
     pub(crate) async fn connect(s: &Sluice, domain: &str) -> Envoy {
-        let mut client = RateLimitQuotaServiceClient::new(s.channel().await);
+        Envoy::on(s.channel().await, domain).await
+    }
+
+    /// An Envoy on a channel of the test's making (TLS).
+    pub(crate) async fn on(channel: tonic::transport::Channel, domain: &str) -> Envoy {
+        let mut client = RateLimitQuotaServiceClient::new(channel);
         let (tx, rx) = mpsc::channel(8);
         let rx = client
             .stream_rate_limit_quotas(ReceiverStream::new(rx))

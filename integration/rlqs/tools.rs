@@ -50,8 +50,8 @@ async fn the_example_bootstrap_and_rules_agree() {
     let envoy = std::fs::read_to_string(root.join("envoy.yaml")).expect("envoy.yaml");
     let rules = std::fs::read_to_string(root.join("rules.yaml")).expect("rules.yaml");
     let boot: serde_yaml::Value = serde_yaml::from_str(&envoy).expect("bootstrap YAML");
-    let filter = &boot["static_resources"]["listeners"][0]["filter_chains"][0]["filters"][0]
-        ["typed_config"]["http_filters"][0];
+    let filter = &boot["static_resources"]["listeners"][0]["filter_chains"][0]["filters"][0]["typed_config"]
+        ["http_filters"][0];
     assert_eq!(filter["name"], "envoy.filters.http.rate_limit_quota");
     let domain = filter["typed_config"]["domain"].as_str().expect("domain");
     assert!(rules.contains(&format!("domain: {domain}\n")));
@@ -59,7 +59,11 @@ async fn the_example_bootstrap_and_rules_agree() {
         .arg(root.join("rules.yaml"))
         .output()
         .expect("run sluice check");
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 
     let s = sluice().file("rules.yaml", &rules).start().await;
     let mut e = Envoy::connect(&s, domain).await;
@@ -81,7 +85,19 @@ async fn the_example_bootstrap_and_rules_agree() {
             .expect("an action per bucket")
     };
     // Alone, an Envoy gets all but one floor (5 %) of each limit.
-    assert!(matches!(got(&find(&gold)).0, Got::Tokens { tokens: 570, fill_ms: 60_000 }));
-    assert!(matches!(got(&find(&other)).0, Got::Tokens { tokens: 57, fill_ms: 60_000 }));
+    assert!(matches!(
+        got(&find(&gold)).0,
+        Got::Tokens {
+            tokens: 570,
+            fill_ms: 60_000
+        }
+    ));
+    assert!(matches!(
+        got(&find(&other)).0,
+        Got::Tokens {
+            tokens: 57,
+            fill_ms: 60_000
+        }
+    ));
     assert!(matches!(got(&find(&health)).0, Got::Allow));
 }
