@@ -57,14 +57,14 @@ async fn the_script_and_the_memory_store_agree() {
             continue;
         }
         let mut reports = Vec::new();
-        for b in 0..buckets.len() {
+        for (b, &(bucket, limit, window_ms)) in buckets.iter().enumerate() {
             if rand(3) == 0 {
                 continue;
             }
             reports.push(QuotaReport {
-                bucket: buckets[b].0,
-                limit: buckets[b].1,
-                window_ms: buckets[b].2,
+                bucket,
+                limit,
+                window_ms,
                 allowed: rand(5),
                 demand: [0, 1, 999, 3_000, 1 << 40][rand(5) as usize],
                 held: held.get(&(s, b)).copied().unwrap_or(0),
