@@ -8,7 +8,7 @@
 
 use std::path::PathBuf;
 
-use super::compat::{Env, bool_var, num_var, var};
+use super::env::{Env, bool_var, num_var, var};
 use super::redis_url::{Target, check_url, target_urls};
 use super::*;
 

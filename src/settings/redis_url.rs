@@ -2,7 +2,7 @@
 //! envoyproxy/ratelimit's `REDIS_URL` (`host:port` or a socket path, with auth, TLS and
 //! socket type in separate variables; `master,host:port,...` for sentinel) turned into URLs.
 
-use super::compat::{Env, bool_var, var};
+use super::env::{Env, bool_var, var};
 use super::redis::RedisType;
 use super::*;
 
