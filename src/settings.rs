@@ -196,7 +196,8 @@ pub use crate::limit::{Descriptor, parse_descriptor};
 
 use parse::err;
 pub use parse::{SettingsError, parse_addr, parse_bool, parse_duration};
-pub use redis::{RedisArgs, RedisSettings, RedisTlsFiles, RedisType, TimeSource};
+pub use redis::{RedisArgs, RedisSettings, RedisTlsFiles, TimeSource};
+pub use redis_url::RedisType;
 pub use telemetry::{
     Mogrifier, StatsdProtocol, StatsdSettings, TelemetryArgs, TelemetrySettings, TracingProtocol,
     TracingSettings,
