@@ -241,7 +241,7 @@ fn edges(files: &[(PathBuf, String)]) -> BTreeMap<PathBuf, BTreeMap<PathBuf, usi
 }
 
 /// The circles of `graph`: each strongly connected group of more than one file, described
-/// by its edges (`a.rs:12 uses b.rs`).
+/// by its edges (`<file>:<line> uses <file>`).
 fn circles(graph: &BTreeMap<PathBuf, BTreeMap<PathBuf, usize>>) -> Vec<Vec<String>> {
     // Two files are in one circle when each reaches the other; the graphs are small.
     let reach = |from: &PathBuf| {
