@@ -274,7 +274,7 @@ impl RateLimitConfig {
         }
     }
 
-    /// [`discover`] then [`RateLimitConfig::build`].
+    /// [`discover()`] then [`RateLimitConfig::build`].
     pub fn load(
         paths: &[PathBuf],
         opts: &LoadOptions,

@@ -18,7 +18,7 @@ pub enum How {
     KeyOnly,
 }
 
-/// What [`Domain::find_traced`] did at one level. `entry` counts from 0.
+/// What [`Domain::find_traced`](super::Domain::find_traced) did at one level. `entry` counts from 0.
 #[derive(Clone, Copy, Debug)]
 pub enum Step<'a> {
     /// The request has no entries: nothing to match.
@@ -43,7 +43,7 @@ pub enum Step<'a> {
     TooDeep { max: usize },
 }
 
-/// Receives the steps of [`Domain::find_traced`]. `()` ignores them.
+/// Receives the steps of [`Domain::find_traced`](super::Domain::find_traced). `()` ignores them.
 pub trait Trace<'a> {
     fn step(&mut self, step: Step<'a>);
 }
