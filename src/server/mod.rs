@@ -23,7 +23,7 @@ use std::sync::Arc;
 
 use tokio_util::sync::CancellationToken;
 
-pub use listeners::Listeners;
+pub use listeners::{Bound, Listeners};
 
 use crate::config::{LoadOptions, RateLimitConfig};
 use crate::http::HttpState;
