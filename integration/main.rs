@@ -11,6 +11,7 @@ mod cli;
 mod conformance;
 mod dashboards;
 mod deploy;
+mod doc_paths;
 mod edge;
 mod explain;
 mod local_cache;

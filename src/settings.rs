@@ -110,6 +110,10 @@ pub struct Settings {
     pub metrics_path: String,
     /// The admin listener; `None`: disabled.
     pub admin_addr: Option<SocketAddr>,
+    /// `admin_addr` was chosen (flag or `SLUICE_ADMIN_ADDR`): a taken port stops startup.
+    /// At the default, a taken port only costs the admin listener (a second instance on
+    /// the host, set up with envoyproxy/ratelimit's variables, still starts).
+    pub admin_addr_explicit: bool,
     /// `None`: the in-memory store.
     pub redis: Option<RedisSettings>,
     pub decision: DecisionSettings,
@@ -151,6 +155,7 @@ impl Default for Settings {
             metrics_path: "/metrics".into(),
             // Loopback only: the admin listener has no authentication.
             admin_addr: Some(SocketAddr::from(([127, 0, 0, 1], 8082))),
+            admin_addr_explicit: false,
             redis: None,
             decision: DecisionSettings::default(),
             metrics_max_series: 10_000,
@@ -174,6 +179,7 @@ pub mod audit;
 mod caps;
 mod cli;
 mod compat;
+mod env;
 mod explain;
 mod listen;
 mod parse;
@@ -194,7 +200,8 @@ pub use crate::limit::{Descriptor, parse_descriptor};
 
 use parse::err;
 pub use parse::{SettingsError, parse_addr, parse_bool, parse_duration};
-pub use redis::{RedisArgs, RedisSettings, RedisTlsFiles, RedisType, TimeSource};
+pub use redis::{RedisArgs, RedisSettings, RedisTlsFiles, TimeSource};
+pub use redis_url::RedisType;
 pub use rlqs::{RlqsArgs, RlqsSettings};
 pub use telemetry::{
     Mogrifier, StatsdProtocol, StatsdSettings, TelemetryArgs, TelemetrySettings, TracingProtocol,
