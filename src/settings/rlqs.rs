@@ -16,8 +16,8 @@ pub struct RlqsArgs {
     /// (every report extends it) [default: 60s]
     #[arg(long, value_name = "DURATION", env = "SLUICE_RLQS_ASSIGNMENT_TTL")]
     pub rlqs_assignment_ttl: Option<String>,
-    /// RLQS: a bucket no report mentions for this long is abandoned (the Envoy forgets it and
-    /// re-subscribes on its next hit) [default: 5m]
+    /// RLQS: a bucket without requests for this long (reported with none, or not reported)
+    /// is abandoned (the Envoy forgets it and re-subscribes on its next hit) [default: 5m]
     #[arg(long, value_name = "DURATION", env = "SLUICE_RLQS_ABANDON_AFTER")]
     pub rlqs_abandon_after: Option<String>,
     /// RLQS: fraction of a limit every subscriber gets whatever its demand, so a quiet Envoy

@@ -7,7 +7,8 @@
 //!   when it differs from the one the Envoy holds, or, unchanged, when half its TTL has
 //!   passed (sending the same strategy again extends it).
 //! - A tick (a quarter of the shorter of the TTL and `--rlqs-abandon-after`, at most a
-//!   second): buckets not reported for `--rlqs-abandon-after` get `AbandonAction` and leave
+//!   second): buckets without requests (reported with none, or not reported) for
+//!   `--rlqs-abandon-after` get `AbandonAction` and leave
 //!   the store; a config reload (a new config object) re-matches every bucket and resends
 //!   what changed.
 //! - Drain: every bucket holding an assignment gets it again with TTL 0, so the Envoy falls
@@ -51,7 +52,9 @@ struct Bucket {
     demand: u64,
     /// Allowed since the last store call.
     pending_allowed: u64,
-    last_report: Instant,
+    /// The last report with requests in it (or the first report): Envoy reports every
+    /// bucket it holds at each interval, traffic or not, so idleness is no requests.
+    last_active: Instant,
     /// What the Envoy holds, and when it was sent.
     sent: Option<(Assignment, Instant)>,
 }
@@ -245,7 +248,7 @@ impl Stream {
                         tag,
                         demand: 0,
                         pending_allowed: 0,
-                        last_report: now,
+                        last_active: now,
                         sent: None,
                     },
                 );
@@ -254,7 +257,9 @@ impl Stream {
                 b.demand =
                     quota::demand_milli(u.num_requests_allowed, u.num_requests_denied, elapsed_ms);
                 b.pending_allowed = b.pending_allowed.saturating_add(u.num_requests_allowed);
-                b.last_report = now;
+                if u.num_requests_allowed > 0 || u.num_requests_denied > 0 {
+                    b.last_active = now;
+                }
             }
             if !batch.contains(&key) {
                 batch.push(key);

@@ -32,7 +32,7 @@ impl Stream {
         let gone: Vec<Vec<Entry>> = self
             .buckets
             .iter()
-            .filter(|(_, b)| b.last_report.elapsed() >= idle)
+            .filter(|(_, b)| b.last_active.elapsed() >= idle)
             .map(|(k, _)| k.clone())
             .collect();
         if gone.is_empty() {
