@@ -168,7 +168,8 @@ fn redis_capacity_runs_sluice_and_both_baselines_against_one_redis() {
     );
     // The targets' table: each sluice row as a ratio to the reference pair of the same run.
     assert!(
-        stdout.contains("| algorithm | D | Redis CPU µs/check (INFO cpu) | × reference | × script |"),
+        stdout
+            .contains("| algorithm | D | Redis CPU µs/check (INFO cpu) | × reference | × script |"),
         "{stdout}"
     );
     for d in [1, 2] {
