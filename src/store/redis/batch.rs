@@ -24,8 +24,9 @@ use deadpool_redis::redis::aio::MultiplexedConnection;
 use deadpool_redis::redis::{ErrorKind, RedisError, Value};
 use tokio::sync::{mpsc, oneshot};
 
+use super::merge;
 use super::pipeline;
-use super::script::{self, Invocation};
+use super::script::Invocation;
 
 /// Most calls in one pipeline, so one batch never holds Redis for long.
 const MAX_CALLS: usize = 256;
@@ -112,7 +113,7 @@ async fn run(
                         continue;
                     }
                     let limits: Vec<usize> = part.iter().map(|&(_, k)| k).collect();
-                    for ((job, _), v) in part.into_iter().zip(script::split_reply(value, &limits)) {
+                    for ((job, _), v) in part.into_iter().zip(merge::split_reply(value, &limits)) {
                         per_job[job].push(v);
                     }
                 }
@@ -154,7 +155,7 @@ fn merged(jobs: &mut [Job]) -> (Vec<Invocation>, Vec<Vec<(usize, usize)>>) {
                  parts: &mut Vec<Vec<(usize, usize)>>| {
         match run.len() {
             0 => {}
-            1 => calls.extend(run.drain(..)),
+            1 => calls.append(run),
             _ => {
                 calls.push(Invocation::merge(run));
                 run.clear();
