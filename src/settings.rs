@@ -85,6 +85,9 @@ pub struct DecisionSettings {
     pub headers: HeaderSettings,
     pub dynamic_metadata: bool,
     pub limits: RequestLimits,
+    /// `--redis-reference-keys`: plans carry envoyproxy/ratelimit's cache key of each
+    /// descriptor, for the Redis store (see `store/redis/reference.rs`).
+    pub reference_keys: bool,
 }
 
 impl Default for DecisionSettings {
@@ -97,6 +100,7 @@ impl Default for DecisionSettings {
             headers: HeaderSettings::default(),
             dynamic_metadata: false,
             limits: RequestLimits::default(),
+            reference_keys: false,
         }
     }
 }
@@ -118,6 +122,10 @@ pub struct Settings {
     pub metrics_path: String,
     /// The admin listener; `None`: disabled.
     pub admin_addr: Option<SocketAddr>,
+    /// `admin_addr` was chosen (flag or `SLUICE_ADMIN_ADDR`): a taken port stops startup.
+    /// At the default, a taken port only costs the admin listener (a second instance on
+    /// the host, set up with envoyproxy/ratelimit's variables, still starts).
+    pub admin_addr_explicit: bool,
     /// `None`: the in-memory store.
     pub redis: Option<RedisSettings>,
     pub decision: DecisionSettings,
@@ -141,6 +149,8 @@ pub struct Settings {
     pub notes: Vec<String>,
     /// Rule file size, memory store state.
     pub caps: Caps,
+    /// The quota service (RLQS, `settings/rlqs.rs`).
+    pub rlqs: RlqsSettings,
 }
 
 impl Default for Settings {
@@ -157,6 +167,7 @@ impl Default for Settings {
             metrics_path: "/metrics".into(),
             // Loopback only: the admin listener has no authentication.
             admin_addr: Some(SocketAddr::from(([127, 0, 0, 1], 8082))),
+            admin_addr_explicit: false,
             redis: None,
             decision: DecisionSettings::default(),
             metrics_max_series: 10_000,
@@ -171,6 +182,7 @@ impl Default for Settings {
             listen: ListenSettings::default(),
             notes: Vec::new(),
             caps: Caps::default(),
+            rlqs: RlqsSettings::default(),
         }
     }
 }
@@ -179,12 +191,14 @@ pub mod audit;
 mod caps;
 mod cli;
 mod compat;
+mod env;
 mod explain;
 mod listen;
 mod parse;
 mod query;
 mod redis;
 mod redis_url;
+mod rlqs;
 mod telemetry;
 mod xds;
 
@@ -198,7 +212,9 @@ pub use crate::limit::{Descriptor, parse_descriptor};
 
 use parse::err;
 pub use parse::{SettingsError, parse_addr, parse_bool, parse_duration};
-pub use redis::{RedisArgs, RedisSettings, RedisTlsFiles, RedisType, TimeSource};
+pub use redis::{RedisArgs, RedisSettings, RedisTlsFiles, TimeSource};
+pub use redis_url::RedisType;
+pub use rlqs::{RlqsArgs, RlqsSettings};
 pub use telemetry::{
     Mogrifier, StatsdProtocol, StatsdSettings, TelemetryArgs, TelemetrySettings, TracingProtocol,
     TracingSettings,

@@ -62,6 +62,8 @@ pub struct Metrics {
     pub memory_evictions: IntCounter,
     /// Memory store: bytes of state held (what `--memory-max-bytes` bounds).
     pub memory_bytes: IntGauge,
+    /// The quota service's (RLQS) families (`quota.rs`).
+    pub quota: quota::QuotaMetrics,
 }
 
 impl std::fmt::Debug for Metrics {
@@ -193,7 +195,9 @@ impl Metrics {
             .with_label_values(&[env!("CARGO_PKG_VERSION")])
             .set(1);
 
+        let quota = must(quota::QuotaMetrics::new(&registry));
         Metrics {
+            quota,
             near_limit_ratio,
             max_series,
             rule,
@@ -335,6 +339,7 @@ impl Metrics {
 }
 
 pub mod mapper;
+pub mod quota;
 mod rule;
 mod sanitize;
 pub mod statsd;

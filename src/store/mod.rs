@@ -7,6 +7,7 @@
 
 pub mod memory;
 pub mod per_second;
+pub mod quota;
 pub mod redis;
 
 use std::future::Future;
@@ -73,6 +74,21 @@ pub trait Store: Send + Sync + 'static {
         out: &mut Vec<LimitResult>,
     ) -> impl Future<Output = Result<(), StoreError>> + Send {
         self.run_with(checks, Charge::Each, out)
+    }
+
+    /// [`Store::run_with`], with envoyproxy/ratelimit's cache key of each check (without
+    /// prefix and window start; `keys[i]` is `checks[i]`'s, `None` for none): a Redis store
+    /// with `--redis-reference-keys` counts the checks that qualify as theirs does, under
+    /// their keys (`store/redis/reference.rs`). Any other store ignores the keys.
+    fn run_keyed(
+        &self,
+        checks: &[Check<'_>],
+        keys: &[Option<&[u8]>],
+        charge: Charge,
+        out: &mut Vec<LimitResult>,
+    ) -> impl Future<Output = Result<(), StoreError>> + Send {
+        let _ = keys;
+        self.run_with(checks, charge, out)
     }
 
     /// Forget the state of `limits` for the descriptor `tag`, counters and penalty locks
@@ -157,6 +173,19 @@ impl Store for Backend {
             // tonic's box) would otherwise carry it, memory store included.
             Backend::Redis(s) => Box::pin(s.run_with(checks, charge, out)).await,
             Backend::RedisPerSecond(s) => Box::pin(s.run_with(checks, charge, out)).await,
+        }
+    }
+
+    async fn run_keyed(
+        &self,
+        checks: &[Check<'_>],
+        keys: &[Option<&[u8]>],
+        charge: Charge,
+        out: &mut Vec<LimitResult>,
+    ) -> Result<(), StoreError> {
+        match self {
+            Backend::Redis(s) => Box::pin(s.run_keyed(checks, keys, charge, out)).await,
+            _ => self.run_with(checks, charge, out).await,
         }
     }
 
