@@ -13,7 +13,8 @@
 //!   `FUZZ_TARGET` one of rules, proto, json, xds, default all; `FUZZ_SEED` to reproduce):
 //!   `FUZZ_SECONDS=600 FUZZ_TARGET=rules nice -n 19 cargo test --test fuzz -- --ignored --nocapture`
 //!   (the dev profile: a release build of the whole dev-dependency tree is not worth it).
-//!   Findings are written to `fuzz/findings/<target>-<hash>` (reproduce by copying the file
+//!   Findings are written to `<target>-<hash>` files in `findings` beside `fuzz/corpus`
+//!   (reproduce with `replay_file` below, or by copying the file
 //!   into the corpus, then `cargo test --test fuzz`), and fail the run.
 
 mod inputs;
@@ -195,7 +196,7 @@ fn thread_cpu() -> Option<Duration> {
 }
 
 /// Run one input; a panic (or, when `timed`, a slow input: CPU time over [`HANG`]) becomes
-/// a finding saved to `fuzz/findings/`.
+/// a finding saved in `findings` beside `fuzz/corpus`.
 fn run_one(target: &mut dyn Target, input: &[u8], timed: bool, out: &mut Outcome) {
     let started = Instant::now();
     let cpu = thread_cpu();
@@ -379,7 +380,7 @@ fn write_seed_corpus() {
 }
 
 /// Run one saved input (a finding) and say how it went:
-/// `FUZZ_FILE=fuzz/findings/rules-… cargo test --test fuzz replay_file -- --ignored --nocapture`
+/// `FUZZ_FILE=<findings file> cargo test --test fuzz replay_file -- --ignored --nocapture`
 /// (the target is the file name's prefix).
 #[test]
 #[ignore = "needs FUZZ_FILE"]

@@ -1,9 +1,13 @@
 //! How a request becomes script calls, and replies become results: the grouping of a
 //! request's checks into calls (one per request on a single node, one per slot on a cluster,
 //! split past [`MAX_LIMITS_PER_CALL`]) and one round trip over the connection ring, with the
-//! breaker and error classification.
+//! breaker and error classification; on a cluster, the calls of a slot that is moving are
+//! resent.
 
-use deadpool_redis::redis::{ErrorKind, ServerErrorKind, Value};
+use std::time::Duration;
+
+use deadpool_redis::redis::cluster_async::ClusterConnection;
+use deadpool_redis::redis::{ErrorKind, RedisError, ServerErrorKind, Value};
 
 use super::script::{self, Invocation, parse_reply};
 use super::{RedisStore, health, is_connection_error, is_transient};
@@ -116,4 +120,55 @@ impl RedisStore {
         self.refusals.succeeded();
         Ok(out)
     }
+}
+
+impl RedisStore {
+    /// One `EVALSHA` per call (one per slot), concurrently.
+    ///
+    /// A call answered `MOVED`, `ASK` or `TRYAGAIN` did not run: its slot is moving (the
+    /// client's map is behind, a node has not heard of the new owner yet, or the call's keys
+    /// are split between two nodes mid-`MIGRATE`). redis-rs follows a few redirects itself;
+    /// past those, the call is sent again after a short pause rather than failed, until the
+    /// round trip's deadline (`request_timeout`, around this) ends it. Resending cannot
+    /// count a hit twice: the script never ran.
+    pub(super) async fn exec_cluster(
+        &self,
+        conn: ClusterConnection,
+        calls: &[Invocation],
+    ) -> Result<Vec<Value>, RedisError> {
+        let calls = calls.iter().map(|call| {
+            let conn = conn.clone();
+            async move {
+                let mut pause = CLUSTER_RETRY_MIN;
+                loop {
+                    let mut conn = conn.clone();
+                    let mut inv = self.script.prepare_invoke();
+                    inv.key(&call.keys).arg(&call.args);
+                    match inv.invoke_async::<Value>(&mut conn).await {
+                        Err(e) if is_slot_moving(&e) => {
+                            tracing::debug!(error = %e, retry_in = ?pause, "cluster slot moving");
+                            tokio::time::sleep(pause).await;
+                            pause = (pause * 2).min(CLUSTER_RETRY_MAX);
+                        }
+                        r => return r,
+                    }
+                }
+            }
+        });
+        futures::future::join_all(calls).await.into_iter().collect()
+    }
+}
+
+/// First and longest pause before resending a cluster call whose slot is moving.
+const CLUSTER_RETRY_MIN: Duration = Duration::from_millis(1);
+const CLUSTER_RETRY_MAX: Duration = Duration::from_millis(20);
+
+/// A cluster answer that says the call did not run because its slot is moving.
+fn is_slot_moving(e: &RedisError) -> bool {
+    matches!(
+        e.kind(),
+        ErrorKind::Server(
+            ServerErrorKind::Moved | ServerErrorKind::Ask | ServerErrorKind::TryAgain
+        )
+    )
 }

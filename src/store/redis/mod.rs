@@ -37,7 +37,6 @@ mod sentinel;
 use std::sync::Arc;
 use std::time::Duration;
 
-use deadpool_redis::redis::cluster_async::ClusterConnection;
 use deadpool_redis::redis::{ErrorKind, RedisError, Script, ServerErrorKind, Value};
 use tokio_util::sync::{CancellationToken, DropGuard};
 
@@ -222,41 +221,6 @@ impl RedisStore {
             Conn::Cluster(c) => self.exec_cluster(c, &calls).await,
         }
     }
-
-    /// One `EVALSHA` per call (one per slot), concurrently.
-    ///
-    /// A call answered `MOVED`, `ASK` or `TRYAGAIN` did not run: its slot is moving (the
-    /// client's map is behind, a node has not heard of the new owner yet, or the call's keys
-    /// are split between two nodes mid-`MIGRATE`). redis-rs follows a few redirects itself;
-    /// past those, the call is sent again after a short pause rather than failed, until the
-    /// round trip's deadline (`request_timeout`, around this) ends it. Resending cannot
-    /// count a hit twice: the script never ran.
-    async fn exec_cluster(
-        &self,
-        conn: ClusterConnection,
-        calls: &[Invocation],
-    ) -> Result<Vec<Value>, RedisError> {
-        let calls = calls.iter().map(|call| {
-            let conn = conn.clone();
-            async move {
-                let mut pause = CLUSTER_RETRY_MIN;
-                loop {
-                    let mut conn = conn.clone();
-                    let mut inv = self.script.prepare_invoke();
-                    inv.key(&call.keys).arg(&call.args);
-                    match inv.invoke_async::<Value>(&mut conn).await {
-                        Err(e) if is_slot_moving(&e) => {
-                            tracing::debug!(error = %e, retry_in = ?pause, "cluster slot moving");
-                            tokio::time::sleep(pause).await;
-                            pause = (pause * 2).min(CLUSTER_RETRY_MAX);
-                        }
-                        r => return r,
-                    }
-                }
-            }
-        });
-        futures::future::join_all(calls).await.into_iter().collect()
-    }
 }
 
 /// The key a store with key prefix `prefix` keeps `spec`'s state in for the descriptor
@@ -379,20 +343,6 @@ fn is_connection_error(e: &RedisError) -> bool {
         || e.is_connection_refusal()
         || e.is_unrecoverable_error()
         || e.kind() == ErrorKind::Server(ServerErrorKind::ReadOnly)
-}
-
-/// First and longest pause before resending a cluster call whose slot is moving.
-const CLUSTER_RETRY_MIN: Duration = Duration::from_millis(1);
-const CLUSTER_RETRY_MAX: Duration = Duration::from_millis(20);
-
-/// A cluster answer that says the call did not run because its slot is moving.
-fn is_slot_moving(e: &RedisError) -> bool {
-    matches!(
-        e.kind(),
-        ErrorKind::Server(
-            ServerErrorKind::Moved | ServerErrorKind::Ask | ServerErrorKind::TryAgain
-        )
-    )
 }
 
 /// Server answers that mean "not now" (loading, failover, resharding), not "bad call".
