@@ -133,6 +133,8 @@ pub struct Settings {
     pub notes: Vec<String>,
     /// Rule file size, memory store state.
     pub caps: Caps,
+    /// Default consistency, batching and the store-failure fallback.
+    pub consistency: ConsistencySettings,
 }
 
 impl Default for Settings {
@@ -163,6 +165,7 @@ impl Default for Settings {
             listen: ListenSettings::default(),
             notes: Vec::new(),
             caps: Caps::default(),
+            consistency: ConsistencySettings::default(),
         }
     }
 }
@@ -171,6 +174,7 @@ pub mod audit;
 mod caps;
 mod cli;
 mod compat;
+mod consistency;
 mod explain;
 mod listen;
 mod parse;
@@ -181,6 +185,9 @@ mod telemetry;
 mod xds;
 
 pub use caps::{CapArgs, Caps, DEFAULT_MAX_CONFIG_FILE_BYTES, DEFAULT_MAX_REQUEST_BYTES};
+pub use consistency::{
+    ConsistencyArgs, ConsistencySettings, DEFAULT_BATCH_INTERVAL, StoreFailureMode,
+};
 pub use cli::{CheckArgs, Cli, Command, HeaderStyle, LogFormat, ServeArgs, invocation};
 pub use explain::ExplainArgs;
 pub use listen::{GrpcTlsSettings, ListenArgs, ListenSettings};

@@ -171,6 +171,8 @@ pub struct ServeArgs {
     pub listen: ListenArgs,
     #[command(flatten)]
     pub caps: CapArgs,
+    #[command(flatten)]
+    pub consistency: ConsistencyArgs,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
