@@ -185,10 +185,10 @@ mod telemetry;
 mod xds;
 
 pub use caps::{CapArgs, Caps, DEFAULT_MAX_CONFIG_FILE_BYTES, DEFAULT_MAX_REQUEST_BYTES};
+pub use cli::{CheckArgs, Cli, Command, HeaderStyle, LogFormat, ServeArgs, invocation};
 pub use consistency::{
     ConsistencyArgs, ConsistencySettings, DEFAULT_BATCH_INTERVAL, StoreFailureMode,
 };
-pub use cli::{CheckArgs, Cli, Command, HeaderStyle, LogFormat, ServeArgs, invocation};
 pub use explain::ExplainArgs;
 pub use listen::{GrpcTlsSettings, ListenArgs, ListenSettings};
 pub use query::QueryArgs;

@@ -58,6 +58,8 @@ pub struct Metrics {
     pub memory_evictions: IntCounter,
     /// Memory store: bytes of state held (what `--memory-max-bytes` bounds).
     pub memory_bytes: IntGauge,
+    /// The local view: batched consistency and the store-failure fallback.
+    pub local: local::LocalMetrics,
 }
 
 impl std::fmt::Debug for Metrics {
@@ -238,6 +240,7 @@ impl Metrics {
                 "sluice_memory_store_bytes",
                 "Memory store: bytes of limit state held (tables and state heap).",
             ),
+            local: local::LocalMetrics::new(&registry),
             registry,
         }
     }
@@ -328,6 +331,7 @@ impl Metrics {
     }
 }
 
+pub mod local;
 pub mod mapper;
 mod rule;
 mod sanitize;

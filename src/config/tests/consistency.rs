@@ -35,6 +35,10 @@ fn consistency_errors_name_file_line_and_field() {
         assert_eq!(got.len(), 1, "{got:?}");
         assert_eq!(got[0].to_string(), format!("x.yaml: {want}"));
         assert_eq!(got[0].line, Some(4), "{doc}");
-        assert!(format!("{:?}", got[0]).contains("consistency"), "{:?}", got[0]);
+        assert!(
+            format!("{:?}", got[0]).contains("consistency"),
+            "{:?}",
+            got[0]
+        );
     }
 }
