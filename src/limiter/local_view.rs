@@ -16,10 +16,11 @@
 //! Why local decisions stay within the bound: a descriptor's room `R` (the store's last
 //! answer) misses the hits other instances admitted and have not written back, at most
 //! `(N−1)·r·2(I+d)` (their hits from one write-back before our answer to now). A decision is
-//! local only while `R − p ≥ cost + X`, `X = 2·ĝ·(I+d)` with `ĝ` the descriptor's global rate
-//! measured between two answers (every instance's hits) and `d` the store's latency: under
-//! steady traffic `ĝ ≈ N·r`, so the room covers the unseen hits and nothing is admitted over
-//! the limit; a surge from idle can pass it by at most `2(N−1)·r·(I+d)` once.
+//! local only while `R − p ≥ cost + X`, `X ≈ 2·ĝ·(I+d)` with `ĝ` the descriptor's global rate
+//! measured between two answers (every instance's hits) and `d` the store's latency (in
+//! full, `X = ĝ·(a + 2(I+d))` with `a` the answer's age, since the unseen hits grow with
+//! it): under steady traffic `ĝ ≈ N·r`, so the room covers the unseen hits and nothing is
+//! admitted over the limit; a surge from idle can pass it by at most `2(N−1)·r·(I+d)` once.
 //!
 //! Memory: at most `max_keys` descriptors (sharded, one `parking_lot` mutex per shard, never
 //! held across an await). Past it, new descriptors are decided by the store (batched) or,
@@ -302,8 +303,10 @@ impl LocalView {
         self.latency_ms.store(new, Ordering::Relaxed);
     }
 
+    /// A view this old is not used at all, whatever its room: the write-back that should
+    /// have refreshed it is long overdue.
     fn stale_after(&self) -> u64 {
-        2 * self.opts.interval_ms
+        10 * self.opts.interval_ms
     }
 
     /// Batched mode: decide `cost` hits of `tag` here if the view allows it (see the module
@@ -351,14 +354,15 @@ impl LocalView {
                 k.denial = None;
             }
         }
-        let stale = !k.known
-            || now >= k.answered_at + self.stale_after()
-            || k.reset_at.iter().any(|&r| r <= now);
+        let age = now.saturating_sub(k.answered_at);
+        let stale = !k.known || age >= self.stale_after() || k.reset_at.iter().any(|&r| r <= now);
         let Some(rate) = k.rate.filter(|_| !stale) else {
             return carry(k);
         };
-        let horizon = (self.opts.interval_ms + self.latency_ms.load(Ordering::Relaxed)) as f64;
-        let reserve = (2.0 * rate * horizon).ceil() as u64;
+        // The hits this view cannot have seen: every instance's since one write-back before
+        // the answer (`age + I + d`), with as much again for a rate that grows meanwhile.
+        let cycle = self.opts.interval_ms + self.latency_ms.load(Ordering::Relaxed);
+        let reserve = (rate * (age + 2 * cycle) as f64).ceil() as u64;
         let need = cost.saturating_add(reserve);
         if (0..limits.len()).any(|i| k.avail(i) < need) {
             return carry(k);
