@@ -1,6 +1,12 @@
 //! The local view: what this instance knows of each descriptor's global state (the store's
 //! last answer) plus the hits it admitted since. It serves two features (README,
-//! "Consistency: strict, batched, and the store-failure fallback"):
+//! "Consistency: strict, batched, and the store-failure fallback").
+//!
+//! Why this file is long: one type whose decisions (batched, fallback), bookkeeping (answers,
+//! carried hits) and write-back all read and move the same per-descriptor counts; apart,
+//! the rules for pending and in-flight hits would be spread over files.
+//!
+//! The two features:
 //!
 //! - **Batched consistency**: a `batched` descriptor is decided here while its remaining
 //!   room is large against what every instance can admit before the next answer; its hits
@@ -26,10 +32,7 @@
 //! held across an await). Past it, new descriptors are decided by the store (batched) or,
 //! while the store is down, from the share without keeping their hits (counted in
 //! [`ViewStats::overflow`], logged). No I/O except through [`Store`].
-//!
-//! Why this file is long: one type whose decisions (batched, fallback), bookkeeping (answers,
-//! carried hits) and write-back all read and move the same per-descriptor counts; apart,
-//! the rules for pending and in-flight hits would be spread over files.
+
 
 use std::collections::HashMap;
 use std::sync::Arc;
