@@ -142,8 +142,12 @@ fn redis_capacity_runs_sluice_and_both_baselines_against_one_redis() {
         ] {
             assert!(number(row, column) > 0.0, "{column}: {stdout}");
         }
+        // Both rates are printed rounded to whole numbers, so on a slow machine (a debug
+        // binary on two busy cores answers under 100 req/s) the ratio is off by up to
+        // (d/2 + 1/2) / req/s: compare the rates, allowing that rounding.
         let checks = number(row, "checks/s");
-        assert!((checks / number(row, "req/s") - d).abs() < 0.01, "{stdout}");
+        let requests = number(row, "req/s");
+        assert!((checks - d * requests).abs() <= d / 2.0 + 0.5, "{stdout}");
     }
     // The baselines are exact counts: INCRBY + EXPIRE per check; one EVALSHA running two.
     let reference = &rows["reference: INCRBY + EXPIRE, -P 16 –"];
