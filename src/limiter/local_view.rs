@@ -33,7 +33,6 @@
 //! while the store is down, from the share without keeping their hits (counted in
 //! [`ViewStats::overflow`], logged). No I/O except through [`Store`].
 
-
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};

@@ -88,15 +88,23 @@ pub struct ActiveConfig {
     pub loaded: bool,
     /// Counters of each rule's static stats key, resolved on first use.
     counters: Vec<OnceLock<Arc<RuleCounters>>>,
+    /// Some rule says `consistency: batched` (else, with a strict default, requests skip the
+    /// local view entirely).
+    any_batched: bool,
 }
 
 impl ActiveConfig {
     pub fn new(config: RateLimitConfig) -> ActiveConfig {
         let counters = (0..config.rules().len()).map(|_| OnceLock::new()).collect();
+        let any_batched = config
+            .rules()
+            .iter()
+            .any(|r| r.consistency == Some(Consistency::Batched));
         ActiveConfig {
             config,
             loaded: true,
             counters,
+            any_batched,
         }
     }
 
@@ -318,7 +326,11 @@ impl RateLimitService {
         };
         let started = Instant::now();
         let mut store_span = span.map(|s| s.store(self.store.name()));
-        let batched = self.batched(&plans, &matched);
+        let batched = if active.any_batched || self.consistency == Consistency::Batched {
+            self.batched(&plans, &matched)
+        } else {
+            Vec::new()
+        };
         let decision = match &self.view {
             Some(view) if view.options().fallback || batched.contains(&true) => {
                 limiter::decide_with_view(
