@@ -224,3 +224,83 @@ async fn resets_are_logged() {
         s.logs()
     );
 }
+
+/// Ports free right now, chosen by the kernel: all held until all are chosen, so no two
+/// are the same, then released for the instances to bind.
+fn free_ports<const N: usize>() -> [u16; N] {
+    let held: Vec<std::net::TcpListener> = (0..N)
+        .map(|_| std::net::TcpListener::bind("127.0.0.1:0").expect("bind"))
+        .collect();
+    std::array::from_fn(|i| held[i].local_addr().expect("addr").port())
+}
+
+/// Two instances on one host set up with envoyproxy/ratelimit's variables alone, as theirs
+/// can be: the admin listener's default port, which no variable of theirs names, is taken
+/// (held here, or by anything else on the host), so each logs a warning, runs without the
+/// admin listener, and serves.
+#[tokio::test]
+async fn two_instances_on_one_host_with_their_variables_both_serve() {
+    // Held here when free; otherwise something else on the host holds it (another test
+    // run may let it go meanwhile: then one instance may get it, and only one).
+    let held = std::net::TcpListener::bind("127.0.0.1:8082").ok();
+    let dir = tempfile::TempDir::new().unwrap();
+    let config = dir.path().join("ratelimit/config");
+    std::fs::create_dir_all(&config).unwrap();
+    std::fs::write(config.join("shop.yaml"), RULES).unwrap();
+    let [grpc1, http1, debug1, grpc2, http2, debug2] = free_ports();
+    let mut instances = Vec::new();
+    for (grpc, http, debug) in [(grpc1, http1, debug1), (grpc2, http2, debug2)] {
+        let s = sluice()
+            .default_admin()
+            .no_default_args()
+            .env("RUNTIME_ROOT", dir.path().to_str().unwrap())
+            .env("RUNTIME_SUBDIRECTORY", "ratelimit")
+            .env("USE_STATSD", "false")
+            .env("HOST", "127.0.0.1")
+            .env("PORT", http.to_string())
+            .env("GRPC_HOST", "127.0.0.1")
+            .env("GRPC_PORT", grpc.to_string())
+            .env("DEBUG_HOST", "127.0.0.1")
+            .env("DEBUG_PORT", debug.to_string())
+            .start()
+            .await;
+        assert_eq!((s.grpc.port(), s.http.port()), (grpc, http));
+        let warned = s.logs().iter().any(|l| {
+            l.contains("WARN")
+                && l.contains("running without the admin listener")
+                && l.contains("127.0.0.1:8082")
+        });
+        match s.admin {
+            None => assert!(warned, "{:?}", s.logs()),
+            Some(a) => assert!(held.is_none() && a.port() == 8082, "{a}"),
+        }
+        instances.push((s, debug));
+    }
+    let with_admin = instances.iter().filter(|(s, _)| s.admin.is_some()).count();
+    assert!(with_admin <= usize::from(held.is_none()), "{with_admin}");
+    for (s, debug) in &instances {
+        let mut c = s.client().await;
+        let r = call(&mut c, req("shop", vec![desc(&[("user", "ann")])])).await;
+        assert_eq!(Code::try_from(r.overall_code).expect("code"), Code::Ok);
+        let limit = r.statuses[0].current_limit.as_ref().expect("a limit");
+        assert_eq!(limit.requests_per_unit, 3);
+        let addr = std::net::SocketAddr::from(([127, 0, 0, 1], *debug));
+        assert_eq!(http_request(addr, "GET", "/rlconfig", "").await.0, 200);
+    }
+}
+
+/// An admin address that was asked for and cannot be used stops startup, naming it.
+#[tokio::test]
+async fn a_chosen_admin_address_that_is_taken_stops_startup() {
+    let held = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = held.local_addr().unwrap();
+    let e = sluice()
+        .file("shop.yaml", RULES)
+        .env("SLUICE_ADMIN_ADDR", addr.to_string())
+        .try_start()
+        .await
+        .err()
+        .expect("startup fails");
+    assert!(e.contains(&format!("cannot listen on {addr}")), "{e}");
+    assert!(e.contains("--admin-addr"), "{e}");
+}

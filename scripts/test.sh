@@ -42,4 +42,8 @@ cargo fmt --all -- --check
 # Before the tests: deploy::docker_build checks the Docker build context into this target
 # directory and reuses the dependencies clippy has checked.
 cargo clippy --all-targets --locked -- -D warnings
+# Doc comments link only to items that exist (paths in prose: integration/doc_paths.rs).
+# Cheap after clippy: the dependencies are already checked.
+RUSTDOCFLAGS="-D rustdoc::broken_intra_doc_links" \
+    cargo doc --no-deps --document-private-items --locked
 cargo test --locked "$@"

@@ -69,7 +69,13 @@ pub fn explain(args: &ExplainArgs) -> u8 {
         prefix: &prefix,
         store: None,
     };
-    let e = explain::explain(&config, &args.domain, &args.descriptor, keys);
+    let descriptors: Vec<_> = args
+        .descriptor
+        .iter()
+        .chain(&args.bucket)
+        .cloned()
+        .collect();
+    let e = explain::explain(&config, &args.domain, &descriptors, keys);
     if args.json {
         match serde_json::to_string_pretty(&e) {
             Ok(json) => println!("{json}"),

@@ -31,6 +31,7 @@ pub mod http;
 pub mod limit;
 pub mod limiter;
 pub mod metrics;
+pub mod quota;
 pub mod reload;
 pub mod server;
 pub mod service;

@@ -1,7 +1,7 @@
 //! A literal transcription of `docs/algorithms.md` in exact integer arithmetic (`i128`), used
 //! as the oracle of the differential test: the Lua must agree with the document, not just
 //! with itself. Deliberately naive (whole-state copies, linear scans): clarity over speed.
-//! Not the memory store (that one lives in `src/store/memory.rs`); a second, independent
+//! Not the memory store (that one lives in `src/store/memory/`); a second, independent
 //! reading of the same document. This file: the algorithms; `model_store.rs`: the check
 //! protocol over them, as a `Store`.
 

@@ -83,6 +83,13 @@ impl Builder {
             .args(["--redis-timeout", "2s"])
     }
 
+    /// Keep the admin listener's default address (`127.0.0.1:8082`) instead of a
+    /// kernel-chosen port: for tests of what happens when it is taken.
+    pub fn default_admin(mut self) -> Self {
+        self.env.remove("SLUICE_ADMIN_ADDR");
+        self
+    }
+
     /// envoyproxy/ratelimit's listener variables (`GRPC_HOST`/`GRPC_PORT`, `HOST`/`PORT`)
     /// on loopback with kernel-chosen ports, for tests that set everything their way.
     pub fn their_listeners(self) -> Self {

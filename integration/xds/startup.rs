@@ -1,4 +1,5 @@
-//! Before the first config: sluice does not serve (their default), or serves and fails
+//! Before the first config: sluice does not serve, its gRPC, HTTP and debug ports refusing
+//! every connection (their default), or serves and fails
 //! every call (`FORCE_START_WITHOUT_INITIAL_CONFIG=true`); health follows
 //! `HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED`.
 
@@ -7,46 +8,89 @@ use tonic::Code;
 use super::*;
 use crate::support::xds_server::XdsServer;
 
-/// Whether `addr` answers an HTTP request within a short time.
-async fn answers(addr: std::net::SocketAddr) -> bool {
-    tokio::time::timeout(
-        Duration::from_millis(500),
-        http_request(addr, "GET", "/healthcheck", ""),
-    )
-    .await
-    .is_ok()
+/// Whether a TCP connection to `addr` is refused (nothing listens there).
+async fn refused(addr: std::net::SocketAddr) -> bool {
+    match tokio::net::TcpStream::connect(addr).await {
+        Ok(_) => false,
+        Err(e) => {
+            assert_eq!(
+                e.kind(),
+                std::io::ErrorKind::ConnectionRefused,
+                "{addr}: {e}"
+            );
+            true
+        }
+    }
 }
 
+/// A field of the "waiting for the first xDS config" log line, as an address.
+fn waiting_addr(s: &Sluice, field: &str) -> std::net::SocketAddr {
+    s.logs()
+        .iter()
+        .find_map(|l| {
+            let v: serde_json::Value = serde_json::from_str(l).ok()?;
+            (v["message"] == "waiting for the first xDS config before serving")
+                .then(|| v[field].as_str()?.parse().ok())
+                .flatten()
+        })
+        .unwrap_or_else(|| panic!("no {field} address logged: {:?}", s.logs()))
+}
+
+/// Their order: before the first valid config the gRPC, HTTP and debug ports accept no TCP
+/// connection at all (a probe or Envoy sees a refusal, not a hang); the metrics port serves
+/// from the start, as their Prometheus sink does.
 #[tokio::test]
-async fn nothing_is_served_before_the_first_valid_config() {
+async fn ports_refuse_connections_before_the_first_valid_config() {
     let xds = XdsServer::start();
     let s = xds_sluice(&xds)
+        .args([
+            "--debug-addr",
+            "127.0.0.1:0",
+            "--metrics-addr",
+            "127.0.0.1:0",
+        ])
         .ready_on("waiting for the first xDS config before serving")
         .start()
         .await;
+    let debug = waiting_addr(&s, "debug");
+    let metrics = waiting_addr(&s, "metrics");
     assert!(
         xds.wait_request(WAIT, |_| true).await.is_some(),
         "subscribed"
     );
-    assert!(!answers(s.http).await, "HTTP answered before any config");
+    let closed = [("grpc", s.grpc), ("http", s.http), ("debug", debug)];
+    for (name, addr) in closed {
+        assert!(
+            refused(addr).await,
+            "{name} accepted a connection before any config"
+        );
+    }
+    let (code, body) = http_request(metrics, "GET", "/metrics", "").await;
+    assert_eq!(code, 200, "metrics are served before the first config");
+    assert!(body.contains("ratelimit_service_config_load"), "{body}");
 
-    // An invalid first response is NACKed and still serves nothing.
+    // An invalid first response is NACKed and still opens nothing.
     xds.set("v1", vec![bad_rules("bad", "edge")]);
     assert!(
         xds.wait_request(WAIT, |r| r.request.error_detail.is_some())
             .await
             .is_some()
     );
-    assert!(
-        !answers(s.http).await,
-        "HTTP answered after an invalid config"
-    );
+    for (name, addr) in closed {
+        assert!(
+            refused(addr).await,
+            "{name} accepted a connection after an invalid config"
+        );
+    }
 
+    // The first valid config: the same ports accept and serve.
     xds.set("v2", vec![rules("good", "edge", 3)]);
     assert!(s.wait_log("\"serving\"", WAIT).await, "{:?}", s.logs());
     assert!(s.wait_healthy(WAIT).await);
     let mut c = s.client().await;
     assert_eq!(limit(&mut c, "edge").await, Some(3));
+    assert_eq!(http_request(debug, "GET", "/rlconfig", "").await.0, 200);
+    assert_eq!(s.serving_addr("grpc"), Some(s.grpc));
 }
 
 #[tokio::test]

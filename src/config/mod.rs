@@ -153,7 +153,7 @@ fn parse_file(file: &ConfigFile) -> Result<raw::RawRoot, ConfigError> {
                     while matches!(path.last(), Some(yaml::Seg::Index(_))) {
                         path.pop();
                     }
-                    yaml::locate_key(content, &path)
+                    locate::locate_key(content, &path)
                 }
             };
             // A path that long says nothing the position does not.
@@ -232,7 +232,7 @@ impl RateLimitConfig {
         for file in files {
             let loaded = parse_file(file).and_then(|root| {
                 loader.load(root).map_err(|p| {
-                    let at = yaml::locate(&file.content, &p.at);
+                    let at = locate::locate(&file.content, &p.at);
                     ConfigError::in_file(file, p.msg, at)
                 })
             });
@@ -274,7 +274,7 @@ impl RateLimitConfig {
         }
     }
 
-    /// [`discover`] then [`RateLimitConfig::build`].
+    /// [`discover()`] then [`RateLimitConfig::build`].
     pub fn load(
         paths: &[PathBuf],
         opts: &LoadOptions,

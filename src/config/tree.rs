@@ -11,7 +11,7 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use super::trace::{Children, How, Step, Trace};
+use super::trace::{Children, How, NodeNames, Step, Trace};
 use super::{EntryRef, Match, Rule};
 
 /// Deepest descriptor nesting accepted. serde_yaml's recursion limit already stops YAML
@@ -99,7 +99,7 @@ impl Domain {
         let (mut exact, mut wild) = (0u64, 0u64);
         for (i, entry) in entries.iter().enumerate().take(MAX_DEPTH) {
             let (key, value) = (entry.key(), entry.value());
-            let children = Children::new(self, level);
+            let children = Children::new(self, &level.exact, &level.wildcards);
             // `key_value` hashes as a continuation of `key`: one pass over the key serves
             // both the exact and the key-only lookups.
             let key_hash = fnv(FNV_OFFSET, key);
@@ -184,6 +184,12 @@ impl Domain {
 
     pub(super) fn node(&self, id: u32) -> Option<&Node> {
         self.nodes.get(id as usize)
+    }
+}
+
+impl NodeNames for Domain {
+    fn final_key(&self, id: u32) -> Option<&str> {
+        self.node(id).map(|n| &*n.final_key)
     }
 }
 

@@ -6,7 +6,7 @@
 //! serde_yaml only reveals a position through an error raised while a value is being
 //! deserialized (`fix_mark`). So every pass raises `de::Error::custom` at the offending
 //! node and keeps the real message in [`Ctx`]; validation errors found later on typed data
-//! carry a [`Seg`] path and [`locate`] re-reads the file to find it.
+//! carry a [`Seg`] path and `locate.rs` re-reads the file to find it.
 
 use std::cell::{Cell, RefCell};
 use std::fmt;
@@ -150,8 +150,6 @@ pub(super) fn render_path(path: &[Seg]) -> String {
     }
     out
 }
-
-pub(super) use super::locate::{locate, locate_key};
 
 /// One step from the document root to a node.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

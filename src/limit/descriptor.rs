@@ -43,9 +43,30 @@ pub fn parse_descriptor(s: &str) -> Result<Descriptor, String> {
         .map(Descriptor)
 }
 
+/// A quota bucket (RLQS `BucketId`) written as text: `k=v,k2=v2` in any order, as the
+/// descriptor a quota stream matches it as, its entries sorted by key (a `BucketId` is an
+/// unordered map). `sluice explain --bucket` and `/explain?bucket=`.
+pub fn parse_bucket(s: &str) -> Result<Descriptor, String> {
+    let mut d = parse_descriptor(s)?;
+    d.0.sort_by(|a, b| a.0.cmp(&b.0));
+    if d.0.windows(2).any(|w| w[0].0 == w[1].0) {
+        return Err(format!("bucket '{s}' names a key twice"));
+    }
+    Ok(d)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn buckets_are_sorted_by_key() {
+        assert_eq!(
+            parse_bucket("tier=gold,name=api").map(|d| d.to_string()),
+            Ok("name=api,tier=gold".to_owned())
+        );
+        assert!(parse_bucket("a=1,a=2").is_err());
+    }
 
     fn entries(s: &str) -> Result<Vec<(String, String)>, String> {
         parse_descriptor(s).map(|d| d.0)

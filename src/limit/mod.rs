@@ -21,7 +21,7 @@ use std::fmt;
 use std::sync::Arc;
 
 pub use clock::{Clock, ManualClock, SystemClock};
-pub use descriptor::{Descriptor, parse_descriptor};
+pub use descriptor::{Descriptor, parse_bucket, parse_descriptor};
 
 /// A window length as envoyproxy/ratelimit defines it: epoch-aligned, week = 7 days,
 /// month = 30 days, year = 365 days.
@@ -325,7 +325,7 @@ impl LimitSpec {
 
     /// What distinguishes this limit's state from any other limit's state on the same
     /// descriptor: algorithm, window length, buckets and slot. `requests_per_unit` and
-    /// `burst` are deliberately absent, so changing them keeps the state (design.md §4);
+    /// `burst` are deliberately absent, so changing them keeps the state (ARCHITECTURE.md, "State identity");
     /// the window is its length, so `unit_multiplier` is part of it and one hour keeps its
     /// state whether written `hour` or `minute × 60`.
     pub fn identity(&self) -> StateIdentity {

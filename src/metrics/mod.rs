@@ -60,6 +60,8 @@ pub struct Metrics {
     pub memory_bytes: IntGauge,
     /// The local view: batched consistency and the store-failure fallback.
     pub local: local::LocalMetrics,
+    /// The quota service's (RLQS) families (`quota.rs`).
+    pub quota: quota::QuotaMetrics,
 }
 
 impl std::fmt::Debug for Metrics {
@@ -191,7 +193,9 @@ impl Metrics {
             .with_label_values(&[env!("CARGO_PKG_VERSION")])
             .set(1);
 
+        let quota = must(quota::QuotaMetrics::new(&registry));
         Metrics {
+            quota,
             near_limit_ratio,
             max_series,
             rule,
@@ -333,6 +337,7 @@ impl Metrics {
 
 pub mod local;
 pub mod mapper;
+pub mod quota;
 mod rule;
 mod sanitize;
 pub mod statsd;

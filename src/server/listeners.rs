@@ -7,13 +7,23 @@
 //! The HTTP, metrics, debug and admin listeners stay plaintext even when gRPC uses TLS: they
 //! serve kubelet probes, Prometheus scrapes and loopback tools, which speak plain HTTP, and
 //! envoyproxy/ratelimit's `GRPC_SERVER_USE_TLS` covers gRPC only as well.
+//!
+//! Every address is bound at startup (a port in use is reported at once, and the port stays
+//! reserved), but only the metrics socket listens from the start, as their Prometheus sink
+//! does. The gRPC, HTTP, debug and admin sockets listen when serving starts: until then a
+//! connection is refused, so neither Envoy nor a TCP probe mistakes an instance waiting for
+//! its first xDS config for one that serves.
+//!
+//! The admin listener is sluice's own, on a fixed default port no variable of theirs names:
+//! when that default is taken (a second instance on the host) sluice logs a warning and runs
+//! without it; an address set with `--admin-addr` that cannot be used stops startup.
 
 use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::net::TcpListener;
+use tokio::net::{TcpListener, TcpSocket};
 use tokio_util::sync::CancellationToken;
 use tonic::service::Routes;
 
@@ -29,35 +39,105 @@ use crate::transport::{self, ConnLimits, Listener, Protocol};
 /// How often the gRPC certificate files are checked for rotation.
 const CERT_POLL: Duration = Duration::from_secs(1);
 
+/// Pending connections per listener (tokio's `TcpListener::bind` uses the same).
+const BACKLOG: u32 = 1024;
+
+/// A socket bound to its address (which it reserves) that does not listen yet: connections
+/// to it are refused until serving starts.
+pub struct Bound {
+    socket: TcpSocket,
+    addr: SocketAddr,
+}
+
+impl Bound {
+    /// Bind `addr` (port 0: the kernel picks one; [`Bound::local_addr`] tells which).
+    pub fn bind(addr: SocketAddr) -> std::io::Result<Bound> {
+        let socket = if addr.is_ipv4() {
+            TcpSocket::new_v4()
+        } else {
+            TcpSocket::new_v6()
+        };
+        let bound = socket.and_then(|s| {
+            // As `TcpListener::bind`: a restart binds while old connections are in TIME_WAIT.
+            #[cfg(unix)]
+            s.set_reuseaddr(true)?;
+            s.bind(addr)?;
+            Ok(s)
+        });
+        match bound {
+            Ok(socket) => Ok(Bound { socket, addr }),
+            Err(e) => Err(cannot_listen(addr, e)),
+        }
+    }
+
+    pub fn local_addr(&self) -> std::io::Result<SocketAddr> {
+        self.socket.local_addr()
+    }
+
+    /// Start listening: from now on connections are accepted.
+    pub fn listen(self) -> std::io::Result<TcpListener> {
+        let addr = self.addr;
+        self.socket
+            .listen(BACKLOG)
+            .map_err(|e| cannot_listen(addr, e))
+    }
+}
+
+fn cannot_listen(addr: SocketAddr, e: std::io::Error) -> std::io::Error {
+    std::io::Error::new(e.kind(), format!("cannot listen on {addr}: {e}"))
+}
+
 /// The bound sockets.
 pub struct Listeners {
-    pub grpc: TcpListener,
-    pub http: TcpListener,
+    pub grpc: Bound,
+    pub http: Bound,
+    /// Listening from the start (see the file's comment).
     pub metrics: Option<TcpListener>,
-    pub debug: Option<TcpListener>,
-    pub admin: Option<TcpListener>,
+    pub debug: Option<Bound>,
+    pub admin: Option<Bound>,
+    /// The admin address was chosen, not the default: failing to use it is an error.
+    pub admin_explicit: bool,
 }
 
 impl Listeners {
     pub async fn bind(settings: &Settings) -> std::io::Result<Listeners> {
-        let bind = |addr: SocketAddr| async move {
-            TcpListener::bind(addr)
-                .await
-                .map_err(|e| std::io::Error::new(e.kind(), format!("cannot listen on {addr}: {e}")))
+        let metrics = match settings.metrics_addr {
+            Some(a) => Some(Bound::bind(a)?.listen()?),
+            None => None,
         };
-        let optional = |addr: Option<SocketAddr>| async move {
-            match addr {
-                Some(a) => bind(a).await.map(Some),
-                None => Ok(None),
-            }
+        let admin_explicit = settings.admin_addr_explicit;
+        let admin = match settings.admin_addr {
+            Some(a) => admin_socket(Bound::bind(a), admin_explicit)?,
+            None => None,
         };
         Ok(Listeners {
-            grpc: bind(settings.grpc_addr).await?,
-            http: bind(settings.http_addr).await?,
-            metrics: optional(settings.metrics_addr).await?,
-            debug: optional(settings.listen.debug_addr).await?,
-            admin: optional(settings.admin_addr).await?,
+            grpc: Bound::bind(settings.grpc_addr)?,
+            http: Bound::bind(settings.http_addr)?,
+            metrics,
+            debug: settings.listen.debug_addr.map(Bound::bind).transpose()?,
+            admin,
+            admin_explicit,
         })
+    }
+
+    /// Serve the metrics listener now (before the first xDS config, as theirs does), until
+    /// `drain` fires: its address and the task, which ends when its connections are done.
+    pub(super) fn serve_metrics(
+        &mut self,
+        settings: &Settings,
+        state: HttpState,
+        drain: &CancellationToken,
+    ) -> std::io::Result<Option<(SocketAddr, tokio::task::JoinHandle<()>)>> {
+        let Some(socket) = self.metrics.take() else {
+            return Ok(None);
+        };
+        let addr = socket.local_addr()?;
+        let task = tokio::spawn(transport::serve(
+            http_listener("metrics", socket, conn_limits(&settings.listen)),
+            http::metrics_router(state, &settings.metrics_path),
+            drain.clone(),
+        ));
+        Ok(Some((addr, task)))
     }
 
     /// Serve every listener until `drain` fires and its connections finish. The returned
@@ -68,22 +148,30 @@ impl Listeners {
         service: &Arc<RateLimitService>,
         health: &Arc<Health>,
         grpc_routes: Routes,
+        metrics: Option<(SocketAddr, tokio::task::JoinHandle<()>)>,
         drain: &CancellationToken,
     ) -> Result<impl Future<Output = Result<(), ServerError>> + use<>, ServerError> {
+        let grpc = self.grpc.listen()?;
+        let http = self.http.listen()?;
+        let debug = self.debug.map(Bound::listen).transpose()?;
+        let admin = match self.admin {
+            Some(a) => admin_socket(a.listen(), self.admin_explicit)?,
+            None => None,
+        };
         let addr = |l: &TcpListener| l.local_addr();
-        let grpc_addr = addr(&self.grpc)?;
-        let http_addr = addr(&self.http)?;
+        let grpc_addr = addr(&grpc)?;
+        let http_addr = addr(&http)?;
         let shown = |l: &Option<TcpListener>| -> std::io::Result<String> {
             Ok(match l {
                 Some(l) => addr(l)?.to_string(),
                 None => "off".into(),
             })
         };
-        let (metrics_addr, debug_addr, admin_addr) = (
-            shown(&self.metrics)?,
-            shown(&self.debug)?,
-            shown(&self.admin)?,
-        );
+        let (debug_addr, admin_addr) = (shown(&debug)?, shown(&admin)?);
+        let (metrics_addr, metrics_server) = match metrics {
+            Some((a, task)) => (a.to_string(), Some(task)),
+            None => ("off".to_string(), None),
+        };
 
         let grpc_tls = grpc_tls(&settings.listen)?;
         if let Some(tls) = &grpc_tls {
@@ -96,19 +184,13 @@ impl Listeners {
             max_age_grace: settings.listen.grpc_max_connection_age_grace,
             ..http_limits.clone()
         };
-        let http_listener = |name, socket| Listener {
-            name,
-            socket,
-            protocol: Protocol::Http1,
-            tls: None,
-            limits: http_limits.clone(),
-        };
+        let http_listener = |name, socket| http_listener(name, socket, http_limits.clone());
 
         let tls_on = grpc_tls.is_some();
         let grpc = transport::serve(
             Listener {
                 name: "grpc",
-                socket: self.grpc,
+                socket: grpc,
                 protocol: Protocol::Http2,
                 tls: grpc_tls,
                 limits: grpc_limits,
@@ -121,25 +203,18 @@ impl Listeners {
             health: health.clone(),
         };
         let http_server = transport::serve(
-            http_listener("http", self.http),
+            http_listener("http", http),
             http::router(state.clone()),
             drain.clone(),
         );
-        let metrics_server = self.metrics.map(|l| {
-            transport::serve(
-                http_listener("metrics", l),
-                http::metrics_router(state.clone(), &settings.metrics_path),
-                drain.clone(),
-            )
-        });
-        let debug_server = self.debug.map(|l| {
+        let debug_server = debug.map(|l| {
             transport::serve(
                 http_listener("debug", l),
                 http::debug_router(state),
                 drain.clone(),
             )
         });
-        let admin_server = self.admin.map(|l| {
+        let admin_server = admin.map(|l| {
             transport::serve(
                 http_listener("admin", l),
                 admin::router(service.clone()),
@@ -161,15 +236,51 @@ impl Listeners {
                     f.await
                 }
             };
+            let metrics = async {
+                if let Some(task) = metrics_server {
+                    // A panic of the task is the only error, and was logged by tokio.
+                    let _ = task.await;
+                }
+            };
             tokio::join!(
                 grpc,
                 http_server,
-                optional(metrics_server),
+                metrics,
                 optional(debug_server),
                 optional(admin_server)
             );
             Ok(())
         })
+    }
+}
+
+/// The admin socket, or `None` with a warning when the default address cannot be used.
+fn admin_socket<S>(socket: std::io::Result<S>, explicit: bool) -> std::io::Result<Option<S>> {
+    match socket {
+        Ok(s) => Ok(Some(s)),
+        Err(e) if explicit => Err(std::io::Error::new(
+            e.kind(),
+            format!("admin listener (--admin-addr / SLUICE_ADMIN_ADDR): {e}"),
+        )),
+        Err(e) => {
+            tracing::warn!(
+                error = %e,
+                "the admin listener's default address is not available (another instance on \
+                 this host?); running without the admin listener (choose one with \
+                 --admin-addr / SLUICE_ADMIN_ADDR, or turn it off with `off`)"
+            );
+            Ok(None)
+        }
+    }
+}
+
+fn http_listener(name: &'static str, socket: TcpListener, limits: ConnLimits) -> Listener {
+    Listener {
+        name,
+        socket,
+        protocol: Protocol::Http1,
+        tls: None,
+        limits,
     }
 }
 

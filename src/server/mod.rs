@@ -9,8 +9,10 @@
 //!
 //! The initial config, as envoyproxy/ratelimit loads it: rule files with an error do not
 //! stop the server; it serves, every call fails with "no rate limit configuration loaded"
-//! until a valid config appears (file watch, SIGHUP). With xDS the listeners open only
-//! after the first valid response, unless `FORCE_START_WITHOUT_INITIAL_CONFIG`.
+//! until a valid config appears (file watch, SIGHUP). With xDS the gRPC, HTTP, debug and
+//! admin sockets are bound at startup but listen only after the first valid response
+//! (connections are refused until then), unless `FORCE_START_WITHOUT_INITIAL_CONFIG`; the
+//! metrics listener serves from the start, as envoyproxy/ratelimit's Prometheus sink does.
 
 mod background;
 mod listeners;
@@ -21,15 +23,16 @@ use std::sync::Arc;
 
 use tokio_util::sync::CancellationToken;
 
-pub use listeners::Listeners;
+pub use listeners::{Bound, Listeners};
 
 use crate::config::{LoadOptions, RateLimitConfig};
+use crate::http::HttpState;
 use crate::limit::SystemClock;
 use crate::limiter::{LocalView, OverLimitCache, ViewOptions};
 use crate::metrics::Metrics;
 use crate::metrics::mapper::Mapper;
 use crate::reload;
-use crate::service::{RateLimitService, grpc};
+use crate::service::{RateLimitService, grpc, rlqs};
 use crate::settings::{ConfigSource, Settings};
 use crate::telemetry::Telemetry;
 
@@ -101,6 +104,15 @@ pub async fn run(
         .with_tracer(telemetry.tracer()),
     );
     let (health, grpc_routes) = grpc::routes(service.clone(), settings.healthy_requires_config);
+    // Listeners drain when `drain` fires, after health has gone NOT_SERVING; quota streams
+    // then send TTL-0 assignments and end.
+    let drain = CancellationToken::new();
+    let grpc_routes = rlqs::add_route(
+        grpc_routes,
+        service.clone(),
+        settings.rlqs.clone(),
+        drain.clone(),
+    );
     health.refresh().await;
 
     // Tasks that end with the process, not with the listeners.
@@ -114,18 +126,32 @@ pub async fn run(
     );
     let loaded =
         background::spawn_config_sources(&settings, opts, service.clone(), background.clone())?;
+
+    // Metrics are served from the start; the other sockets listen only once serving starts.
+    let mut listeners = listeners;
+    let state = HttpState {
+        service: service.clone(),
+        health: health.clone(),
+    };
+    let metrics_server = listeners.serve_metrics(&settings, state, &drain)?;
     if let Some(loaded) = loaded
         && !settings.force_start_without_initial_config
-        && !wait_for_first_config(loaded, &listeners, &shutdown).await?
+        && !wait_for_first_config(loaded, &listeners, &metrics_server, &shutdown).await?
     {
+        drain.cancel();
         background.cancel();
         telemetry.shutdown().await;
         return Ok(());
     }
 
-    // Listeners drain when `drain` fires, after health has gone NOT_SERVING.
-    let drain = CancellationToken::new();
-    let servers = listeners.serve(&settings, &service, &health, grpc_routes, &drain)?;
+    let servers = listeners.serve(
+        &settings,
+        &service,
+        &health,
+        grpc_routes,
+        metrics_server,
+        &drain,
+    )?;
     let result = shutdown::supervise(servers, &settings, &shutdown, &health, &drain).await;
     background.cancel();
     telemetry.shutdown().await;
@@ -213,16 +239,28 @@ fn load_initial_config(
     }
 }
 
-/// Their order under xDS: no listener serves before the first config (unless forced).
-/// `false` when shutdown came first.
+/// Their order under xDS: no listener but the metrics one serves before the first config
+/// (unless forced); the gRPC and HTTP ports refuse connections meanwhile. `false` when
+/// shutdown came first.
 async fn wait_for_first_config(
     mut loaded: tokio::sync::watch::Receiver<bool>,
     listeners: &Listeners,
+    metrics: &Option<(std::net::SocketAddr, tokio::task::JoinHandle<()>)>,
     shutdown: &CancellationToken,
 ) -> Result<bool, ServerError> {
+    let debug_addr = match &listeners.debug {
+        Some(d) => d.local_addr()?.to_string(),
+        None => "off".into(),
+    };
+    let metrics_addr = match metrics {
+        Some((a, _)) => a.to_string(),
+        None => "off".into(),
+    };
     tracing::info!(
         grpc = %listeners.grpc.local_addr()?,
         http = %listeners.http.local_addr()?,
+        debug = %debug_addr,
+        metrics = %metrics_addr,
         "waiting for the first xDS config before serving"
     );
     tokio::select! {

@@ -10,7 +10,7 @@ use serde::Serialize;
 
 use super::RateLimitService;
 use crate::explain::{self, EntryJson, KeyLayout, LimitHead};
-use crate::limit::{Check, Descriptor, LimitResult, parse_descriptor};
+use crate::limit::{Check, Descriptor, LimitResult, parse_bucket, parse_descriptor};
 use crate::settings::RequestLimits;
 use crate::store::Store;
 use crate::store::redis::DEFAULT_KEY_PREFIX;
@@ -54,9 +54,11 @@ fn parse_query(
         match &*k {
             "domain" => domain = Some(v.into_owned()),
             "descriptor" => descriptors.push(parse_descriptor(&v)?),
+            // An RLQS BucketId, as a quota stream maps it: entries sorted by key.
+            "bucket" => descriptors.push(parse_bucket(&v)?),
             other => {
                 return Err(format!(
-                    "unknown query parameter '{other}' (use domain and descriptor)"
+                    "unknown query parameter '{other}' (use domain and descriptor or bucket)"
                 ));
             }
         }
@@ -65,7 +67,9 @@ fn parse_query(
         .filter(|d| !d.is_empty())
         .ok_or("the query needs domain=<domain>")?;
     if descriptors.is_empty() {
-        return Err("the query needs descriptor=<key=value,...>".to_owned());
+        return Err(
+            "the query needs descriptor=<key=value,...> (or bucket=<key=value,...>)".to_owned(),
+        );
     }
     // The bounds of a request (--max-descriptors, --max-entries) hold here too.
     if descriptors.len() > limits.max_descriptors {

@@ -18,6 +18,7 @@ mod plan;
 pub mod proto;
 mod record;
 mod response;
+pub mod rlqs;
 mod validate;
 
 use std::sync::{Arc, OnceLock};

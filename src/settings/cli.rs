@@ -173,6 +173,8 @@ pub struct ServeArgs {
     pub caps: CapArgs,
     #[command(flatten)]
     pub consistency: ConsistencyArgs,
+    #[command(flatten)]
+    pub rlqs: RlqsArgs,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]

@@ -4,7 +4,7 @@ use std::path::PathBuf;
 
 use clap::Args;
 
-use crate::limit::{Descriptor, parse_descriptor};
+use crate::limit::{Descriptor, parse_bucket, parse_descriptor};
 
 #[derive(Debug, Args)]
 pub struct ExplainArgs {
@@ -21,8 +21,12 @@ pub struct ExplainArgs {
     pub domain: String,
     /// A request descriptor as key=value,key2=value2 (entries in order); repeat for a
     /// request with several descriptors (`replaces` acts between them)
-    #[arg(long, value_name = "K=V,...", required = true, value_parser = parse_descriptor)]
+    #[arg(long, value_name = "K=V,...", required_unless_present = "bucket", value_parser = parse_descriptor)]
     pub descriptor: Vec<Descriptor>,
+    /// An RLQS bucket (`BucketId`) as key=value,... in any order: explained as the
+    /// descriptor a quota stream matches it as, entries sorted by key; repeatable
+    #[arg(long, value_name = "K=V,...", value_parser = parse_bucket)]
+    pub bucket: Vec<Descriptor>,
     /// Print JSON (the same as the HTTP endpoint /explain) instead of text
     #[arg(long)]
     pub json: bool,

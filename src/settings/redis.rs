@@ -8,18 +8,11 @@
 
 use std::path::PathBuf;
 
-use super::compat::{Env, bool_var, num_var, var};
-use super::redis_url::{Target, check_url, target_urls};
+use super::env::{Env, bool_var, num_var, var};
+use super::redis_url::{RedisType, Target, check_url, target_urls};
 use super::*;
 
 pub use crate::store::redis::TimeSource;
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
-pub enum RedisType {
-    Single,
-    Cluster,
-    Sentinel,
-}
 
 fn parse_time_source(s: &str) -> Result<TimeSource, String> {
     match s.trim().to_ascii_lowercase().as_str() {

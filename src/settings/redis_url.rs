@@ -2,9 +2,16 @@
 //! envoyproxy/ratelimit's `REDIS_URL` (`host:port` or a socket path, with auth, TLS and
 //! socket type in separate variables; `master,host:port,...` for sentinel) turned into URLs.
 
-use super::compat::{Env, bool_var, var};
-use super::redis::RedisType;
+use super::env::{Env, bool_var, var};
 use super::*;
+
+/// Which kind of Redis the URLs name (`--redis-type`, `REDIS_TYPE`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum RedisType {
+    Single,
+    Cluster,
+    Sentinel,
+}
 
 /// Where one Redis deployment's settings come from: the flags given, and the prefix of its
 /// flags (`--redis`, `--redis-per-second`) and of their variables (`REDIS`,

@@ -15,7 +15,7 @@ use std::time::Duration;
 
 use clap::{Args, ValueEnum};
 
-use super::compat::{Env, bool_var, num_var, var};
+use super::env::{Env, bool_var, num_var, var};
 use super::{SettingsError, err, parse_duration};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]

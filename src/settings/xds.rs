@@ -3,7 +3,7 @@
 //! (`CONFIG_TYPE=GRPC_XDS_SOTW`, `CONFIG_GRPC_XDS_*`, `XDS_CLIENT_*`), and whether serving
 //! waits for the first config (`FORCE_START_WITHOUT_INITIAL_CONFIG`).
 
-use super::compat::{Env, bool_var, num_var, var};
+use super::env::{Env, bool_var, num_var, var};
 use super::*;
 
 /// Rules from files (`--config`) or from an xDS server.

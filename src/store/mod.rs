@@ -7,6 +7,7 @@
 
 pub mod memory;
 pub mod per_second;
+pub mod quota;
 pub mod redis;
 
 use std::future::Future;

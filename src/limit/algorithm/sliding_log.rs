@@ -6,7 +6,7 @@
 //! timestamps, never by the cost. Semantically it is the doc's list of entries. Loading is
 //! read-only ([`SlidingLog::view`]); expired runs are removed when the state is written.
 //! Redis keeps the same runs (a ZSET of `(ts, cum:cnt)`), with every call bounded: see
-//! `src/store/lua/sliding_log.lua`.
+//! `src/store/lua/runs.lua`.
 
 use super::runs::Runs;
 use super::scaled::sat_u64;

@@ -22,7 +22,7 @@ mod refused;
 pub use honoured::HONOURED;
 pub use refused::{NO_EFFECT, REFUSED};
 
-use super::compat::{Env, var};
+use super::env::{Env, var};
 use super::parse::{SettingsError, err, parse_bool};
 
 /// A refused variable: set to anything but its inert value, startup stops with `why`.

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use clap::Args;
 
-use super::compat::{Env, bool_var, host_port, num_var, var};
+use super::env::{Env, bool_var, host_port, num_var, var};
 use super::parse::{SettingsError, err, parse_addr, parse_duration};
 
 #[derive(Debug, Default, Args)]

@@ -282,6 +282,13 @@ fn the_admin_listener_is_on_loopback_unless_moved_or_off() {
         None
     );
     assert!(serve(&["--admin-addr", "nowhere"], &[]).is_err());
+    // Only a chosen address makes a taken port a startup error (`server/listeners.rs`).
+    assert!(!serve(&[], &[]).unwrap().admin_addr_explicit);
+    assert!(
+        serve(&["--admin-addr", "127.0.0.1:8082"], &[])
+            .unwrap()
+            .admin_addr_explicit
+    );
 }
 
 mod redis;

@@ -69,6 +69,8 @@ pub struct MemoryStore {
     shards: Box<[Padded]>,
     mask: usize,
     shard_seed: (u64, u64),
+    /// RLQS subscriptions (`store/quota.rs`).
+    quota: super::quota::MemoryQuota,
 }
 
 /// One shard per cache line, so two cores locking neighbouring shards do not false-share.
@@ -114,6 +116,7 @@ impl MemoryStore {
             })
             .collect();
         MemoryStore {
+            quota: super::quota::MemoryQuota::new(clock.clone()),
             clock,
             shards,
             mask: n - 1,
@@ -187,6 +190,12 @@ impl MemoryStore {
         for shard in self.shards.iter() {
             shard.0.lock().sweep(now);
         }
+        self.quota.sweep();
+    }
+
+    /// The RLQS subscriptions held in process.
+    pub fn quota(&self) -> &super::quota::MemoryQuota {
+        &self.quota
     }
 
     /// Bytes held: tables and the states' heap (what `max_bytes` bounds).

@@ -1,6 +1,13 @@
-//! Settings of the Redis store and the errors of building one.
+//! Settings of the Redis store, the errors of building one, and what they become for
+//! redis-rs (connection info with TLS applied, connection timeouts), which the connector
+//! and the sentinel resolver both use.
 
 use std::time::Duration;
+
+use deadpool_redis::redis::{
+    AsyncConnectionConfig, Client, ClientTlsConfig, ConnectionAddr, ConnectionInfo,
+    IntoConnectionInfo, TlsCertificates,
+};
 
 /// Where the script's `now` comes from.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -160,4 +167,54 @@ pub enum RedisConfigError {
     Pool(String),
     #[error("the redis store must be created inside a tokio runtime")]
     NoRuntime,
+}
+
+/// Connection info for `url`, with the TLS settings applied when the URL is `rediss://`.
+/// Refuses `#insecure` (it turns off all verification).
+pub(crate) fn connection_info(
+    url: &str,
+    tls: &RedisTls,
+) -> Result<ConnectionInfo, RedisConfigError> {
+    let info = url
+        .into_connection_info()
+        .map_err(|e| RedisConfigError::Url(format!("{url}: {e}")))?;
+    let ConnectionAddr::TcpTls { insecure, .. } = info.addr() else {
+        return Ok(info);
+    };
+    if *insecure {
+        return Err(RedisConfigError::Insecure(url.to_owned()));
+    }
+    let client = Client::build_with_tls(info, certificates(tls))
+        .map_err(|e| RedisConfigError::Tls(e.to_string()))?;
+    let mut info = client.get_connection_info().clone();
+    if tls.skip_hostname_verification {
+        // redis-rs wraps the webpki verifier and forgives only `NotValidForName`: the chain
+        // is still checked against the roots.
+        let mut addr = info.addr().clone();
+        addr.set_danger_accept_invalid_hostnames(true);
+        info = info.set_addr(addr);
+    }
+    Ok(info)
+}
+
+pub(crate) fn certificates(tls: &RedisTls) -> TlsCertificates {
+    TlsCertificates {
+        client_tls: tls
+            .client_identity
+            .as_ref()
+            .map(|(cert, key)| ClientTlsConfig {
+                client_cert: cert.clone(),
+                client_key: key.clone(),
+            }),
+        root_cert: tls.ca_pem.clone(),
+    }
+}
+
+/// Connection settings of every single-node connection: no response timeout on the
+/// connection itself, since every request is bounded by `request_timeout` around it, and
+/// the connect (with the script preload) by `connect_timeout`.
+pub(crate) fn async_config(connect_timeout: Duration) -> AsyncConnectionConfig {
+    AsyncConnectionConfig::new()
+        .set_connection_timeout(Some(connect_timeout))
+        .set_response_timeout(None)
 }

@@ -21,7 +21,20 @@ use tokio::sync::{Notify, watch};
 use tokio_util::sync::CancellationToken;
 
 use super::batch::Batcher;
-use super::connect::Connector;
+
+/// What the reconnect task needs from whatever makes connections (the `Connector` of
+/// `connect.rs`, which implements it). Declared here so this file does not import the
+/// connector, which imports the ring.
+pub(crate) trait Dial {
+    /// Whether to wait rather than connect (a failover is under way).
+    fn paused(&self) -> bool;
+    /// Connect and preload `script` (whose text is `source`).
+    fn connect(
+        &self,
+        script: &Script,
+        source: &'static str,
+    ) -> impl Future<Output = Result<Conn, String>> + Send;
+}
 
 /// A live connection; cloning shares it.
 #[derive(Clone)]
@@ -213,7 +226,7 @@ pub(crate) struct Backoff {
 /// unreachable, then sleeps until a connection breaks. Ends when `stop` is cancelled.
 pub(crate) async fn reconnect_loop(
     ring: Arc<Ring>,
-    connector: Connector,
+    connector: impl Dial,
     script: Script,
     source: &'static str,
     backoff: Backoff,

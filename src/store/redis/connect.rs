@@ -8,69 +8,15 @@
 //! task keeps trying. Health then says NOT_SERVING instead of serving errors.
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use deadpool_redis::redis::aio::MultiplexedConnection;
 use deadpool_redis::redis::cluster::{ClusterClient, ClusterClientBuilder};
-use deadpool_redis::redis::{
-    self, AsyncConnectionConfig, Client, ClientTlsConfig, ConnectionAddr, ConnectionInfo,
-    IntoConnectionInfo, RedisError, Script, TlsCertificates, Value,
-};
+use deadpool_redis::redis::{self, RedisError, Script, Value};
 
 use super::batch::Batcher;
-use super::config::{RedisConfig, RedisConfigError, RedisTls};
-use super::conn::{Conn, Ring};
+use super::config::{RedisConfig, RedisConfigError, async_config, certificates, connection_info};
+use super::conn::{Conn, Dial, Ring};
 use super::sentinel::Resolver;
-
-/// Connection info for `url`, with the TLS settings applied when the URL is `rediss://`.
-/// Refuses `#insecure` (it turns off all verification).
-pub(crate) fn connection_info(
-    url: &str,
-    tls: &RedisTls,
-) -> Result<ConnectionInfo, RedisConfigError> {
-    let info = url
-        .into_connection_info()
-        .map_err(|e| RedisConfigError::Url(format!("{url}: {e}")))?;
-    let ConnectionAddr::TcpTls { insecure, .. } = info.addr() else {
-        return Ok(info);
-    };
-    if *insecure {
-        return Err(RedisConfigError::Insecure(url.to_owned()));
-    }
-    let client = Client::build_with_tls(info, certificates(tls))
-        .map_err(|e| RedisConfigError::Tls(e.to_string()))?;
-    let mut info = client.get_connection_info().clone();
-    if tls.skip_hostname_verification {
-        // redis-rs wraps the webpki verifier and forgives only `NotValidForName`: the chain
-        // is still checked against the roots.
-        let mut addr = info.addr().clone();
-        addr.set_danger_accept_invalid_hostnames(true);
-        info = info.set_addr(addr);
-    }
-    Ok(info)
-}
-
-fn certificates(tls: &RedisTls) -> TlsCertificates {
-    TlsCertificates {
-        client_tls: tls
-            .client_identity
-            .as_ref()
-            .map(|(cert, key)| ClientTlsConfig {
-                client_cert: cert.clone(),
-                client_key: key.clone(),
-            }),
-        root_cert: tls.ca_pem.clone(),
-    }
-}
-
-/// Connection settings of every single-node connection: no response timeout on the
-/// connection itself, since every request is bounded by `request_timeout` around it, and
-/// the connect (with the script preload) by `connect_timeout`.
-pub(crate) fn async_config(connect_timeout: Duration) -> AsyncConnectionConfig {
-    AsyncConnectionConfig::new()
-        .set_connection_timeout(Some(connect_timeout))
-        .set_response_timeout(None)
-}
 
 /// How new connections are made.
 pub(crate) enum Connector {
@@ -162,6 +108,20 @@ impl Connector {
                 Ok(single(conn, script, source))
             }
         }
+    }
+}
+
+impl Dial for Connector {
+    fn paused(&self) -> bool {
+        Connector::paused(self)
+    }
+
+    fn connect(
+        &self,
+        script: &Script,
+        source: &'static str,
+    ) -> impl Future<Output = Result<Conn, String>> + Send {
+        Connector::connect(self, script, source)
     }
 }
 

@@ -27,6 +27,7 @@ mod conn;
 mod connect;
 mod health;
 mod pipeline;
+mod quota;
 mod reset;
 mod script;
 mod sentinel;
@@ -48,6 +49,7 @@ pub use config::{
 use conn::{Backoff, Conn, Ring};
 use connect::Connector;
 use health::Refusals;
+pub use quota::{QUOTA_SCRIPT, quota_key};
 pub use script::SCRIPT;
 use script::{CallContext, Invocation, Mode};
 

@@ -24,9 +24,10 @@ use futures::StreamExt;
 use parking_lot::Mutex;
 use tokio_util::sync::CancellationToken;
 
-use super::config::{RedisConfig, RedisConfigError, RedisTls, SentinelConfig};
+use super::config::{
+    RedisConfig, RedisConfigError, RedisTls, SentinelConfig, async_config, connection_info,
+};
 use super::conn::Ring;
-use super::connect::{async_config, connection_info};
 
 /// Longest pause after `+try-failover` without an end event (a lost event must not stop the
 /// store for good); after it the sentinels' answer is trusted again.

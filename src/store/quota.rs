@@ -1,0 +1,188 @@
+//! Quota subscriptions (RLQS): who is subscribed to which bucket, with what demand and
+//! share, and what was reported allowed in the rule's current window. Shared by every
+//! replica on Redis (one script call per report batch, `lua/quota.lua`), in process on the
+//! memory store (a single instance).
+//!
+//! A subscription expires `ttl_ms` after its last report (the lifetime of the assignment it
+//! got), so the subscribers of a replica that died age out and their shares go back to the
+//! others; a stream that ends leaves at once ([`QuotaStore::leave`]). Shares are computed by
+//! [`quota::settle`] (mirrored in the script) while the bucket's state is held, so the
+//! shares outstanding never add up to more than the limit.
+
+use std::collections::HashMap;
+use std::future::Future;
+use std::sync::Arc;
+
+use parking_lot::Mutex;
+
+use super::{Backend, StoreError};
+use crate::limit::{Clock, StateTag};
+use crate::quota::{self, Grant, Others, Policy};
+
+/// One bucket of a report batch.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct QuotaReport {
+    /// The bucket's state identity (the matched rule's state tag).
+    pub bucket: StateTag,
+    /// Requests per window of the bucket's rule.
+    pub limit: u64,
+    pub window_ms: u64,
+    /// Requests reported allowed since the last report.
+    pub allowed: u64,
+    /// Thousandths of a request per second ([`quota::demand_milli`]).
+    pub demand: u64,
+    /// The share the subscriber's Envoy holds now (0: none).
+    pub held: u64,
+}
+
+/// A subscriber and the settings its reports are settled with.
+#[derive(Clone, Copy, Debug)]
+pub struct Subscriber<'a> {
+    /// Unique across replicas and streams.
+    pub id: &'a str,
+    /// How long the subscription lives without a report.
+    pub ttl_ms: u64,
+    pub policy: Policy,
+}
+
+/// Subscriptions and shares of quota buckets.
+pub trait QuotaStore: Send + Sync {
+    /// Subscribe (or refresh) `sub` to every bucket of `reports`, record the usage, and
+    /// append one [`Grant`] per report to `out`, in order. One round trip.
+    fn report(
+        &self,
+        sub: Subscriber<'_>,
+        reports: &[QuotaReport],
+        out: &mut Vec<Grant>,
+    ) -> impl Future<Output = Result<(), StoreError>> + Send;
+
+    /// Unsubscribe `sub` from `buckets` (its stream ended or abandoned them).
+    fn leave(
+        &self,
+        sub: &str,
+        buckets: &[StateTag],
+    ) -> impl Future<Output = Result<(), StoreError>> + Send;
+}
+
+impl QuotaStore for Backend {
+    async fn report(
+        &self,
+        sub: Subscriber<'_>,
+        reports: &[QuotaReport],
+        out: &mut Vec<Grant>,
+    ) -> Result<(), StoreError> {
+        match self {
+            Backend::Memory(s) => {
+                s.quota().report(sub, reports, out);
+                Ok(())
+            }
+            Backend::Redis(s) => s.quota_report(sub, reports, out).await,
+            // Quota state is not per second: it lives on the main Redis.
+            Backend::RedisPerSecond(p) => p.main.quota_report(sub, reports, out).await,
+        }
+    }
+
+    async fn leave(&self, sub: &str, buckets: &[StateTag]) -> Result<(), StoreError> {
+        match self {
+            Backend::Memory(s) => {
+                s.quota().leave(sub, buckets);
+                Ok(())
+            }
+            Backend::Redis(s) => s.quota_leave(sub, buckets).await,
+            Backend::RedisPerSecond(p) => p.main.quota_leave(sub, buckets).await,
+        }
+    }
+}
+
+/// One subscriber's entry in a bucket.
+#[derive(Clone, Copy, Debug)]
+struct Entry {
+    demand: u64,
+    assigned: u64,
+    expires_ms: u64,
+}
+
+#[derive(Debug, Default)]
+struct Bucket {
+    subs: HashMap<Box<str>, Entry>,
+    window_start: u64,
+    window_end: u64,
+    /// Allowed in the window: kept after every subscriber left, until the window ends (as
+    /// the Redis hash lives until then).
+    used: u64,
+}
+
+/// The memory store's subscriptions: one map under one lock (reports come every few
+/// seconds per Envoy, not per request).
+pub struct MemoryQuota {
+    clock: Arc<dyn Clock>,
+    buckets: Mutex<HashMap<StateTag, Bucket>>,
+}
+
+impl MemoryQuota {
+    pub fn new(clock: Arc<dyn Clock>) -> MemoryQuota {
+        MemoryQuota {
+            clock,
+            buckets: Mutex::new(HashMap::new()),
+        }
+    }
+
+    pub fn report(&self, sub: Subscriber<'_>, reports: &[QuotaReport], out: &mut Vec<Grant>) {
+        let now = self.clock.now_ms();
+        let mut buckets = self.buckets.lock();
+        for r in reports {
+            let b = buckets.entry(r.bucket).or_default();
+            b.subs.retain(|id, e| &**id == sub.id || e.expires_ms > now);
+            let mut others = Others::default();
+            for (id, e) in &b.subs {
+                if &**id != sub.id {
+                    others.count += 1;
+                    others.demand += e.demand;
+                    others.assigned += e.assigned;
+                }
+            }
+            let window = r.window_ms.max(1);
+            let start = now - now % window;
+            if b.window_start != start {
+                b.window_start = start;
+                b.used = 0;
+            }
+            b.window_end = start + window;
+            b.used = b.used.saturating_add(r.allowed);
+            let share = quota::settle(r.limit, others, r.demand, r.held, sub.policy);
+            b.subs.insert(
+                sub.id.into(),
+                Entry {
+                    demand: r.demand,
+                    assigned: share,
+                    expires_ms: now + sub.ttl_ms,
+                },
+            );
+            out.push(Grant {
+                share,
+                subscribers: others.count + 1,
+                used: b.used,
+                window_end_ms: start + window,
+            });
+        }
+    }
+
+    pub fn leave(&self, sub: &str, tags: &[StateTag]) {
+        let mut buckets = self.buckets.lock();
+        for t in tags {
+            if let Some(b) = buckets.get_mut(t) {
+                b.subs.remove(sub);
+            }
+        }
+    }
+
+    /// Drop buckets whose every subscription expired or left and whose window ended (the
+    /// memory store's sweep).
+    pub fn sweep(&self) {
+        let now = self.clock.now_ms();
+        self.buckets.lock().retain(|_, b| {
+            b.subs.retain(|_, e| e.expires_ms > now);
+            !b.subs.is_empty() || now < b.window_end
+        });
+    }
+}
