@@ -116,7 +116,9 @@ fn redis_capacity_runs_sluice_and_both_baselines_against_one_redis() {
         // The debug build under a parallel test suite: no request may miss its deadline.
         .env("TIMEOUT", "2s")
         .env("FORMAT", "md")
-        .env_remove("CALLGRIND")
+        // Two plain passes (the figures are medians over them), no callgrind pass (slow).
+        .env("REPEAT", "2")
+        .env("CALLGRIND", "0")
         .output()
         .expect("run scripts/redis-capacity.sh");
     let stdout = String::from_utf8_lossy(&out.stdout);
@@ -168,4 +170,24 @@ fn redis_capacity_runs_sluice_and_both_baselines_against_one_redis() {
         stdout.contains("| what | D=1 (INFO cpu) | D=2 (INFO cpu) |"),
         "{stdout}"
     );
+    // The targets' table: each sluice row as a ratio to the reference pair of the same run.
+    assert!(
+        stdout
+            .contains("| algorithm | D | Redis CPU µs/check (INFO cpu) | × reference | × script |"),
+        "{stdout}"
+    );
+    for d in [1, 2] {
+        let line = format!("| fixed_window | {d} | ");
+        let row = stdout
+            .lines()
+            .find(|l| l.starts_with(&line))
+            .unwrap_or_else(|| panic!("no ratio row for D={d}: {stdout}"));
+        let ratio: f64 = row
+            .split(" | ")
+            .nth(3)
+            .and_then(|c| c.trim_end_matches('×').parse().ok())
+            .unwrap_or_else(|| panic!("no ratio in {row:?}"));
+        assert!(ratio > 0.0, "{stdout}");
+    }
+    assert!(stdout.contains("| reference pair | – | "), "{stdout}");
 }

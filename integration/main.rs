@@ -21,6 +21,7 @@ mod redis_binary;
 mod redis_conn;
 mod redis_store;
 mod redis_vs_native;
+mod reference_keys;
 mod reload;
 mod rlqs;
 mod schema;

@@ -7,6 +7,7 @@
 mod algorithms;
 mod cluster;
 mod keys;
+mod merging;
 mod ops;
 mod pre_redis7;
 mod protocol;

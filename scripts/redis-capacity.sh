@@ -13,15 +13,24 @@
 #   - a minimal INCRBY + PEXPIRE Lua script (SCRIPT LOAD, then EVALSHA pipelined x16 by
 #     redis-benchmark), the floor for any scripted check;
 #
-# and, with CALLGRIND=1, a second pass with redis-server under valgrind --tool=callgrind:
+# and, when valgrind is installed (CALLGRIND=auto, the default) or with CALLGRIND=1, a
+# callgrind pass with redis-server under valgrind --tool=callgrind:
 # instructions Redis executes per check (zeroed after each warm-up, dumped after the measured
 # load: sockets, parsing, scripts, everything). Instructions do not depend on how loaded the
 # machine is; INFO cpu and throughput do. Microseconds from instructions use IPUS (default
 # 11 700 instructions per µs, the conversion BENCHMARKS.md states), and a Redis core's
 # capacity is 1e6 / (µs per check).
 #
-#   scripts/redis-capacity.sh                    # every algorithm at D=1 and 4, ~2 min
-#   CALLGRIND=1 scripts/redis-capacity.sh        # plus the callgrind pass, ~3 min in all
+# The plain pass runs REPEAT times (default 3: a fresh Redis and sluice each time); every
+# figure it prints is the median over the repeats. Last comes the table the targets are set
+# in (issue 18): per algorithm and D, Redis CPU per check divided by the reference pair's
+# measured in the same repeat (median of those ratios), by INFO cpu and, from the callgrind
+# pass, by instructions, next to the same ratio for the minimal script. The callgrind pass
+# runs once (instruction counts do not drift with the machine's load; it takes ~2 min more).
+#
+#   scripts/redis-capacity.sh                    # every algorithm at D=1 and 4, 3 repeats,
+#                                                # then callgrind: ~9 min
+#   CALLGRIND=0 REPEAT=1 scripts/redis-capacity.sh   # one plain pass only, ~2 min
 #   CALLGRIND=only CG_N=500 scripts/redis-capacity.sh
 #   FORMAT=md scripts/redis-capacity.sh          # markdown tables, ready for BENCHMARKS.md
 #   ALGOS=gcra DESCRIPTORS="1 16" BASELINES=none DURATION=3s scripts/redis-capacity.sh
@@ -33,7 +42,9 @@
 #   DURATION     measured time per sluice run [8s]; N=requests instead of a duration
 #   WARMUP       warm-up per sluice run [1s] (with N: N/4+100 requests)
 #   BENCH_N      redis-benchmark operations per baseline command [200000]
-#   CALLGRIND    empty: plain pass only; 1: plain pass then callgrind pass; only: callgrind
+#   REPEAT       plain passes, medians over them [3]
+#   CALLGRIND    auto: as 1 when valgrind is installed, else as 0 [auto]; empty or 0: plain
+#                pass only; 1: plain passes then callgrind pass; only: callgrind
 #   CG_N, CG_BENCH_N  requests per sluice run and operations per baseline command under
 #                callgrind [1000, 10000]
 #   CG_KEYS      keys under callgrind [as many as keep the plain pass's hits per key per
@@ -52,7 +63,8 @@ cd "$(dirname "$0")/.."
 ALGOS=${ALGOS:-fixed_window sliding_window sliding_log token_bucket leaky_bucket gcra}
 DESCRIPTORS=${DESCRIPTORS:-1 4}
 BASELINES=${BASELINES:-reference script}
-CALLGRIND=${CALLGRIND:-}
+CALLGRIND=${CALLGRIND-auto}
+REPEAT=${REPEAT:-3}
 DURATION=${DURATION:-8s}
 N=${N:-}
 WARMUP=${WARMUP:-1s}
@@ -81,10 +93,20 @@ need redis-cli "apt-get install -y redis-tools"
 need python3 "apt-get install -y python3"
 need curl "apt-get install -y curl"
 [ -n "$BASELINES" ] && need redis-benchmark "apt-get install -y redis-tools"
+case "$REPEAT" in '' | *[!0-9]* | 0) die "REPEAT must be a positive integer (got '$REPEAT')" ;; esac
+if [ "$CALLGRIND" = auto ]; then
+    if command -v valgrind >/dev/null 2>&1 && command -v callgrind_control >/dev/null 2>&1; then
+        CALLGRIND=1
+    else
+        say "valgrind not found: no callgrind pass (apt-get install -y valgrind)"
+        CALLGRIND=0
+    fi
+fi
+PLAINS=$(for r in $(seq "$REPEAT"); do printf 'plain:%s ' "$r"; done)
 case "$CALLGRIND" in
-"" | 0) PASSES=plain ;;
-1) PASSES="plain callgrind" ;;
-only) PASSES=callgrind ;;
+"" | 0) PASSES=$PLAINS ;;
+1) PASSES="$PLAINS callgrind:1" ;;
+only) PASSES=callgrind:1 ;;
 *) die "CALLGRIND must be empty, 1 or only (got '$CALLGRIND')" ;;
 esac
 case "$PASSES" in *callgrind*)
@@ -93,7 +115,7 @@ case "$PASSES" in *callgrind*)
     ;;
 esac
 case "$FORMAT" in text | md) ;; *) die "FORMAT must be text or md (got '$FORMAT')" ;; esac
-if [ -n "$ALGOS" ]; then
+if [ -n "${ALGOS// /}" ]; then
     [ -x "$SLUICE" ] || die "no sluice binary at $SLUICE (nice cargo build --release --bin sluice --example loadgen, or set SLUICE)"
     [ -x "$LOADGEN" ] || die "no load generator at $LOADGEN (nice cargo build --release --bin sluice --example loadgen, or set LOADGEN)"
 fi
@@ -244,7 +266,7 @@ callgrind_keys() {
 import json, os, sys
 path, warm, name, d, keys = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]), int(sys.argv[5])
 plain = [json.loads(l) for l in open(path)] if os.path.exists(path) else []
-plain = [r for r in plain if r["pass"] == "plain" and r["kind"] == "sluice" and r["name"] == name and r["d"] == d]
+plain = [r for r in plain if r["pass"] == "plain" and r["rep"] == 1 and r["kind"] == "sluice" and r["name"] == name and r["d"] == d]
 if not plain or plain[0]["rps"] <= 0:
     print(keys)
 else:
@@ -314,10 +336,10 @@ measure_baseline() {
 
 # One JSON line per measured window into records.jsonl.
 record() {
-    python3 - "$PASS" "$@" "$CPU0" "$CPU1" "$T0" "$T1" "$CG_INSTR" "$(getconf CLK_TCK)" \
+    python3 - "$PASS" "$REP" "$@" "$CPU0" "$CPU1" "$T0" "$T1" "$CG_INSTR" "$(getconf CLK_TCK)" \
         "$OUT/commandstats" >>"$OUT/records.jsonl" <<'PY'
 import json, sys
-(pass_, kind, name, d, load, s0, s1, keys, cpu0, cpu1, t0, t1, instr, hz, cs) = sys.argv[1:]
+(pass_, rep, kind, name, d, load, s0, s1, keys, cpu0, cpu1, t0, t1, instr, hz, cs) = sys.argv[1:]
 d = int(d)
 stats = {}
 for line in open(cs):
@@ -330,7 +352,7 @@ work = {c: s for c, s in stats.items() if c not in ("info", "config", "config|re
 commands = sum(s["calls"] for s in work.values())
 failed = sum(s.get("failed_calls", 0) + s.get("rejected_calls", 0) for s in work.values())
 scripts = sum(work.get(c, {}).get("calls", 0) for c in ("evalsha", "eval", "evalsha_ro", "eval_ro", "fcall", "fcall_ro"))
-rec = {"pass": pass_, "kind": kind, "name": name, "d": d, "keys": int(keys), "instr": int(instr or 0),
+rec = {"pass": pass_, "rep": int(rep), "kind": kind, "name": name, "d": d, "keys": int(keys), "instr": int(instr or 0),
        "commands": commands, "script_calls": scripts, "failed": failed}
 (u0, k0), (u1, k1) = (map(float, c.split(",")) for c in (cpu0, cpu1))
 rec.update(redis_cpu_s=(u1 + k1) - (u0 + k0), redis_sys_s=k1 - k0, seconds=float(t1) - float(t0))
@@ -355,11 +377,12 @@ COMMIT=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)
 git diff --quiet HEAD -- 2>/dev/null || COMMIT="$COMMIT+changes"
 LOAD0=$(cut -d' ' -f1-3 /proc/loadavg)
 START=$(date +%s)
-for PASS in $PASSES; do
+for RUN in $PASSES; do
+    PASS=${RUN%%:*} REP=${RUN##*:}
     CG_INSTR=0
-    say "$PASS pass: starting redis-server"
+    say "$PASS pass $REP: starting redis-server"
     start_redis "$PASS"
-    if [ -n "$ALGOS" ]; then
+    if [ -n "${ALGOS// /}" ]; then
         if [ "$PASS" = callgrind ]; then
             # Redis is ~50x slower under valgrind: deadlines to match.
             start_sluice 30s
@@ -385,16 +408,16 @@ LOAD1=$(cut -d' ' -f1-3 /proc/loadavg)
 
 python3 - "$OUT/records.jsonl" "$FORMAT" "$IPUS" "$COMMIT" "$SLUICE" \
     "$(redis-server --version | grep -o 'v=[0-9.]*' | cut -d= -f2)" "$(nproc)" "$LOAD0" "$LOAD1" \
-    "$(($(date +%s) - START))" "$CONNECTIONS x $CONCURRENCY" "$KEYS" "$DESCRIPTORS" <<'PY'
-import json, sys
+    "$(($(date +%s) - START))" "$CONNECTIONS x $CONCURRENCY" "$KEYS" "$DESCRIPTORS" "$REPEAT" <<'PY'
+import json, statistics, sys
 (path, fmt, ipus, commit, sluice, redis_v, cpus, load0, load1, secs, load, keys,
- ds) = sys.argv[1:]
+ ds, repeat) = sys.argv[1:]
 ipus = float(ipus)
 ds = [int(d) for d in ds.split()]
 recs = [json.loads(l) for l in open(path)]
-rows = {}  # (kind, name, d) -> {"plain": rec, "callgrind": rec}
+rows = {}  # (kind, name, d) -> {"plain": [rec per repeat], "callgrind": [rec]}
 for r in recs:
-    rows.setdefault((r["kind"], r["name"], r["d"]), {})[r["pass"]] = r
+    rows.setdefault((r["kind"], r["name"], r["d"]), {}).setdefault(r["pass"], []).append(r)
 has_cg = any("callgrind" in v for v in rows.values())
 has_plain = any("plain" in v for v in rows.values())
 
@@ -407,8 +430,24 @@ def num(x, f="{:.0f}"):
 def k(x):
     return "–" if x is None else f"{x / 1000:.0f}k"
 
+def median(xs):
+    xs = [x for x in xs if x is not None]
+    return statistics.median(xs) if xs else None
+
 def derived(v):
-    p, c = v.get("plain"), v.get("callgrind")
+    """One table row: each figure the median of the plain repeats' (callgrind: one pass)."""
+    c = (v.get("callgrind") or [None])[0]
+    outs = [derived1(p, c) for p in v.get("plain") or [None]]
+    out = {}
+    for key in outs[0]:
+        vals = [o.get(key) for o in outs]
+        if all(isinstance(x, (int, float)) or x is None for x in vals) and key != "d":
+            out[key] = median(vals)
+        else:
+            out[key] = outs[0][key]
+    return out
+
+def derived1(p, c):
     any_ = p or c
     out = {"what": LABEL.get(any_["kind"], any_["name"]),
            "d": any_["d"] if any_["kind"] == "sluice" else None}
@@ -507,4 +546,63 @@ else:
     print(side + "\n")
     print("checks per second per Redis core (1e6 / Redis us per check):")
     print(cap)
+
+# The targets' table: Redis CPU per check / the reference pair's, in the same repeat (INFO
+# cpu: median of the per-repeat ratios) or the same callgrind pass (instructions).
+def per_rep(kind, name, d):
+    v = rows.get((kind, name, d), {})
+    return {p["rep"]: p["redis_cpu_s"] / max(p["checks"], 1) * 1e6 for p in v.get("plain", [])}
+
+def cg(kind, name, d):
+    v = rows.get((kind, name, d), {}).get("callgrind")
+    return v[0]["instr"] / max(v[0]["checks"], 1) if v else None
+
+ref, scr = per_rep("reference", "reference", 1), per_rep("script", "script", 1)
+ref_cg, scr_cg = cg("reference", "reference", 1), cg("script", "script", 1)
+
+def ratio(a, b):
+    return median([a[r] / b[r] for r in a if r in b and b[r] > 0])
+
+def x(v):
+    return "–" if v is None else f"{v:.2f}×"
+
+if ref or ref_cg:
+    heads = ["algorithm", "D"]
+    if has_plain:
+        heads += ["Redis CPU µs/check (INFO cpu)", "× reference", "× script"]
+    if has_cg:
+        heads += ["Redis instructions/check", "× reference (callgrind)", "× script (callgrind)"]
+    body = []
+    sluice_names = []
+    for (kind, name, d) in rows:
+        if kind == "sluice" and name not in sluice_names:
+            sluice_names.append(name)
+    for name in sluice_names:
+        for d in ds:
+            if (("sluice", name, d)) not in rows:
+                continue
+            row = [name, str(d)]
+            if has_plain:
+                mine = per_rep("sluice", name, d)
+                row += [num(median(mine.values()), "{:.2f}"), x(ratio(mine, ref)), x(ratio(mine, scr))]
+            if has_cg:
+                i = cg("sluice", name, d)
+                row += [k(i), x(i / ref_cg if i is not None and ref_cg else None),
+                        x(i / scr_cg if i is not None and scr_cg else None)]
+            body.append(row)
+    for kind, label in (("reference", "reference pair"), ("script", "minimal script")):
+        if (kind, kind, 1) in rows:
+            row = [label, "–"]
+            if has_plain:
+                mine = per_rep(kind, kind, 1)
+                row += [num(median(mine.values()), "{:.2f}"), x(ratio(mine, ref)), x(ratio(mine, scr))]
+            if has_cg:
+                i = cg(kind, kind, 1)
+                row += [k(i), x(i / ref_cg if i is not None and ref_cg else None),
+                        x(i / scr_cg if i is not None and scr_cg else None)]
+            body.append(row)
+    note = (f"Redis CPU per check ÷ the reference's INCRBY + EXPIRE pair's in the same run "
+            f"(INFO cpu: median over {repeat} repeat(s) of the per-repeat ratio):")
+    print("\n" + note + "\n")
+    print(table(heads, body))
 PY

@@ -77,6 +77,9 @@ pub struct DecisionSettings {
     pub headers: HeaderSettings,
     pub dynamic_metadata: bool,
     pub limits: RequestLimits,
+    /// `--redis-reference-keys`: plans carry envoyproxy/ratelimit's cache key of each
+    /// descriptor, for the Redis store (see `store/redis/reference.rs`).
+    pub reference_keys: bool,
 }
 
 impl Default for DecisionSettings {
@@ -89,6 +92,7 @@ impl Default for DecisionSettings {
             headers: HeaderSettings::default(),
             dynamic_metadata: false,
             limits: RequestLimits::default(),
+            reference_keys: false,
         }
     }
 }

@@ -42,6 +42,7 @@ async fn ask<S: Store>(
         refund: false,
         shadow: false,
         quota: false,
+        reference_key: None,
     })];
     let d: Decision = limiter::decide(&*env.store, None, &plans, Modes::default())
         .await

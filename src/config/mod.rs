@@ -31,6 +31,7 @@ mod metadata;
 mod raw;
 mod scalars;
 mod stats;
+pub use stats::override_reference_cache_key;
 mod trace;
 mod tree;
 mod validate;

@@ -53,6 +53,20 @@ impl<'a> Match<'a> {
         )
     }
 
+    /// envoyproxy/ratelimit's cache key without its prefix and window start:
+    /// `domain + "_" + Σ(key + "_" + value + "_")`, with the pattern in place of the value at
+    /// `share_threshold` levels, as [`Match::tag`] (their `src/limiter/cache_key.go`).
+    pub fn reference_cache_key<E: EntryRef>(&self, entries: &[E]) -> Vec<u8> {
+        let values = entries.iter().enumerate().map(|(i, e)| {
+            let v = match self.shared(i) {
+                Some(node) => node.shared_value(e.key()),
+                None => e.value(),
+            };
+            (e.key(), v)
+        });
+        reference_cache_key(self.domain.name(), values)
+    }
+
     pub(super) fn stats<E: EntryRef>(&self, entries: &[E]) -> Cow<'a, str> {
         let Some(leaf) = self.leaf() else {
             return Cow::Borrowed(&self.rule.full_key);
@@ -186,4 +200,28 @@ pub(super) fn dump(config: &RateLimitConfig) -> String {
     }
     lines.sort();
     lines.iter().map(|l| format!("{l}\n")).collect()
+}
+
+/// `domain + "_" + Σ(key + "_" + value + "_")`: envoyproxy/ratelimit's cache key without its
+/// prefix and window start (`--redis-reference-keys`).
+pub fn reference_cache_key<'e>(
+    domain: &str,
+    entries: impl Iterator<Item = (&'e [u8], &'e [u8])>,
+) -> Vec<u8> {
+    let mut key = Vec::with_capacity(domain.len() + 32);
+    key.extend_from_slice(domain.as_bytes());
+    key.push(b'_');
+    for (k, v) in entries {
+        key.extend_from_slice(k);
+        key.push(b'_');
+        key.extend_from_slice(v);
+        key.push(b'_');
+    }
+    key
+}
+
+/// envoyproxy/ratelimit's cache key of a request-supplied `limit` override, without prefix
+/// and window start: domain + entries as sent.
+pub fn override_reference_cache_key<E: EntryRef>(domain: &str, entries: &[E]) -> Vec<u8> {
+    reference_cache_key(domain, entries.iter().map(|e| (e.key(), e.value())))
 }

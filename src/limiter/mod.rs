@@ -66,6 +66,9 @@ pub struct Metered<'a> {
     pub shadow: bool,
     /// Per-rule `quota_mode` (or global quota mode).
     pub quota: bool,
+    /// With `--redis-reference-keys`: envoyproxy/ratelimit's cache key of the descriptor,
+    /// without prefix and window start (see [`Store::run_keyed`]); `None` otherwise.
+    pub reference_key: Option<Box<[u8]>>,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -187,7 +190,16 @@ pub async fn decide<S: Store + ?Sized>(
     let sent: usize = checks.iter().map(|c| c.limits.len()).sum();
     let mut fresh = Vec::with_capacity(sent);
     if !checks.is_empty() {
-        store.run_with(&checks, charge, &mut fresh).await?;
+        if metered().any(|l| l.reference_key.is_some()) {
+            let keys: Vec<Option<&[u8]>> = metered()
+                .enumerate()
+                .filter(|&(i, _)| !is_cached(i))
+                .map(|(_, l)| l.reference_key.as_deref())
+                .collect();
+            store.run_keyed(&checks, &keys, charge, &mut fresh).await?;
+        } else {
+            store.run_with(&checks, charge, &mut fresh).await?;
+        }
     }
     if fresh.len() != sent {
         return Err(StoreError::Backend(format!(

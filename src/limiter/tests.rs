@@ -36,6 +36,7 @@ fn limited<'a>(limits: &'a [LimitSpec], shadow: bool, quota: bool) -> Plan<'a> {
         refund: false,
         shadow,
         quota,
+        reference_key: None,
     })
 }
 
@@ -257,6 +258,7 @@ fn refunds_are_always_ok() {
         refund: true,
         shadow: false,
         quota: false,
+        reference_key: None,
     })];
     let d = compose(&plans, vec![ok(5, 0)], Modes::default());
     assert_eq!(st(&d, 0).code, Code::Ok);

@@ -71,6 +71,10 @@ fn redis(r: &RedisSettings, name: &'static str, tls: &RedisTls) -> Result<RedisS
     if let Some(p) = &r.key_prefix {
         cfg.key_prefix = p.clone();
     }
+    if r.reference_keys {
+        // Their CACHE_KEY_PREFIX as set (their default: none) before their keys.
+        cfg.reference_prefix = Some(r.key_prefix.clone().unwrap_or_default());
+    }
     match r.redis_type {
         RedisType::Single => cfg.url = r.urls.first().cloned().unwrap_or_default(),
         RedisType::Cluster => cfg.cluster_nodes = r.urls.clone(),

@@ -333,7 +333,12 @@ impl RateLimitService {
             Vec::new()
         };
         let decision = match &self.view {
-            Some(view) if view.options().fallback || batched.contains(&true) => {
+            // `--redis-reference-keys` counts under envoyproxy/ratelimit's keys, which the
+            // view's write-backs do not know: it keeps every decision strict.
+            Some(view)
+                if !self.settings.reference_keys
+                    && (view.options().fallback || batched.contains(&true)) =>
+            {
                 limiter::decide_with_view(
                     &*self.store,
                     self.cache.as_ref(),

@@ -42,6 +42,10 @@ impl RateLimitService {
                 refund: d.is_negative_hits,
                 shadow: false,
                 quota: self.settings.quota_mode,
+                reference_key: self
+                    .settings
+                    .reference_keys
+                    .then(|| config::override_reference_cache_key(domain_name, &d.entries).into()),
             });
             let key = config::override_stats_key(domain_name, &d.entries);
             return Ok((
@@ -65,6 +69,10 @@ impl RateLimitService {
                 refund: d.is_negative_hits,
                 shadow: m.rule.shadow_mode,
                 quota: m.rule.quota_mode || self.settings.quota_mode,
+                reference_key: self
+                    .settings
+                    .reference_keys
+                    .then(|| m.reference_cache_key(&d.entries).into()),
             })
         };
         Ok((

@@ -61,6 +61,7 @@ pub(super) fn resolve(args: &ServeArgs, env: Env<'_>) -> Result<Settings, Settin
     s.redis = resolve_redis(&args.redis, env)?;
 
     let d = &mut s.decision;
+    d.reference_keys = s.redis.as_ref().is_some_and(|r| r.reference_keys);
     d.shadow_mode = match args.shadow_mode {
         Some(b) => b,
         None => bool_var(env, "SHADOW_MODE")?.unwrap_or(false),

@@ -47,6 +47,11 @@ pub struct RedisArgs {
     /// Clock the Redis scripts use [default: redis]
     #[arg(long, value_name = "redis|local", value_parser = parse_time_source, env = "SLUICE_REDIS_TIME_SOURCE")]
     pub redis_time_source: Option<TimeSource>,
+    /// Count envoy-compatible fixed windows exactly as envoyproxy/ratelimit does, with its
+    /// pipelined INCRBY + EXPIRE under its key names, so both can share one Redis during a
+    /// migration; requires --redis-time-source local [default: false]
+    #[arg(long, num_args = 0..=1, default_missing_value = "true", env = "SLUICE_REDIS_REFERENCE_KEYS")]
+    pub redis_reference_keys: Option<bool>,
     /// Prefix of every Redis key [default: sluice:] (also CACHE_KEY_PREFIX)
     #[arg(long, value_name = "PREFIX", env = "SLUICE_CACHE_KEY_PREFIX")]
     pub cache_key_prefix: Option<String>,
@@ -135,6 +140,8 @@ pub struct RedisSettings {
     pub time_source: TimeSource,
     /// `None`: the store's default (`sluice:`).
     pub key_prefix: Option<String>,
+    /// `--redis-reference-keys` (time source local, no per-second Redis).
+    pub reference_keys: bool,
     pub tls: RedisTlsFiles,
     pub refusal_grace: Duration,
     /// The Redis of per-second limits (`REDIS_PERSECOND`); it shares the key prefix, time
@@ -226,11 +233,30 @@ pub(super) fn resolve_redis(
         connect_timeout,
         time_source: args.redis_time_source.unwrap_or(TimeSource::Redis),
         key_prefix,
+        reference_keys: args.redis_reference_keys.unwrap_or(false),
         tls: tls_files(args, env)?,
         refusal_grace,
         per_second: None,
     };
     settings.per_second = per_second(args, env, &settings)?.map(Box::new);
+    if settings.reference_keys {
+        // Their clock is the server's own: a count shared with their pods must start its
+        // windows at the same instants, which the Redis clock inside a script would not.
+        if settings.time_source != TimeSource::Local {
+            return Err(err(
+                "--redis-reference-keys",
+                "requires --redis-time-source local (envoyproxy/ratelimit reads its own \
+                 clock, so windows shared with it must be timed by sluice's)",
+            ));
+        }
+        if settings.per_second.is_some() {
+            return Err(err(
+                "--redis-reference-keys",
+                "is not supported with a per-second Redis (--redis-per-second-url, \
+                 REDIS_PERSECOND)",
+            ));
+        }
+    }
     check_tls(&settings)?;
     Ok(Some(settings))
 }

@@ -88,6 +88,21 @@ pub trait Store: Send + Sync + 'static {
         self.run_with(checks, Charge::Each, out)
     }
 
+    /// [`Store::run_with`], with envoyproxy/ratelimit's cache key of each check (without
+    /// prefix and window start; `keys[i]` is `checks[i]`'s, `None` for none): a Redis store
+    /// with `--redis-reference-keys` counts the checks that qualify as theirs does, under
+    /// their keys (`store/redis/reference.rs`). Any other store ignores the keys.
+    fn run_keyed(
+        &self,
+        checks: &[Check<'_>],
+        keys: &[Option<&[u8]>],
+        charge: Charge,
+        out: &mut Vec<LimitResult>,
+    ) -> impl Future<Output = Result<(), StoreError>> + Send {
+        let _ = keys;
+        self.run_with(checks, charge, out)
+    }
+
     /// Forget the state of `limits` for the descriptor `tag`, counters and penalty locks
     /// alike, so its next check starts fresh (the admin listener's `DELETE`). Returns how
     /// many stored entries went: limit states in memory (a penalty lock belongs to its
@@ -182,6 +197,19 @@ impl Store for Backend {
             Backend::Memory(s) => s.write_back(checks, out).await,
             Backend::Redis(s) => Box::pin(s.write_back(checks, out)).await,
             Backend::RedisPerSecond(s) => Box::pin(s.write_back(checks, out)).await,
+        }
+    }
+
+    async fn run_keyed(
+        &self,
+        checks: &[Check<'_>],
+        keys: &[Option<&[u8]>],
+        charge: Charge,
+        out: &mut Vec<LimitResult>,
+    ) -> Result<(), StoreError> {
+        match self {
+            Backend::Redis(s) => Box::pin(s.run_keyed(checks, keys, charge, out)).await,
+            _ => self.run_with(checks, charge, out).await,
         }
     }
 

@@ -43,6 +43,7 @@ impl Lab {
             refund,
             shadow: false,
             quota: false,
+            reference_key: None,
         })];
         decide(&self.store, Some(&self.cache), &plans, Modes::default())
             .await

@@ -154,3 +154,38 @@ fn redis_tls_files_need_a_tls_connection() {
         "{e}"
     );
 }
+
+#[test]
+fn reference_keys_need_the_local_clock() {
+    let s = serve(
+        &["--redis-reference-keys", "--redis-time-source", "local"],
+        &[("REDIS_URL", "r:6379")],
+    )
+    .unwrap();
+    assert!(s.redis.as_ref().unwrap().reference_keys);
+    assert!(s.decision.reference_keys);
+    let s = serve(
+        &["--redis-time-source", "local"],
+        &[("REDIS_URL", "r:6379")],
+    )
+    .unwrap();
+    assert!(!s.decision.reference_keys);
+    let e = serve(&["--redis-reference-keys"], &[("REDIS_URL", "r:6379")])
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("--redis-reference-keys") && e.contains("--redis-time-source local"),
+        "{e}"
+    );
+    let e = serve(
+        &["--redis-reference-keys", "--redis-time-source", "local"],
+        &[
+            ("REDIS_URL", "r:6379"),
+            ("REDIS_PERSECOND", "true"),
+            ("REDIS_PERSECOND_URL", "s:6379"),
+        ],
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(e.contains("per-second"), "{e}");
+}

@@ -10,16 +10,33 @@
 //! Redis as the largest single costs.
 //!
 //! A request is still exactly one round trip: its calls always travel in one pipeline.
+//!
+//! Within the pipeline, calls of different requests that charge each check by its own
+//! decision (the default: no stop-increment) and share a `now` are merged into ONE script
+//! call, up to [`MERGE_REQUESTS`] requests and [`MERGE_LIMITS`] limits: every script call
+//! pays a fixed price in Redis (dispatch, `TIME`, unpacking its arguments) before any work,
+//! and at one descriptor per request that price was most of the cost. Each check is still
+//! decided atomically and all-or-nothing over its limits, as in a call of its own; the
+//! reply is cut back into each request's share. Only what is already queued is merged: no
+//! request waits for others.
 
 use deadpool_redis::redis::aio::MultiplexedConnection;
 use deadpool_redis::redis::{ErrorKind, RedisError, Value};
 use tokio::sync::{mpsc, oneshot};
 
+use super::merge;
 use super::pipeline;
 use super::script::Invocation;
 
 /// Most calls in one pipeline, so one batch never holds Redis for long.
 const MAX_CALLS: usize = 256;
+
+/// Most requests' calls merged into one script call.
+const MERGE_REQUESTS: usize = 16;
+
+/// Most limits in one merged script call (twice a lone request's split size,
+/// `calls::MAX_LIMITS_PER_CALL`): bounded work per call, so none holds Redis for long.
+const MERGE_LIMITS: usize = 32;
 
 /// A batch that has not been answered after this long is abandoned with its connection (a
 /// paused or partitioned server): its requests timed out long ago.
@@ -85,18 +102,23 @@ async fn run(
         if jobs.is_empty() {
             continue;
         }
-        let mut calls = Vec::with_capacity(count);
-        let mut sizes = Vec::with_capacity(jobs.len());
-        for job in &mut jobs {
-            sizes.push(job.calls.len());
-            calls.append(&mut job.calls);
-        }
+        let (calls, parts) = merged(&mut jobs);
         let sent = pipeline::evalsha_all(&mut conn, &sha, source, &calls);
         match tokio::time::timeout(STALL_LIMIT, sent).await {
             Ok(Ok(values)) if values.len() == calls.len() => {
-                let mut values = values.into_iter();
-                for (job, size) in jobs.into_iter().zip(sizes) {
-                    let _ = job.reply.send(Ok(values.by_ref().take(size).collect()));
+                let mut per_job: Vec<Vec<Value>> = jobs.iter().map(|_| Vec::new()).collect();
+                for (value, part) in values.into_iter().zip(parts) {
+                    if let [(job, _)] = part[..] {
+                        per_job[job].push(value);
+                        continue;
+                    }
+                    let limits: Vec<usize> = part.iter().map(|&(_, k)| k).collect();
+                    for ((job, _), v) in part.into_iter().zip(merge::split_reply(value, &limits)) {
+                        per_job[job].push(v);
+                    }
+                }
+                for (job, values) in jobs.into_iter().zip(per_job) {
+                    let _ = job.reply.send(Ok(values));
                 }
             }
             Ok(Ok(values)) => {
@@ -116,6 +138,53 @@ async fn run(
             }
         }
     }
+}
+
+/// The calls of `jobs` as sent, and for each the (job, limits) of the calls it does: calls
+/// that may merge (see [`Invocation::merges_with`]) and follow one another are merged, up to
+/// the bounds; a job's calls keep their order.
+fn merged(jobs: &mut [Job]) -> (Vec<Invocation>, Vec<Vec<(usize, usize)>>) {
+    let mut calls = Vec::new();
+    let mut parts: Vec<Vec<(usize, usize)>> = Vec::new();
+    let mut run: Vec<Invocation> = Vec::new();
+    let mut run_parts: Vec<(usize, usize)> = Vec::new();
+    let mut run_limits = 0;
+    let flush = |run: &mut Vec<Invocation>,
+                 run_parts: &mut Vec<(usize, usize)>,
+                 calls: &mut Vec<Invocation>,
+                 parts: &mut Vec<Vec<(usize, usize)>>| {
+        match run.len() {
+            0 => {}
+            1 => calls.append(run),
+            _ => {
+                calls.push(Invocation::merge(run));
+                run.clear();
+            }
+        }
+        if !run_parts.is_empty() {
+            parts.push(std::mem::take(run_parts));
+        }
+    };
+    for (j, job) in jobs.iter_mut().enumerate() {
+        for call in job.calls.drain(..) {
+            // Only other requests' calls: a request split over several calls stays split.
+            let joins = run.last().is_some_and(|last| {
+                run_parts.last().is_some_and(|&(other, _)| other != j)
+                    && last.merges_with(&call)
+                    && run.len() < MERGE_REQUESTS
+                    && run_limits + call.limits <= MERGE_LIMITS
+            });
+            if !joins {
+                flush(&mut run, &mut run_parts, &mut calls, &mut parts);
+                run_limits = 0;
+            }
+            run_limits += call.limits;
+            run_parts.push((j, call.limits));
+            run.push(call);
+        }
+    }
+    flush(&mut run, &mut run_parts, &mut calls, &mut parts);
+    (calls, parts)
 }
 
 /// Every job of a failed batch gets an equivalent error (`RedisError` is not `Clone`), with

@@ -103,6 +103,10 @@ pub struct RedisConfig {
     /// Consecutive request timeouts after which a connection is considered dead, provided
     /// nothing was answered on it for `breaker_timeouts × request_timeout` either.
     pub breaker_timeouts: u32,
+    /// `--redis-reference-keys`, with envoyproxy/ratelimit's `CACHE_KEY_PREFIX`: checks that
+    /// qualify are counted as theirs are, under their keys (see `reference.rs`). Local time
+    /// source only: with `TimeSource::Redis` it is ignored.
+    pub reference_prefix: Option<String>,
 }
 
 impl Default for RedisConfig {
@@ -123,6 +127,7 @@ impl Default for RedisConfig {
             reconnect_backoff_min: Duration::from_millis(50),
             reconnect_backoff_max: Duration::from_secs(2),
             breaker_timeouts: 3,
+            reference_prefix: None,
         }
     }
 }

@@ -26,8 +26,10 @@ mod config;
 mod conn;
 mod connect;
 mod health;
+mod merge;
 mod pipeline;
 mod quota;
+mod reference;
 mod reset;
 mod script;
 mod sentinel;
@@ -64,6 +66,8 @@ pub struct RedisStore {
     time_source: TimeSource,
     slack_ms: u64,
     prefix: String,
+    /// `--redis-reference-keys` (local time only): their `CACHE_KEY_PREFIX` (`reference.rs`).
+    reference_prefix: Option<String>,
     request_timeout: Duration,
     /// How long a `reset` (an admin command) may take.
     admin_timeout: Duration,
@@ -137,6 +141,9 @@ impl RedisStore {
             time_source: cfg.time_source,
             slack_ms: cfg.effective_slack_ms(),
             prefix: cfg.key_prefix,
+            reference_prefix: cfg
+                .reference_prefix
+                .filter(|_| cfg.time_source == TimeSource::Local),
             request_timeout: cfg.request_timeout,
             admin_timeout: cfg.connect_timeout + cfg.request_timeout,
             _stop: stop.drop_guard(),
@@ -339,6 +346,16 @@ impl Store for RedisStore {
     ) -> Result<(), StoreError> {
         self.run_within(checks, Charge::Each, out, self.admin_timeout)
             .await
+    }
+
+    async fn run_keyed(
+        &self,
+        checks: &[Check<'_>],
+        keys: &[Option<&[u8]>],
+        charge: Charge,
+        out: &mut Vec<LimitResult>,
+    ) -> Result<(), StoreError> {
+        self.run_reference(checks, keys, charge, out).await
     }
 
     async fn reset(&self, tag: StateTag, limits: &[LimitSpec]) -> Result<u64, StoreError> {

@@ -36,7 +36,7 @@ pub fn pre_redis7_script() -> &'static str {
 }
 
 /// Values per limit in the reply (after the leading `now_ms`).
-const REPLY_PER_LIMIT: usize = 6;
+pub(super) const REPLY_PER_LIMIT: usize = 6;
 
 /// Key of a limit's state: `<prefix>{<tag>}<suffix>`, plus `:h` for a `fixed_window` (its
 /// state is a hash since this layout: a key of the earlier string layout is left to expire,
@@ -94,7 +94,7 @@ pub enum Mode {
 }
 
 impl Mode {
-    fn arg(self) -> f64 {
+    pub(super) fn arg(self) -> f64 {
         match self {
             Mode::Each => 0.0,
             Mode::Stop => 1.0,

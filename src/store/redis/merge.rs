@@ -1,0 +1,202 @@
+//! Cross-request merging of script calls (see `batch.rs`): several requests' calls as one
+//! `EVALSHA`, and its reply cut back into theirs. A merged call is exactly the call
+//! `Invocation::new` would build over all their checks in order (the tests hold it to that),
+//! so the script needs nothing new.
+
+use deadpool_redis::redis::Value;
+
+use super::script::{Invocation, Mode, REPLY_PER_LIMIT};
+
+impl Invocation {
+    /// The call's numbers, unpacked.
+    fn numbers(&self) -> Vec<f64> {
+        self.args
+            .chunks_exact(8)
+            .map(|b| f64::from_le_bytes(b.try_into().unwrap_or([0; 8])))
+            .collect()
+    }
+
+    /// Whether this call may share one script call with another request's `other` (see
+    /// [`Invocation::merge`]): both charge each check by its own decision (a stop-increment,
+    /// held or dry call decides over all of its checks together) at the same `now` and slack.
+    pub fn merges_with(&self, other: &Invocation) -> bool {
+        let head = |c: &Invocation| -> Option<[u8; 24]> { c.args.get(..24)?.try_into().ok() };
+        let each = |c: &Invocation| c.args.get(16..24) == Some(&Mode::Each.arg().to_le_bytes());
+        each(self) && each(other) && head(self).is_some() && head(self) == head(other)
+    }
+
+    /// One call doing the work of `calls` (mode `Each`, one `now`: see
+    /// [`Invocation::merges_with`]), in order: their checks one after the other, their limit
+    /// groups shared where equal. Its reply holds theirs in order, see [`split_reply`].
+    #[allow(
+        clippy::cast_precision_loss,
+        clippy::cast_possible_truncation,
+        clippy::cast_sign_loss
+    )]
+    pub fn merge(calls: &[Invocation]) -> Invocation {
+        let mut groups: Vec<Vec<f64>> = Vec::new();
+        let mut checks: Vec<f64> = Vec::new();
+        let mut head = [0.0; 3];
+        let mut keys = Vec::with_capacity(calls.iter().map(|c| c.keys.len()).sum());
+        let mut limits = 0;
+        for call in calls {
+            let a = call.numbers();
+            if a.len() < 4 {
+                continue;
+            }
+            head.copy_from_slice(&a[..3]);
+            // This call's groups, by their index in the merged call.
+            let mut at = 4;
+            let mut index = Vec::new();
+            for _ in 0..a[3] as usize {
+                let k = a.get(at).copied().unwrap_or(0.0) as usize;
+                let end = (at + 1 + 7 * k).min(a.len());
+                let group = &a[at..end];
+                let g = match groups.iter().position(|x| x.as_slice() == group) {
+                    Some(g) => g,
+                    None => {
+                        groups.push(group.to_vec());
+                        groups.len() - 1
+                    }
+                };
+                index.push((g + 1) as f64);
+                at = end;
+            }
+            for pair in a[at..].chunks_exact(2) {
+                let (n, g) = (pair[0], pair[1]);
+                let i = (g.abs() as usize).saturating_sub(1);
+                let mapped = index.get(i).copied().unwrap_or(0.0);
+                checks.push(n);
+                checks.push(if g < 0.0 { -mapped } else { mapped });
+            }
+            keys.extend(call.keys.iter().cloned());
+            limits += call.limits;
+        }
+        let count = 4 + groups.iter().map(Vec::len).sum::<usize>() + checks.len();
+        let mut args = Vec::with_capacity(8 * count);
+        let mut put = |n: f64| args.extend_from_slice(&n.to_le_bytes());
+        head.into_iter().for_each(&mut put);
+        put(groups.len() as f64);
+        groups.iter().flatten().copied().for_each(&mut put);
+        checks.into_iter().for_each(&mut put);
+        Invocation { keys, args, limits }
+    }
+}
+
+/// The reply of a merged call ([`Invocation::merge`]) cut into the replies of the calls it
+/// merged, `limits[i]` limits each: `now_ms` then their own values. A reply that is not an
+/// array of the expected length (a script error, a malformed reply) goes to each as it is,
+/// for [`parse_reply`] to report.
+pub fn split_reply(value: Value, limits: &[usize]) -> Vec<Value> {
+    let total: usize = limits.iter().sum();
+    match value {
+        Value::Array(items) if items.len() == 1 + REPLY_PER_LIMIT * total => {
+            let mut out = Vec::with_capacity(limits.len());
+            let mut at = 1;
+            for &k in limits {
+                let mut part = Vec::with_capacity(1 + REPLY_PER_LIMIT * k);
+                part.push(items[0].clone());
+                part.extend_from_slice(&items[at..at + REPLY_PER_LIMIT * k]);
+                at += REPLY_PER_LIMIT * k;
+                out.push(Value::Array(part));
+            }
+            out
+        }
+        other => vec![other; limits.len()],
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::limit::{Algorithm, Check, LimitSpec};
+    use crate::store::redis::script::CallContext;
+
+    fn spec(algorithm: Algorithm, requests_per_unit: u32, penalty_ms: u64) -> LimitSpec {
+        LimitSpec {
+            requests_per_unit,
+            unit: crate::limit::Unit::Second,
+            unit_multiplier: 1,
+            algorithm,
+            burst: requests_per_unit,
+            buckets: if algorithm == Algorithm::SlidingWindow {
+                4
+            } else {
+                0
+            },
+            overdraft: algorithm == Algorithm::FixedWindow,
+            penalty_ms,
+            name: None,
+            slot: 0,
+        }
+    }
+
+    #[test]
+    fn a_merged_call_is_the_call_of_all_its_checks() {
+        let ctx = CallContext {
+            now_ms: None,
+            slack_ms: 5,
+            prefix: "p:",
+        };
+        let one = [spec(Algorithm::FixedWindow, 10, 0)];
+        let two = [
+            spec(Algorithm::Gcra, 3, 0),
+            spec(Algorithm::SlidingWindow, 7, 100),
+        ];
+        let check = |name: &str, limits, cost, refund| Check {
+            tag: crate::limit::StateTag::compute("d", [("k", name)]),
+            limits,
+            cost,
+            refund,
+        };
+        let a = [
+            check("a", &one[..], 1, false),
+            check("b", &two[..], 2, false),
+        ];
+        let b = [check("c", &two[..], 3, true)];
+        let c = [check("d", &one[..], 0, false)];
+        let calls = [
+            Invocation::new(ctx, Mode::Each, a.iter()),
+            Invocation::new(ctx, Mode::Each, b.iter()),
+            Invocation::new(ctx, Mode::Each, c.iter()),
+        ];
+        assert!(calls[0].merges_with(&calls[1]));
+        let merged = Invocation::merge(&calls);
+        let all: Vec<Check<'_>> = a.iter().chain(&b).chain(&c).cloned().collect();
+        let direct = Invocation::new(ctx, Mode::Each, all.iter());
+        assert_eq!(merged.keys, direct.keys);
+        assert_eq!(merged.args, direct.args, "groups shared, refund signs kept");
+        assert_eq!(merged.limits, 6);
+
+        // Only calls that charge each check alone, at one now.
+        let stop = Invocation::new(ctx, Mode::Stop, a.iter());
+        assert!(!calls[0].merges_with(&stop) && !stop.merges_with(&calls[0]));
+        let later = CallContext {
+            now_ms: Some(7),
+            ..ctx
+        };
+        assert!(!calls[0].merges_with(&Invocation::new(later, Mode::Each, b.iter())));
+    }
+
+    #[test]
+    fn a_merged_reply_is_split_in_order() {
+        let reply = Value::Array((0..=18).map(Value::Int).collect());
+        let parts = split_reply(reply, &[1, 2]);
+        assert_eq!(
+            parts,
+            vec![
+                Value::Array([0, 1, 2, 3, 4, 5, 6].map(Value::Int).to_vec()),
+                Value::Array(
+                    [0, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18]
+                        .map(Value::Int)
+                        .to_vec()
+                ),
+            ]
+        );
+        let short = Value::Array(vec![Value::Int(0)]);
+        assert_eq!(
+            split_reply(short.clone(), &[1, 1]),
+            vec![short.clone(), short]
+        );
+    }
+}

@@ -1,0 +1,219 @@
+//! `--redis-reference-keys`: envoyproxy/ratelimit's own fixed window, for a fleet where
+//! their pods and sluice's share one Redis during a migration. A check that means exactly
+//! what theirs means (one fixed-window limit of one unit, charged whatever it decides, no
+//! penalty, not a refund, no stop-increment) is sent as their pipelined
+//! `INCRBY key hits` + `EXPIRE key ttl`, under their key
+//! `CACHE_KEY_PREFIX + domain + "_" + Σ(key + "_" + value + "_") + windowStart` (Unix
+//! seconds, `src/limiter/cache_key.go`), and decided from the count `INCRBY` returns, as
+//! theirs is: both count one counter. Every other check goes to the script as usual.
+//!
+//! What it gives up (README "Migrating from envoyproxy/ratelimit"): windows are timed by
+//! each instance's clock (theirs are too, hence local time only), the key has no hash tag
+//! (on a cluster each key is on a slot of its own, one pipeline per key, concurrently), and
+//! the two commands are not one atomic step (a crash in between leaves a key without TTL
+//! until the next hit sets it, as theirs does).
+
+use deadpool_redis::redis::{self, RedisError};
+
+use super::conn::Conn;
+use super::{RedisStore, is_connection_error};
+use crate::limit::{Algorithm, Charge, Check, LimitResult};
+use crate::store::{Store, StoreError};
+
+/// One check sent the reference's way: its key and hits, and the limit's count and window.
+pub(super) struct Counted {
+    pub key: Vec<u8>,
+    pub hits: u64,
+    pub ttl_s: u64,
+}
+
+/// Whether `check` means exactly what the reference's fixed window means.
+pub(super) fn qualifies(check: &Check<'_>) -> bool {
+    let [l] = check.limits else { return false };
+    l.algorithm == Algorithm::FixedWindow
+        && l.overdraft
+        && l.penalty_ms == 0
+        && l.unit_multiplier == 1
+        && !check.refund
+        // INCRBY's range; and the count stays exact where the script's would.
+        && check.cost <= 1 << 52
+}
+
+/// Their key for a window of `window_ms` at `now_ms`: prefix, base, then the window's start
+/// in Unix seconds.
+pub(super) fn key(prefix: &str, base: &[u8], now_ms: u64, window_ms: u64) -> Vec<u8> {
+    let start_s = (now_ms - now_ms % window_ms) / 1000;
+    let mut k = Vec::with_capacity(prefix.len() + base.len() + 12);
+    k.extend_from_slice(prefix.as_bytes());
+    k.extend_from_slice(base);
+    k.extend_from_slice(start_s.to_string().as_bytes());
+    k
+}
+
+/// The result of a check whose `INCRBY` returned `count`: the script's fixed-window answer
+/// (path 1 of `main.lua`), from their decision rule (over iff the count after the hit exceeds
+/// the limit).
+pub(super) fn result(
+    count: i64,
+    hits: u64,
+    capacity: u64,
+    now_ms: u64,
+    window_ms: u64,
+) -> LimitResult {
+    let after = u64::try_from(count).unwrap_or(0);
+    let reset_ms = window_ms - now_ms % window_ms;
+    let allowed = after <= capacity;
+    LimitResult {
+        allowed,
+        remaining: if allowed { capacity - after } else { 0 },
+        reset_ms,
+        retry_ms: (!allowed).then_some(reset_ms),
+        used_before: after.saturating_sub(hits),
+        penalized: false,
+    }
+}
+
+impl RedisStore {
+    /// With `--redis-reference-keys`, the checks that qualify (`reference.rs`) are counted
+    /// under their keys, the others by the script, concurrently (one round trip).
+    pub(super) async fn run_reference(
+        &self,
+        checks: &[Check<'_>],
+        keys: &[Option<&[u8]>],
+        charge: Charge,
+        out: &mut Vec<LimitResult>,
+    ) -> Result<(), StoreError> {
+        let Some(prefix) = &self.reference_prefix else {
+            return Store::run_with(self, checks, charge, out).await;
+        };
+        let theirs = |i: usize| {
+            charge == Charge::Each
+                && keys.get(i).copied().flatten().is_some()
+                && qualifies(&checks[i])
+        };
+        if !(0..checks.len()).any(theirs) {
+            return Store::run_with(self, checks, charge, out).await;
+        }
+        let now_ms = self.clock.now_ms();
+        let mut counted = Vec::new();
+        let mut scripted = Vec::new();
+        for (i, c) in checks.iter().enumerate() {
+            match keys.get(i).copied().flatten() {
+                Some(base) if theirs(i) => {
+                    let l = &c.limits[0];
+                    let window_ms = l.window_ms();
+                    counted.push(Counted {
+                        key: key(prefix, base, now_ms, window_ms),
+                        hits: c.cost,
+                        ttl_s: window_ms / 1000 + self.slack_ms.div_ceil(1000),
+                    });
+                }
+                _ => scripted.push(*c),
+            }
+        }
+        let mut script_out = Vec::new();
+        let (counts, script) = futures::join!(
+            self.count(&counted),
+            Store::run_with(self, &scripted, charge, &mut script_out)
+        );
+        let counts = counts?;
+        script?;
+        let (mut counts, mut script_out) = (counts.into_iter(), script_out.into_iter());
+        for (i, c) in checks.iter().enumerate() {
+            if theirs(i) {
+                let l = &c.limits[0];
+                let count = counts.next().unwrap_or(0);
+                out.push(result(count, c.cost, l.capacity(), now_ms, l.window_ms()));
+            } else {
+                out.extend(script_out.by_ref().take(c.limits.len()));
+            }
+        }
+        Ok(())
+    }
+
+    /// `INCRBY` + `EXPIRE` per check in one round trip: one pipeline on a single node, one
+    /// per key on a cluster (concurrently). The counts `INCRBY` returned, in order.
+    pub(super) async fn count(&self, counted: &[Counted]) -> Result<Vec<i64>, StoreError> {
+        let Some(lease) = self.ring.pick() else {
+            return Err(StoreError::Unavailable("redis is not connected".to_owned()));
+        };
+        let pipe = |items: &[Counted]| {
+            let mut p = redis::pipe();
+            for c in items {
+                p.cmd("INCRBY").arg(&c.key).arg(c.hits);
+                p.cmd("EXPIRE").arg(&c.key).arg(c.ttl_s).ignore();
+            }
+            p
+        };
+        let sent = async {
+            match &lease.conn {
+                Conn::Single(batcher) => {
+                    let mut conn = batcher.connection();
+                    pipe(counted).query_async::<Vec<i64>>(&mut conn).await
+                }
+                Conn::Cluster(c) => {
+                    let each = counted.iter().map(|item| {
+                        let mut conn = c.clone();
+                        let p = pipe(std::slice::from_ref(item));
+                        async move { p.query_async::<Vec<i64>>(&mut conn).await }
+                    });
+                    let counts: Result<Vec<Vec<i64>>, RedisError> =
+                        futures::future::join_all(each).await.into_iter().collect();
+                    Ok(counts?.into_iter().flatten().collect())
+                }
+            }
+        };
+        match tokio::time::timeout(self.request_timeout, sent).await {
+            Err(_) => {
+                self.ring.timed_out(&lease);
+                Err(StoreError::Timeout(self.request_timeout))
+            }
+            Ok(Err(e)) if is_connection_error(&e) => {
+                self.ring.broken(&lease);
+                Err(StoreError::Unavailable(e.to_string()))
+            }
+            Ok(Err(e)) => Err(StoreError::Backend(e.to_string())),
+            Ok(Ok(counts)) if counts.len() == counted.len() => {
+                self.ring.succeeded(&lease);
+                Ok(counts)
+            }
+            Ok(Ok(counts)) => Err(StoreError::Backend(format!(
+                "expected {} counts, got {}",
+                counted.len(),
+                counts.len()
+            ))),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keys_are_theirs() {
+        // Their tests: `domain_key_value_1234` (SECOND at 1234 s), an HOUR at 1 000 000 s.
+        assert_eq!(
+            key("", b"domain_key_value_", 1_234_567, 1000),
+            b"domain_key_value_1234"
+        );
+        assert_eq!(
+            key("", b"domain_key3_value3_", 1_000_000_000, 3_600_000),
+            b"domain_key3_value3_997200"
+        );
+        assert_eq!(
+            key("prefix:", b"domain_key_value_", 1_234_000, 1000),
+            b"prefix:domain_key_value_1234"
+        );
+    }
+
+    #[test]
+    fn decided_from_the_count_after_the_hit() {
+        let r = result(3, 1, 3, 1_500, 1000);
+        assert!(r.allowed);
+        assert_eq!((r.remaining, r.reset_ms, r.used_before), (0, 500, 2));
+        let r = result(4, 1, 3, 1_500, 1000);
+        assert!(!r.allowed);
+        assert_eq!((r.remaining, r.retry_ms, r.used_before), (0, Some(500), 3));
+    }
+}
