@@ -186,9 +186,11 @@ impl RateLimitService {
     /// Whether health may say SERVING with the store not ready: decisions are local
     /// meanwhile (`--store-failure-mode local`), unless `--unhealthy-when-degraded`.
     pub fn serves_without_store(&self) -> bool {
-        self.view
-            .as_ref()
-            .is_some_and(|v| v.options().fallback && !self.unhealthy_when_degraded)
+        !self.settings.reference_keys
+            && self
+                .view
+                .as_ref()
+                .is_some_and(|v| v.options().fallback && !self.unhealthy_when_degraded)
     }
 
     /// Degraded, and the operator asked health to say so.
