@@ -80,6 +80,7 @@ impl Lab {
             refund: false,
             shadow: false,
             quota: false,
+            reference_key: None,
         })];
         let d: Decision = decide_with_view(
             &self.store,
