@@ -86,7 +86,7 @@ impl Invocation {
 /// The reply of a merged call ([`Invocation::merge`]) cut into the replies of the calls it
 /// merged, `limits[i]` limits each: `now_ms` then their own values. A reply that is not an
 /// array of the expected length (a script error, a malformed reply) goes to each as it is,
-/// for [`parse_reply`] to report.
+/// for [`parse_reply`](super::script::parse_reply) to report.
 pub fn split_reply(value: Value, limits: &[usize]) -> Vec<Value> {
     let total: usize = limits.iter().sum();
     match value {
