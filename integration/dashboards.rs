@@ -10,6 +10,7 @@ use std::time::Duration;
 use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_response::Code;
 use serde_json::Value;
 
+use crate::rlqs::envoy::{Envoy, bucket};
 use crate::support::opskit::*;
 use crate::support::promql::refs;
 use crate::support::redis::RedisServer;
@@ -107,7 +108,8 @@ fn check_query(q: &Query, scrape: &BTreeMap<String, BTreeSet<String>>) -> Vec<St
 }
 
 /// Serve traffic that makes every series move (OK, OVER_LIMIT, shadow mode, a detailed
-/// stats key, an invalid request, an unknown domain, a rejected reload), then scrape.
+/// stats key, an invalid request, an unknown domain, a rejected reload, RLQS usage), then
+/// scrape.
 async fn scrape_after_traffic() -> String {
     let redis = RedisServer::start();
     let s = sluice()
@@ -134,7 +136,12 @@ async fn scrape_after_traffic() -> String {
         "{:?}",
         s.logs()
     );
+    // An Envoy on RLQS reports usage of one bucket and holds its stream open, so the quota
+    // families are in the scrape.
+    let mut envoy = Envoy::connect(&s, "ops").await;
+    envoy.report(&bucket(&[("user", "bob")]), 3, 1).await;
     let body = s.http_get("/metrics").await.1;
+    drop(envoy);
     let m = |series: &str| metric_value(&body, series).unwrap_or(-1.0);
     assert_eq!(m("ratelimit_service_config_load_error"), 1.0, "{body}");
     assert_eq!(m("sluice_rules_loaded"), 4.0, "{body}");
@@ -190,6 +197,10 @@ async fn dashboard_and_alerts_use_only_exported_metrics() {
         "sluice_domains_loaded",
         "sluice_metrics_overflow_total",
         "sluice_build_info",
+        "sluice_rlqs_usage_total",
+        "sluice_rlqs_assignments_total",
+        "sluice_rlqs_streams",
+        "sluice_rlqs_buckets",
         "up",
     ] {
         assert!(used.contains(family), "no panel or alert uses {family}");

@@ -6,6 +6,7 @@ mod support;
 mod admin;
 mod alerts;
 mod architecture;
+mod batched;
 mod bench_scripts;
 mod cli;
 mod conformance;

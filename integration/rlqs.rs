@@ -10,7 +10,7 @@ use tonic::Code;
 use crate::support::redis::RedisServer;
 use crate::support::sluice::*;
 
-mod envoy;
+pub(crate) mod envoy;
 mod lifecycle;
 mod store;
 mod tls;

@@ -149,6 +149,8 @@ pub struct Settings {
     pub notes: Vec<String>,
     /// Rule file size, memory store state.
     pub caps: Caps,
+    /// Default consistency, batching and the store-failure fallback.
+    pub consistency: ConsistencySettings,
     /// The quota service (RLQS, `settings/rlqs.rs`).
     pub rlqs: RlqsSettings,
 }
@@ -182,6 +184,7 @@ impl Default for Settings {
             listen: ListenSettings::default(),
             notes: Vec::new(),
             caps: Caps::default(),
+            consistency: ConsistencySettings::default(),
             rlqs: RlqsSettings::default(),
         }
     }
@@ -191,6 +194,7 @@ pub mod audit;
 mod caps;
 mod cli;
 mod compat;
+mod consistency;
 mod env;
 mod explain;
 mod listen;
@@ -204,6 +208,9 @@ mod xds;
 
 pub use caps::{CapArgs, Caps, DEFAULT_MAX_CONFIG_FILE_BYTES, DEFAULT_MAX_REQUEST_BYTES};
 pub use cli::{CheckArgs, Cli, Command, HeaderStyle, LogFormat, ServeArgs, invocation};
+pub use consistency::{
+    ConsistencyArgs, ConsistencySettings, DEFAULT_BATCH_INTERVAL, StoreFailureMode,
+};
 pub use explain::ExplainArgs;
 pub use listen::{GrpcTlsSettings, ListenArgs, ListenSettings};
 pub use query::QueryArgs;

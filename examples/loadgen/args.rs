@@ -31,7 +31,8 @@ Example:
     after_help = RULE_HINT
 )]
 pub struct Args {
-    /// gRPC endpoint of the server under test
+    /// gRPC endpoint of the server under test; several, comma-separated, share the
+    /// connections in turn (instances behind one store)
     #[arg(long, default_value = "http://127.0.0.1:8081")]
     pub target: String,
     /// HTTP/2 connections (one tonic Channel each)

@@ -44,18 +44,28 @@ pub fn run(args: &Args) -> anyhow::Result<Report> {
 
 /// Connect, run the tasks, merge their results.
 async fn load(args: &Args, target: String) -> anyhow::Result<Report> {
-    let endpoint = Endpoint::from_shared(target.clone())
-        .with_context(|| format!("invalid target '{target}'"))?
-        .tcp_nodelay(true)
-        .connect_timeout(Duration::from_secs(5))
-        .timeout(args.timeout);
+    // `--target a,b,c`: connections go to the targets in turn (several sluice instances
+    // sharing one store, as behind a load balancer).
+    let endpoints = target
+        .split(',')
+        .map(|t| {
+            Endpoint::from_shared(t.trim().to_owned())
+                .with_context(|| format!("invalid target '{t}'"))
+                .map(|e| {
+                    e.tcp_nodelay(true)
+                        .connect_timeout(Duration::from_secs(5))
+                        .timeout(args.timeout)
+                })
+        })
+        .collect::<anyhow::Result<Vec<_>>>()?;
     // Each `connect` is its own HTTP/2 connection; clones of a Channel share it.
     let mut clients = Vec::with_capacity(args.connections as usize);
-    for _ in 0..args.connections {
+    for i in 0..args.connections as usize {
+        let endpoint = &endpoints[i % endpoints.len()];
         let channel = endpoint
             .connect()
             .await
-            .with_context(|| format!("connecting to {target}"))?;
+            .with_context(|| format!("connecting to {}", endpoint.uri()))?;
         clients.push(RateLimitServiceClient::new(channel));
     }
 

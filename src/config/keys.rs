@@ -43,6 +43,7 @@ const DESCRIPTOR_KEYS: &[&str] = &[
     "value_to_metric",
     "share_threshold",
     "metadata",
+    "consistency",
 ];
 const RATE_LIMIT_KEYS: &[&str] = &[
     "requests_per_unit",

@@ -381,6 +381,8 @@ pub struct Rule {
     pub replaces: Box<[Arc<str>]>,
     pub shadow_mode: bool,
     pub quota_mode: bool,
+    /// `consistency`; `None`: not written (`--consistency` applies where sound).
+    pub consistency: Option<crate::limit::Consistency>,
     /// `metadata` as a JSON object, returned in dynamic metadata for passed descriptors.
     pub metadata: Option<Arc<serde_json::Map<String, serde_json::Value>>>,
     /// `name` of the rule's `rate_limit` (with `rate_limits`: the first named limit).

@@ -33,6 +33,8 @@ pub struct RawDescriptor {
     pub detailed_metric: bool,
     pub value_to_metric: bool,
     pub share_threshold: bool,
+    /// `consistency` as written (`strict` or `batched`), checked by validation.
+    pub consistency: Option<String>,
     /// `Err` holds the conversion problem, reported later in their pipeline order.
     pub metadata: Option<Result<Map<String, Value>, String>>,
 }
@@ -230,6 +232,7 @@ impl Fields for RawDescriptor {
             "detailed_metric" => self.detailed_metric = flag(map)?,
             "value_to_metric" => self.value_to_metric = flag(map)?,
             "share_threshold" => self.share_threshold = flag(map)?,
+            "consistency" => self.consistency = Some(field(map, ctx, Str, key, STRING)?),
             "metadata" => self.metadata = field(map, ctx, Metadata, key, "a mapping")?,
             _ => skip(map)?,
         }

@@ -9,7 +9,7 @@ use super::raw::{RawDescriptor, RawRoot};
 use super::tree::{DomainBuilder, MAX_DEPTH, NodeFlags};
 use super::yaml::Seg;
 use super::{LoadOptions, RateLimitConfig, Rule};
-use crate::limit::LimitSpec;
+use crate::limit::{Consistency, LimitSpec};
 
 pub(super) struct Loader<'o> {
     opts: &'o LoadOptions,
@@ -158,6 +158,7 @@ impl Walk<'_> {
                 &[Seg::Key("share_threshold")],
             ));
         }
+        let consistency = self.consistency(&d, limits.as_ref())?;
         let metadata = match d.metadata {
             Some(Err(e)) => {
                 return Err(self.problem(
@@ -178,6 +179,7 @@ impl Walk<'_> {
                 replaces: l.replaces.into_iter().map(Arc::from).collect(),
                 shadow_mode: d.shadow_mode,
                 quota_mode: d.quota_mode,
+                consistency,
                 metadata,
                 name: l.name.map(Arc::from),
             });
@@ -194,6 +196,41 @@ impl Walk<'_> {
         )?;
         self.path.pop();
         Ok(())
+    }
+
+    /// The descriptor's `consistency`: a known name, and `batched` only where every limit's
+    /// algorithm can be batched (`Consistency::sound_for`).
+    fn consistency(
+        &self,
+        d: &RawDescriptor,
+        limits: Option<&Limits>,
+    ) -> Result<Option<Consistency>, Problem> {
+        let Some(raw) = &d.consistency else {
+            return Ok(None);
+        };
+        let here = [Seg::Key("consistency")];
+        let Some(c) = Consistency::parse(raw) else {
+            return Err(self.problem(
+                format!("consistency must be strict or batched, found '{raw}'"),
+                &here,
+            ));
+        };
+        if c == Consistency::Batched
+            && let Some(l) = limits.and_then(|l| {
+                l.specs
+                    .iter()
+                    .find(|l| !Consistency::sound_for(l.algorithm))
+            })
+        {
+            return Err(self.problem(
+                format!(
+                    "consistency batched is not supported with algorithm {} (a batch would charge its hits at flush time; the log records each hit's own time)",
+                    l.algorithm
+                ),
+                &here,
+            ));
+        }
+        Ok(Some(c))
     }
 
     /// The descriptor's limits, or `None` without `rate_limit`/`rate_limits`.

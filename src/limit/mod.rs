@@ -163,6 +163,39 @@ impl fmt::Display for Algorithm {
     }
 }
 
+/// How a rule's descriptors are decided (`consistency` in rule files, `--consistency`):
+/// every hit by the store, or from this instance's local view with hits sent to the store
+/// in batches (README, "Consistency: strict, batched, and the store-failure fallback").
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
+pub enum Consistency {
+    #[default]
+    Strict,
+    Batched,
+}
+
+impl Consistency {
+    pub const fn name(self) -> &'static str {
+        match self {
+            Consistency::Strict => "strict",
+            Consistency::Batched => "batched",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Consistency> {
+        [Consistency::Strict, Consistency::Batched]
+            .into_iter()
+            .find(|c| c.name() == s)
+    }
+
+    /// Whether `batched` is sound for `algorithm`: the batch charges a key's hits at once,
+    /// at flush time, with overdraft. A `sliding_log` records each admitted hit's own time
+    /// and takes no overdraft, so a batch would misplace every hit in its log; every other
+    /// algorithm keeps counts (or a level) that a sum of hits charges exactly.
+    pub const fn sound_for(algorithm: Algorithm) -> bool {
+        !matches!(algorithm, Algorithm::SlidingLog)
+    }
+}
+
 /// Default number of sub-windows of a `sliding_window`.
 pub const DEFAULT_BUCKETS: u32 = 10;
 /// Allowed `buckets` range.

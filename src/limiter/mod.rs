@@ -11,7 +11,9 @@
 //!   [`Code`].
 //!
 //! The limiter does no I/O except through [`Store`]. It holds the local over-limit cache
-//! ([`local_cache`]): descriptors known to be over their limit are answered from memory.
+//! ([`local_cache`]): descriptors known to be over their limit are answered from memory;
+//! and the local view ([`local_view`], [`decide_with_view`]) for `batched` descriptors and
+//! the store-failure fallback.
 
 use std::ops::Range;
 
@@ -19,7 +21,11 @@ use crate::limit::{Algorithm, Charge, Check, LimitResult, LimitSpec, StateTag};
 use crate::store::{Store, StoreError};
 
 pub mod local_cache;
+pub mod local_view;
+mod with_view;
 pub use local_cache::OverLimitCache;
+pub use local_view::{LocalView, ViewOptions};
+pub use with_view::decide_with_view;
 
 /// The limits a metered descriptor is held to, and where they came from.
 #[derive(Clone, Debug)]

@@ -62,6 +62,8 @@ pub struct Metrics {
     pub memory_evictions: IntCounter,
     /// Memory store: bytes of state held (what `--memory-max-bytes` bounds).
     pub memory_bytes: IntGauge,
+    /// The local view: batched consistency and the store-failure fallback.
+    pub local: local::LocalMetrics,
     /// The quota service's (RLQS) families (`quota.rs`).
     pub quota: quota::QuotaMetrics,
 }
@@ -248,6 +250,7 @@ impl Metrics {
                 "sluice_memory_store_bytes",
                 "Memory store: bytes of limit state held (tables and state heap).",
             ),
+            local: local::LocalMetrics::new(&registry),
             registry,
         }
     }
@@ -338,6 +341,7 @@ impl Metrics {
     }
 }
 
+pub mod local;
 pub mod mapper;
 pub mod quota;
 mod rule;

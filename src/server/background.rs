@@ -89,6 +89,82 @@ pub(super) fn spawn_memory_sweep(
     });
 }
 
+/// Every `--batch-interval`: write the local view's hits back to the store (one call) and
+/// publish its metrics. Nothing is sent while no hit waits.
+pub(super) fn spawn_batch_flush(
+    service: Arc<RateLimitService>,
+    interval: Duration,
+    stop: CancellationToken,
+) {
+    let Some(view) = service.local_view().cloned() else {
+        return;
+    };
+    tokio::spawn(async move {
+        let mut tick = tokio::time::interval(interval);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let mut published = Published::default();
+        loop {
+            tokio::select! {
+                _ = stop.cancelled() => break,
+                _ = tick.tick() => {}
+            }
+            if let Err(e) = view.flush(service.store()).await {
+                tracing::debug!(error = %e, "write-back of local hits failed; kept for the next one");
+            }
+            published.publish(&view, service.metrics());
+        }
+    });
+}
+
+/// What the batch task last published of the view's counters (Prometheus counters take
+/// increments).
+#[derive(Default)]
+struct Published {
+    batched: u64,
+    fallback: u64,
+    overflow: u64,
+    flushes: u64,
+    flush_errors: u64,
+    written: u64,
+    degraded: bool,
+}
+
+impl Published {
+    fn publish(&mut self, view: &crate::limiter::LocalView, metrics: &Metrics) {
+        use std::sync::atomic::Ordering::Relaxed;
+        let m = &metrics.local;
+        let s = &view.stats;
+        let step = |last: &mut u64, now: u64| {
+            let d = now.saturating_sub(*last);
+            *last = now;
+            d
+        };
+        m.decisions
+            .with_label_values(&["batched"])
+            .inc_by(step(&mut self.batched, s.batched_decisions.load(Relaxed)));
+        m.decisions
+            .with_label_values(&["store_failure"])
+            .inc_by(step(&mut self.fallback, s.fallback_decisions.load(Relaxed)));
+        m.overflow
+            .inc_by(step(&mut self.overflow, s.overflow.load(Relaxed)));
+        m.flushes
+            .inc_by(step(&mut self.flushes, s.flushes.load(Relaxed)));
+        m.flush_errors
+            .inc_by(step(&mut self.flush_errors, s.flush_errors.load(Relaxed)));
+        m.written
+            .inc_by(step(&mut self.written, s.written_back.load(Relaxed)));
+        let degraded = view.degraded();
+        if degraded && !self.degraded {
+            m.degraded_periods.inc();
+        }
+        self.degraded = degraded;
+        m.degraded.set(i64::from(degraded));
+        m.keys.set(i64::try_from(view.len()).unwrap_or(i64::MAX));
+        m.unwritten
+            .set(i64::try_from(view.unwritten()).unwrap_or(i64::MAX));
+    }
+}
+
 /// Start the configured config source. For xDS, the receiver turns `true` at the first
 /// valid config.
 pub(super) fn spawn_config_sources(

@@ -28,7 +28,7 @@ pub use listeners::{Bound, Listeners};
 use crate::config::{LoadOptions, RateLimitConfig};
 use crate::http::HttpState;
 use crate::limit::SystemClock;
-use crate::limiter::OverLimitCache;
+use crate::limiter::{LocalView, OverLimitCache, ViewOptions};
 use crate::metrics::Metrics;
 use crate::metrics::mapper::Mapper;
 use crate::reload;
@@ -87,6 +87,7 @@ pub async fn run(
             "local over-limit cache enabled"
         );
     }
+    let view = local_view(&settings);
     let service = Arc::new(
         RateLimitService::new(
             config,
@@ -95,6 +96,11 @@ pub async fn run(
             settings.decision.clone(),
         )
         .with_local_cache(cache)
+        .with_local_view(
+            view,
+            settings.consistency.default,
+            settings.consistency.unhealthy_when_degraded,
+        )
         .with_tracer(telemetry.tracer()),
     );
     let (health, grpc_routes) = grpc::routes(service.clone(), settings.healthy_requires_config);
@@ -113,6 +119,11 @@ pub async fn run(
     let background = CancellationToken::new();
     background::spawn_health_refresh(health.clone(), service.clone(), background.clone());
     background::spawn_memory_sweep(store, metrics, background.clone());
+    background::spawn_batch_flush(
+        service.clone(),
+        settings.consistency.batch_interval,
+        background.clone(),
+    );
     let loaded =
         background::spawn_config_sources(&settings, opts, service.clone(), background.clone())?;
 
@@ -145,6 +156,26 @@ pub async fn run(
     background.cancel();
     telemetry.shutdown().await;
     result
+}
+
+/// The local view every instance keeps (cheap while unused: rules may turn `batched` on a
+/// reload), with the store-failure fallback when asked.
+fn local_view(settings: &Settings) -> Option<Arc<LocalView>> {
+    let c = &settings.consistency;
+    let opts = ViewOptions {
+        interval_ms: u64::try_from(c.batch_interval.as_millis()).unwrap_or(u64::MAX),
+        fallback: c.local_fallback(),
+        unseen_share: c.store_failure_share,
+        max_keys: c.local_view_max_keys,
+    };
+    if opts.fallback {
+        tracing::info!(
+            share = opts.unseen_share,
+            max_keys = opts.max_keys,
+            "store-failure fallback: decisions go local while the store fails"
+        );
+    }
+    Some(Arc::new(LocalView::new(opts, Arc::new(SystemClock))))
 }
 
 /// The registry, with statsd timings when statsd is on and the mapping file when given.

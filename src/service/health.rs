@@ -72,6 +72,11 @@ impl Health {
 }
 
 /// The store is ready and, when required, at least one domain is loaded.
+///
+/// With `--store-failure-mode local` decisions go on without the store, so health stays
+/// SERVING unless `--unhealthy-when-degraded`.
 pub fn healthy(service: &RateLimitService, requires_config: bool) -> bool {
-    service.store().is_ready() && (!requires_config || service.config().config.domain_count() > 0)
+    (service.store().is_ready() || service.serves_without_store())
+        && !service.degraded_unhealthy()
+        && (!requires_config || service.config().config.domain_count() > 0)
 }

@@ -28,7 +28,8 @@ use arc_swap::ArcSwap;
 use envoy_types::pb::envoy::service::ratelimit::v3::RateLimitResponse;
 
 use crate::config::{EntryRef, RateLimitConfig};
-use crate::limiter::{self, Modes, OverLimitCache};
+use crate::limit::Consistency;
+use crate::limiter::{self, LocalView, Modes, OverLimitCache};
 use crate::metrics::{Metrics, RuleCounters};
 use crate::settings::DecisionSettings;
 use crate::store::{Backend, StoreError};
@@ -88,15 +89,23 @@ pub struct ActiveConfig {
     pub loaded: bool,
     /// Counters of each rule's static stats key, resolved on first use.
     counters: Vec<OnceLock<Arc<RuleCounters>>>,
+    /// Some rule says `consistency: batched` (else, with a strict default, requests skip the
+    /// local view entirely).
+    any_batched: bool,
 }
 
 impl ActiveConfig {
     pub fn new(config: RateLimitConfig) -> ActiveConfig {
         let counters = (0..config.rules().len()).map(|_| OnceLock::new()).collect();
+        let any_batched = config
+            .rules()
+            .iter()
+            .any(|r| r.consistency == Some(Consistency::Batched));
         ActiveConfig {
             config,
             loaded: true,
             counters,
+            any_batched,
         }
     }
 
@@ -118,6 +127,12 @@ pub struct RateLimitService {
     tracer: Option<Arc<Tracer>>,
     /// The local over-limit cache (`LOCAL_CACHE_SIZE_IN_BYTES`), if enabled.
     cache: Option<OverLimitCache>,
+    /// The local view (batched rules, the store-failure fallback), if kept.
+    view: Option<Arc<LocalView>>,
+    /// `--consistency`: rules that do not say.
+    consistency: Consistency,
+    /// `--unhealthy-when-degraded`.
+    unhealthy_when_degraded: bool,
 }
 
 impl RateLimitService {
@@ -144,7 +159,43 @@ impl RateLimitService {
             settings,
             tracer: None,
             cache: None,
+            view: None,
+            consistency: Consistency::Strict,
+            unhealthy_when_degraded: false,
         }
+    }
+
+    /// Decide `batched` rules (and rules without `consistency` when `default` is batched)
+    /// from `view`, and fall back on it when the store fails if its options say so.
+    pub fn with_local_view(
+        mut self,
+        view: Option<Arc<LocalView>>,
+        default: Consistency,
+        unhealthy_when_degraded: bool,
+    ) -> RateLimitService {
+        self.view = view;
+        self.consistency = default;
+        self.unhealthy_when_degraded = unhealthy_when_degraded;
+        self
+    }
+
+    pub fn local_view(&self) -> Option<&Arc<LocalView>> {
+        self.view.as_ref()
+    }
+
+    /// Whether health may say SERVING with the store not ready: decisions are local
+    /// meanwhile (`--store-failure-mode local`), unless `--unhealthy-when-degraded`.
+    pub fn serves_without_store(&self) -> bool {
+        !self.settings.reference_keys
+            && self
+                .view
+                .as_ref()
+                .is_some_and(|v| v.options().fallback && !self.unhealthy_when_degraded)
+    }
+
+    /// Degraded, and the operator asked health to say so.
+    pub fn degraded_unhealthy(&self) -> bool {
+        self.unhealthy_when_degraded && self.view.as_ref().is_some_and(|v| v.degraded())
     }
 
     /// Trace each call and store call (`telemetry::trace`).
@@ -278,7 +329,30 @@ impl RateLimitService {
         };
         let started = Instant::now();
         let mut store_span = span.map(|s| s.store(self.store.name()));
-        let decision = limiter::decide(&*self.store, self.cache.as_ref(), &plans, modes).await;
+        let batched = if active.any_batched || self.consistency == Consistency::Batched {
+            self.batched(&plans, &matched)
+        } else {
+            Vec::new()
+        };
+        let decision = match &self.view {
+            // `--redis-reference-keys` counts under envoyproxy/ratelimit's keys, which the
+            // view's write-backs do not know: it keeps every decision strict.
+            Some(view)
+                if !self.settings.reference_keys
+                    && (view.options().fallback || batched.contains(&true)) =>
+            {
+                limiter::decide_with_view(
+                    &*self.store,
+                    self.cache.as_ref(),
+                    view,
+                    &batched,
+                    &plans,
+                    modes,
+                )
+                .await
+            }
+            _ => limiter::decide(&*self.store, self.cache.as_ref(), &plans, modes).await,
+        };
         self.metrics
             .store_latency
             .observe(started.elapsed().as_secs_f64());

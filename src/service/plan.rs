@@ -6,7 +6,7 @@ use super::proto::RateLimitDescriptor;
 
 use super::{RateLimitService, ServiceError};
 use crate::config::{self, Match};
-use crate::limit::{LimitSpec, Unit};
+use crate::limit::{Consistency, LimitSpec, Unit};
 use crate::limiter::{LimitSet, Metered, Plan};
 
 /// A descriptor's match, kept for statistics and metadata after the decision.
@@ -82,6 +82,37 @@ impl RateLimitService {
                 override_key: None,
             },
         ))
+    }
+}
+
+impl RateLimitService {
+    /// Per plan: decided in batched mode (its rule's `consistency`, else `--consistency`
+    /// where the rule's algorithms allow it). Request overrides are strict. Empty without a
+    /// local view.
+    pub(super) fn batched(&self, plans: &[Plan<'_>], matched: &[Matched<'_>]) -> Vec<bool> {
+        if self.view.is_none() {
+            return Vec::new();
+        }
+        plans
+            .iter()
+            .zip(matched)
+            .map(|(p, m)| {
+                let (Plan::Metered(_), Some(m)) = (p, &m.m) else {
+                    return false;
+                };
+                let rule = m.rule;
+                let sound = rule
+                    .limits
+                    .iter()
+                    .all(|l| Consistency::sound_for(l.algorithm));
+                let c = rule.consistency.unwrap_or(if sound {
+                    self.consistency
+                } else {
+                    Consistency::Strict
+                });
+                c == Consistency::Batched
+            })
+            .collect()
     }
 }
 

@@ -172,6 +172,8 @@ pub struct ServeArgs {
     #[command(flatten)]
     pub caps: CapArgs,
     #[command(flatten)]
+    pub consistency: ConsistencyArgs,
+    #[command(flatten)]
     pub rlqs: RlqsArgs,
 }
 

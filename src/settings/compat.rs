@@ -147,6 +147,7 @@ pub(super) fn resolve(args: &ServeArgs, env: Env<'_>) -> Result<Settings, Settin
     s.telemetry = super::telemetry::resolve(&args.telemetry, env)?;
 
     super::caps::resolve(&args.caps, &mut s)?;
+    super::consistency::resolve(&args.consistency, &mut s)?;
     super::rlqs::resolve(&args.rlqs, &mut s)?;
 
     // Their variables sluice refuses or ignores: the lists in `audit`.

@@ -76,6 +76,18 @@ pub trait Store: Send + Sync + 'static {
         self.run_with(checks, Charge::Each, out)
     }
 
+    /// Write back hits that were already admitted (a batch of this instance's local
+    /// decisions, or hits admitted while the store was down): every check is charged
+    /// whatever it decides (the caller gives limits with `overdraft`), and the state after
+    /// it is answered as by [`Store::run_with`]. Off the request path.
+    fn write_back(
+        &self,
+        checks: &[Check<'_>],
+        out: &mut Vec<LimitResult>,
+    ) -> impl Future<Output = Result<(), StoreError>> + Send {
+        self.run_with(checks, Charge::Each, out)
+    }
+
     /// [`Store::run_with`], with envoyproxy/ratelimit's cache key of each check (without
     /// prefix and window start; `keys[i]` is `checks[i]`'s, `None` for none): a Redis store
     /// with `--redis-reference-keys` counts the checks that qualify as theirs does, under
@@ -173,6 +185,18 @@ impl Store for Backend {
             // tonic's box) would otherwise carry it, memory store included.
             Backend::Redis(s) => Box::pin(s.run_with(checks, charge, out)).await,
             Backend::RedisPerSecond(s) => Box::pin(s.run_with(checks, charge, out)).await,
+        }
+    }
+
+    async fn write_back(
+        &self,
+        checks: &[Check<'_>],
+        out: &mut Vec<LimitResult>,
+    ) -> Result<(), StoreError> {
+        match self {
+            Backend::Memory(s) => s.write_back(checks, out).await,
+            Backend::Redis(s) => Box::pin(s.write_back(checks, out)).await,
+            Backend::RedisPerSecond(s) => Box::pin(s.write_back(checks, out)).await,
         }
     }
 

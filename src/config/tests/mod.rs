@@ -1,6 +1,7 @@
 //! Unit tests of the config module. Fixtures live in `tests/data/config/`.
 
 mod bundled;
+mod consistency;
 mod discover;
 mod errors;
 mod extensions;

@@ -51,34 +51,33 @@ impl RedisStore {
     pub(super) async fn round_trip(
         &self,
         calls: Vec<Invocation>,
+        timeout: std::time::Duration,
     ) -> Result<Vec<Vec<LimitResult>>, StoreError> {
         let sizes: Vec<usize> = calls.iter().map(|c| c.limits).collect();
         // The breaker: with no live connection, fail now rather than connect or wait.
         let Some(lease) = self.ring.pick() else {
             return Err(StoreError::Unavailable("redis is not connected".to_owned()));
         };
-        let values =
-            match tokio::time::timeout(self.request_timeout, self.exec(lease.conn.clone(), calls))
-                .await
-            {
-                Err(_) => {
-                    self.ring.timed_out(&lease);
-                    return Err(StoreError::Timeout(self.request_timeout));
-                }
-                Ok(Err(e)) if is_connection_error(&e) => {
-                    self.ring.broken(&lease);
-                    return Err(StoreError::Unavailable(e.to_string()));
-                }
-                Ok(Err(e)) if e.code().is_some_and(health::is_refusal) => {
-                    self.refusals.refused();
-                    return Err(StoreError::Unavailable(e.to_string()));
-                }
-                Ok(Err(e)) if matches!(e.kind(), ErrorKind::Server(k) if is_transient(k)) => {
-                    return Err(StoreError::Unavailable(e.to_string()));
-                }
-                Ok(Err(e)) => return Err(StoreError::Backend(e.to_string())),
-                Ok(Ok(values)) => values,
-            };
+        let values = match tokio::time::timeout(timeout, self.exec(lease.conn.clone(), calls)).await
+        {
+            Err(_) => {
+                self.ring.timed_out(&lease);
+                return Err(StoreError::Timeout(timeout));
+            }
+            Ok(Err(e)) if is_connection_error(&e) => {
+                self.ring.broken(&lease);
+                return Err(StoreError::Unavailable(e.to_string()));
+            }
+            Ok(Err(e)) if e.code().is_some_and(health::is_refusal) => {
+                self.refusals.refused();
+                return Err(StoreError::Unavailable(e.to_string()));
+            }
+            Ok(Err(e)) if matches!(e.kind(), ErrorKind::Server(k) if is_transient(k)) => {
+                return Err(StoreError::Unavailable(e.to_string()));
+            }
+            Ok(Err(e)) => return Err(StoreError::Backend(e.to_string())),
+            Ok(Ok(values)) => values,
+        };
         self.ring.succeeded(&lease);
         // Per-command errors that say "wrong server" or "not now" rather than "bad call".
         for v in &values {

@@ -234,12 +234,14 @@ pub fn lock_key(prefix: &str, tag: StateTag, spec: &LimitSpec) -> String {
     script::lock_key(prefix, &tag.to_base64url(), spec)
 }
 
-impl Store for RedisStore {
-    async fn run_with(
+impl RedisStore {
+    /// [`Store::run_with`] with each round trip bounded by `timeout`.
+    async fn run_within(
         &self,
         checks: &[Check<'_>],
         charge: Charge,
         out: &mut Vec<LimitResult>,
+        timeout: Duration,
     ) -> Result<(), StoreError> {
         let ctx = CallContext {
             now_ms: match self.time_source {
@@ -265,7 +267,7 @@ impl Store for RedisStore {
             // first (a round trip that writes nothing), then the charge. Another request may
             // slip in between, as with envoyproxy/ratelimit's GET-then-INCRBY.
             Charge::StopWhenOver => {
-                let dry = self.round_trip(build(Mode::Dry)).await?;
+                let dry = self.round_trip(build(Mode::Dry), timeout).await?;
                 let denied = groups.iter().zip(&dry).any(|(g, results)| {
                     let mut at = 0;
                     g.iter().any(|&i| {
@@ -281,7 +283,7 @@ impl Store for RedisStore {
         if groups.is_empty() {
             return Ok(());
         }
-        let replies = self.round_trip(build(mode)).await?;
+        let replies = self.round_trip(build(mode), timeout).await?;
         if groups.len() == 1 || !self.cluster {
             // In request order already.
             for r in replies {
@@ -303,6 +305,31 @@ impl Store for RedisStore {
             out.extend_from_slice(r);
         }
         Ok(())
+    }
+}
+
+impl Store for RedisStore {
+    async fn run_with(
+        &self,
+        checks: &[Check<'_>],
+        charge: Charge,
+        out: &mut Vec<LimitResult>,
+    ) -> Result<(), StoreError> {
+        self.run_within(checks, charge, out, self.request_timeout)
+            .await
+    }
+
+    /// One call per node (per slot on a cluster, split as any request), under the admin
+    /// deadline rather than a request's: it is off the request path, carries every
+    /// descriptor with hits, and a write-back that times out after Redis applied it would
+    /// be sent again and counted twice, so it gets the longest wait the store allows.
+    async fn write_back(
+        &self,
+        checks: &[Check<'_>],
+        out: &mut Vec<LimitResult>,
+    ) -> Result<(), StoreError> {
+        self.run_within(checks, Charge::Each, out, self.admin_timeout)
+            .await
     }
 
     async fn run_keyed(

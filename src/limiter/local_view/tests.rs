@@ -1,0 +1,207 @@
+//! The local view through `decide_with_view` on the memory store with a manual clock: when
+//! batched descriptors are answered locally, that their hits reach the store, and the
+//! store-failure fallback (a store that can be switched off).
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use super::*;
+use crate::limit::{Charge, ManualClock, Unit};
+use crate::limiter::{Decision, LimitSet, Metered, Modes, Outcome, Plan, decide_with_view};
+use crate::store::memory::MemoryStore;
+
+const T0: u64 = 1_700_000_000_000 - 1_700_000_000_000 % 3_600_000;
+
+/// The memory store, which fails every call while `down`.
+struct Switchable {
+    store: MemoryStore,
+    down: AtomicBool,
+}
+
+impl Store for Switchable {
+    async fn run_with(
+        &self,
+        checks: &[Check<'_>],
+        charge: Charge,
+        out: &mut Vec<LimitResult>,
+    ) -> Result<(), StoreError> {
+        if self.down.load(Ordering::SeqCst) {
+            return Err(StoreError::Unavailable("switched off".into()));
+        }
+        self.store.run_with(checks, charge, out).await
+    }
+
+    async fn reset(&self, tag: StateTag, limits: &[LimitSpec]) -> Result<u64, StoreError> {
+        self.store.reset(tag, limits).await
+    }
+
+    fn is_ready(&self) -> bool {
+        !self.down.load(Ordering::SeqCst)
+    }
+}
+
+struct Lab {
+    clock: Arc<ManualClock>,
+    store: Switchable,
+    view: LocalView,
+}
+
+fn lab(fallback: bool) -> Lab {
+    let clock = Arc::new(ManualClock::new(T0));
+    Lab {
+        store: Switchable {
+            store: MemoryStore::new(clock.clone()),
+            down: AtomicBool::new(false),
+        },
+        view: LocalView::new(
+            ViewOptions {
+                interval_ms: 100,
+                fallback,
+                unseen_share: 0.5,
+                max_keys: 64,
+            },
+            clock.clone(),
+        ),
+        clock,
+    }
+}
+
+impl Lab {
+    async fn hit(
+        &self,
+        tag: u128,
+        limits: &[LimitSpec],
+        batched: bool,
+    ) -> Result<bool, StoreError> {
+        let plans = [Plan::Metered(Metered {
+            limits: LimitSet::Rule(limits),
+            tag: StateTag(tag),
+            cost: 1,
+            refund: false,
+            shadow: false,
+            quota: false,
+            reference_key: None,
+        })];
+        let d: Decision = decide_with_view(
+            &self.store,
+            None,
+            &self.view,
+            &[batched],
+            &plans,
+            Modes::default(),
+        )
+        .await?;
+        Ok(matches!(&d.outcomes[0], Outcome::Metered(v) if !v.over_limit))
+    }
+
+    /// What the store holds: the remaining of a peek.
+    async fn stored_remaining(&self, tag: u128, limits: &[LimitSpec]) -> u64 {
+        let mut out = Vec::new();
+        let check = Check {
+            tag: StateTag(tag),
+            limits,
+            cost: 0,
+            refund: false,
+        };
+        self.store
+            .store
+            .run(&[check], &mut out)
+            .await
+            .expect("memory");
+        out[0].remaining
+    }
+}
+
+fn hourly(n: u32) -> Vec<LimitSpec> {
+    vec![LimitSpec::fixed_window(n, Unit::Hour)]
+}
+
+#[tokio::test]
+async fn batched_hits_are_local_once_the_rate_is_known_and_all_reach_the_store() {
+    let l = lab(false);
+    let limits = hourly(1_000_000);
+    // Never seen, then no rate yet: the store decides.
+    assert!(l.hit(1, &limits, true).await.expect("ok"));
+    assert_eq!(l.view.stats.batched_decisions.load(Ordering::Relaxed), 0);
+    l.clock.advance(60);
+    assert!(l.hit(1, &limits, true).await.expect("ok"));
+    // Two answers 60 ms apart: the rate is known, the room is large: local.
+    for _ in 0..100 {
+        assert!(l.hit(1, &limits, true).await.expect("ok"));
+    }
+    assert_eq!(l.view.stats.batched_decisions.load(Ordering::Relaxed), 100);
+    assert_eq!(l.stored_remaining(1, &limits).await, 1_000_000 - 2);
+    assert_eq!(l.view.flush(&l.store).await.expect("flush"), 100);
+    assert_eq!(l.stored_remaining(1, &limits).await, 1_000_000 - 102);
+    assert_eq!(l.view.unwritten(), 0);
+}
+
+#[tokio::test]
+async fn near_the_limit_batched_goes_back_to_the_store_and_never_overshoots() {
+    let l = lab(false);
+    let limits = hourly(50);
+    let mut admitted = 0;
+    for i in 0..200 {
+        if i % 10 == 0 {
+            l.clock.advance(60);
+            l.view.flush(&l.store).await.expect("flush");
+        }
+        if l.hit(2, &limits, true).await.expect("ok") {
+            admitted += 1;
+        }
+    }
+    l.view.flush(&l.store).await.expect("flush");
+    assert_eq!(admitted, 50, "one instance: exactly the limit");
+    assert_eq!(l.stored_remaining(2, &limits).await, 0);
+}
+
+#[tokio::test]
+async fn fallback_decides_locally_and_writes_back_what_it_admitted() {
+    let l = lab(true);
+    let seen = hourly(100);
+    // Seen once while the store is up: 99 left.
+    assert!(l.hit(3, &seen, false).await.expect("ok"));
+    l.store.down.store(true, Ordering::SeqCst);
+    let mut admitted = 0;
+    for _ in 0..150 {
+        if l.hit(3, &seen, false).await.expect("no error while down") {
+            admitted += 1;
+        }
+    }
+    assert_eq!(admitted, 99, "the last known state");
+    assert!(l.view.degraded());
+    // Never seen: half the limit.
+    let unseen = hourly(10);
+    let mut fresh = 0;
+    for _ in 0..20 {
+        if l.hit(4, &unseen, false).await.expect("no error") {
+            fresh += 1;
+        }
+    }
+    assert_eq!(fresh, 5);
+    assert!(l.view.flush(&l.store).await.is_err(), "still down");
+    l.store.down.store(false, Ordering::SeqCst);
+    assert_eq!(l.view.flush(&l.store).await.expect("back"), 99 + 5);
+    assert!(!l.view.degraded());
+    assert_eq!(l.stored_remaining(3, &seen).await, 0);
+    assert_eq!(l.stored_remaining(4, &unseen).await, 5);
+}
+
+#[tokio::test]
+async fn without_fallback_a_store_error_is_the_answer() {
+    let l = lab(false);
+    l.store.down.store(true, Ordering::SeqCst);
+    assert!(l.hit(5, &hourly(10), false).await.is_err());
+    assert!(!l.view.degraded());
+}
+
+#[tokio::test]
+async fn a_full_view_says_so_and_still_answers() {
+    let l = lab(true);
+    l.store.down.store(true, Ordering::SeqCst);
+    for tag in 0..2000u128 {
+        assert!(l.hit(tag, &hourly(10), false).await.expect("answers"));
+    }
+    assert!(l.view.len() <= 64 + 16);
+    assert!(l.view.stats.overflow.load(Ordering::Relaxed) > 0);
+}

@@ -1,0 +1,217 @@
+//! [`decide_with_view`]: one request's decision when the service keeps a [`LocalView`]
+//! (a rule may be `batched`, or `--store-failure-mode local` is on). Strict descriptors go
+//! to the store as in [`super::decide`]; batched ones are answered by the view when it
+//! allows, otherwise sent to the store behind the hits the view holds for them; when the
+//! store fails and the fallback is on, every descriptor of the call is decided by the view.
+//! Still one store call per request.
+
+use std::sync::Arc;
+
+use super::local_view::{Local, LocalView};
+use super::{Decision, Modes, OverLimitCache, Plan, compose};
+use crate::limit::{Charge, Check, LimitResult, LimitSpec};
+use crate::store::{Store, StoreError};
+
+/// How one metered descriptor is answered.
+enum Via {
+    /// From memory (the over-limit cache, or the view): its results.
+    Memory {
+        results: Vec<LimitResult>,
+        cache: bool,
+    },
+    /// By the store, behind `carry` hits of its own written back first.
+    Store { carry: u64 },
+}
+
+/// Decide a request with the local view. `batched[i]` says whether `plans[i]` is decided in
+/// batched mode.
+pub async fn decide_with_view<S: Store + ?Sized>(
+    store: &S,
+    cache: Option<&OverLimitCache>,
+    view: &LocalView,
+    batched: &[bool],
+    plans: &[Plan<'_>],
+    modes: Modes,
+) -> Result<Decision, StoreError> {
+    let metered: Vec<(usize, &super::Metered<'_>)> = plans
+        .iter()
+        .enumerate()
+        .filter_map(|(i, p)| match p {
+            Plan::Metered(m) => Some((i, m)),
+            _ => None,
+        })
+        .collect();
+    let is_batched = |i: usize| batched.get(i).copied().unwrap_or(false);
+    if view.degraded() {
+        let results = metered
+            .iter()
+            .flat_map(|(_, m)| {
+                let mut r = Vec::with_capacity(m.limits.as_slice().len());
+                view.fallback(m.tag, m.limits.as_slice(), m.cost, m.refund, &mut r);
+                r
+            })
+            .collect();
+        return Ok(compose(plans, results, modes));
+    }
+    let now = cache.map(OverLimitCache::now_ms).unwrap_or_default();
+    let mut via: Vec<Via> = Vec::with_capacity(metered.len());
+    for &(i, m) in &metered {
+        let limits = m.limits.as_slice();
+        if m.refund {
+            if let Some(c) = cache {
+                c.forget(m.tag);
+            }
+            via.push(Via::Store { carry: 0 });
+            continue;
+        }
+        if let Some(c) = cache {
+            let mut r = Vec::new();
+            if c.lookup(m.tag, limits, m.cost, now, &mut r) {
+                via.push(Via::Memory {
+                    results: r,
+                    cache: true,
+                });
+                continue;
+            }
+        }
+        if is_batched(i) {
+            let mut r = Vec::with_capacity(limits.len());
+            // With stop-increment the carried hits would go uncharged beside a denial.
+            match view.batched(m.tag, limits, m.cost, !modes.stop_increment, &mut r) {
+                Local::Answered => via.push(Via::Memory {
+                    results: r,
+                    cache: false,
+                }),
+                Local::Store { carry } => via.push(Via::Store { carry }),
+            }
+            continue;
+        }
+        via.push(Via::Store { carry: 0 });
+    }
+    let any_denied_here = via.iter().any(|v| match v {
+        Via::Memory { results, .. } => results.iter().any(|r| !r.allowed),
+        Via::Store { .. } => false,
+    });
+    // The write-backs' limits, owned for the call.
+    let forced: Vec<Option<Arc<[LimitSpec]>>> = metered
+        .iter()
+        .zip(&via)
+        .map(|((_, m), v)| match v {
+            Via::Store { carry } if *carry > 0 => {
+                Some(view.forced_limits(m.tag, m.limits.as_slice()))
+            }
+            _ => None,
+        })
+        .collect();
+    let mut checks: Vec<Check<'_>> = Vec::new();
+    for (((_, m), v), f) in metered.iter().zip(&via).zip(&forced) {
+        if let Via::Store { carry } = v {
+            if let Some(f) = f {
+                checks.push(Check {
+                    tag: m.tag,
+                    limits: f,
+                    cost: *carry,
+                    refund: false,
+                });
+            }
+            checks.push(Check {
+                tag: m.tag,
+                limits: m.limits.as_slice(),
+                cost: m.cost,
+                refund: m.refund,
+            });
+        }
+    }
+    let charge = match (modes.stop_increment, any_denied_here) {
+        (false, _) => Charge::Each,
+        (true, false) => Charge::StopWhenOver,
+        (true, true) => Charge::Held,
+    };
+    let sent_len: usize = checks.iter().map(|c| c.limits.len()).sum();
+    let mut fresh = Vec::with_capacity(sent_len);
+    let seq = view.next_seq();
+    let sent = view.now_ms();
+    let outcome = if checks.is_empty() {
+        Ok(())
+    } else {
+        store.run_with(&checks, charge, &mut fresh).await
+    };
+    let outcome = outcome.and_then(|()| {
+        if fresh.len() == sent_len {
+            Ok(())
+        } else {
+            Err(StoreError::Backend(format!(
+                "store returned {} results for {sent_len} limits",
+                fresh.len()
+            )))
+        }
+    });
+    if let Err(e) = outcome {
+        for ((_, m), v) in metered.iter().zip(&via) {
+            if let Via::Store { carry } = v {
+                view.failed(m.tag, *carry);
+            }
+        }
+        if !view.options().fallback {
+            return Err(e);
+        }
+        view.enter_degraded(&e);
+        let mut results = Vec::new();
+        for ((_, m), v) in metered.iter().zip(via) {
+            match v {
+                Via::Memory { results: r, .. } => results.extend(r),
+                Via::Store { .. } => {
+                    view.fallback(m.tag, m.limits.as_slice(), m.cost, m.refund, &mut results);
+                }
+            }
+        }
+        return Ok(compose(plans, results, modes));
+    }
+    if !checks.is_empty() {
+        view.observe_latency(view.now_ms().saturating_sub(sent));
+    }
+    let keep_strict = view.options().fallback;
+    let mut results =
+        Vec::with_capacity(metered.iter().map(|(_, m)| m.limits.as_slice().len()).sum());
+    let mut from_memory = Vec::with_capacity(metered.len());
+    let mut at = 0;
+    for (((i, m), v), f) in metered.iter().zip(via).zip(&forced) {
+        let limits = m.limits.as_slice();
+        match v {
+            Via::Memory { results: r, cache } => {
+                results.extend(r);
+                from_memory.push(cache);
+            }
+            Via::Store { carry } => {
+                if let Some(f) = f {
+                    view.landed(m.tag, carry);
+                    view.record(m.tag, f, 0, seq, sent, &fresh[at..at + f.len()], false);
+                    at += f.len();
+                }
+                let r = &fresh[at..at + limits.len()];
+                at += limits.len();
+                let cost = if m.refund { 0 } else { m.cost };
+                if is_batched(*i) || keep_strict {
+                    view.record(m.tag, limits, cost, seq, sent, r, true);
+                }
+                if let Some(c) = cache
+                    && !m.refund
+                    && !is_batched(*i)
+                {
+                    c.insert(m.tag, limits, m.cost, now, r);
+                }
+                results.extend_from_slice(r);
+                from_memory.push(false);
+            }
+        }
+    }
+    let mut decision = compose(plans, results, modes);
+    let verdicts = decision.outcomes.iter_mut().filter_map(|o| match o {
+        super::Outcome::Metered(v) => Some(v),
+        _ => None,
+    });
+    for (v, c) in verdicts.zip(from_memory) {
+        v.cached = c;
+    }
+    Ok(decision)
+}

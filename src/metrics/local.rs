@@ -1,0 +1,85 @@
+//! Metrics of the local view (batched consistency and the store-failure fallback). The
+//! limiter counts in atomics; the batch task publishes them here every interval.
+
+use prometheus::{IntCounter, IntCounterVec, IntGauge, Opts, Registry};
+
+use super::must;
+
+pub struct LocalMetrics {
+    /// 1 while decisions are local because the store failed.
+    pub degraded: IntGauge,
+    /// Periods entered (0 → 1 transitions of `degraded`).
+    pub degraded_periods: IntCounter,
+    /// Decisions made locally, by reason (`batched`, `store_failure`).
+    pub decisions: IntCounterVec,
+    /// Hits admitted without being kept for write-back (`--local-view-max-keys` reached).
+    pub overflow: IntCounter,
+    pub keys: IntGauge,
+    /// Hits admitted locally and not yet in the store.
+    pub unwritten: IntGauge,
+    pub flushes: IntCounter,
+    pub flush_errors: IntCounter,
+    pub written: IntCounter,
+}
+
+impl LocalMetrics {
+    pub(super) fn new(registry: &Registry) -> LocalMetrics {
+        let reg = |c: Box<dyn prometheus::core::Collector>| must(registry.register(c));
+        let counter = |name: &str, help: &str| {
+            let c = must(IntCounter::new(name, help));
+            reg(Box::new(c.clone()));
+            c
+        };
+        let gauge = |name: &str, help: &str| {
+            let g = must(IntGauge::new(name, help));
+            reg(Box::new(g.clone()));
+            g
+        };
+        let decisions = must(IntCounterVec::new(
+            Opts::new(
+                "sluice_local_decisions_total",
+                "Descriptors decided from the local view, without the store, by reason (batched: a batched rule with room to spare; store_failure: the store failed, --store-failure-mode local).",
+            ),
+            &["reason"],
+        ));
+        reg(Box::new(decisions.clone()));
+        for reason in ["batched", "store_failure"] {
+            decisions.with_label_values(&[reason]);
+        }
+        LocalMetrics {
+            degraded: gauge(
+                "sluice_store_degraded",
+                "1 while decisions are local because the store failed (--store-failure-mode local).",
+            ),
+            degraded_periods: counter(
+                "sluice_store_degraded_periods_total",
+                "Times the store failed and decisions went local.",
+            ),
+            decisions,
+            overflow: counter(
+                "sluice_local_view_overflow_total",
+                "Hits admitted while the store was down that could not be kept for write-back (--local-view-max-keys reached).",
+            ),
+            keys: gauge(
+                "sluice_local_view_keys",
+                "Descriptors held by the local view.",
+            ),
+            unwritten: gauge(
+                "sluice_local_view_unwritten_hits",
+                "Hits admitted locally and not yet written to the store.",
+            ),
+            flushes: counter(
+                "sluice_batch_flushes_total",
+                "Write-backs of locally admitted hits that reached the store (one store call each).",
+            ),
+            flush_errors: counter(
+                "sluice_batch_flush_errors_total",
+                "Write-backs that failed (their hits wait for the next one).",
+            ),
+            written: counter(
+                "sluice_batch_written_hits_total",
+                "Locally admitted hits written to the store.",
+            ),
+        }
+    }
+}
