@@ -4,12 +4,11 @@
 //! and the slot and replication queries those tests need (who owns a slot, node ids, a
 //! slot moved by hand with `CLUSTER SETSLOT` and `MIGRATE`).
 
-use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use deadpool_redis::redis;
 
-use super::redis::{RedisServer, free_port};
+use super::redis::{RedisServer, cluster_create, free_port};
 
 /// `cluster-node-timeout` (ms): a primary silent this long is suspected, then failed over.
 /// Short for speed, long enough that a loaded test machine does not fail nodes at random.
@@ -53,16 +52,7 @@ impl FaultCluster {
             .map(|s| format!("127.0.0.1:{}", s.port()))
             .collect();
         // `--cluster create` makes the first `primaries` addresses primaries.
-        let status = Command::new("redis-cli")
-            .arg("--cluster")
-            .arg("create")
-            .args(&addrs)
-            .args(["--cluster-replicas", "1", "--cluster-yes"])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .status()
-            .expect("redis-cli not installed?");
-        assert!(status.success(), "redis-cli --cluster create failed");
+        cluster_create(&addrs, 1);
         let cluster = FaultCluster {
             nodes,
             killed: Vec::new(),

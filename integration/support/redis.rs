@@ -257,16 +257,7 @@ impl RedisCluster {
             .iter()
             .map(|s| format!("127.0.0.1:{}", s.port()))
             .collect();
-        let status = Command::new("redis-cli")
-            .arg("--cluster")
-            .arg("create")
-            .args(&addrs)
-            .args(["--cluster-replicas", "0", "--cluster-yes"])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .status()
-            .expect("redis-cli not installed?");
-        assert!(status.success(), "redis-cli --cluster create failed");
+        cluster_create(&addrs, 0);
         let deadline = Instant::now() + Duration::from_secs(20);
         loop {
             let all_ok = nodes.iter().all(|s| {
@@ -322,4 +313,19 @@ fn owner_port(slots: &redis::Value, slot: i64) -> Option<i64> {
             _ => None,
         }
     })
+}
+
+/// `redis-cli --cluster create` over `addrs` with `replicas` replicas per primary (the first
+/// addresses become the primaries).
+pub fn cluster_create(addrs: &[String], replicas: u32) {
+    let status = Command::new("redis-cli")
+        .arg("--cluster")
+        .arg("create")
+        .args(addrs)
+        .args(["--cluster-replicas", &replicas.to_string(), "--cluster-yes"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .expect("redis-cli not installed?");
+    assert!(status.success(), "redis-cli --cluster create failed");
 }
