@@ -75,13 +75,16 @@ async fn sliding_window_spread_hits() {
     assert_eq!(env.hit1(t, &l, 1).await, deny(601, Some(1), 10));
     env.at(1100);
     assert_eq!(env.hit1(t, &l, 1).await, allow(3, 1100, 6));
-    // Runs: score = sub-window index, member = 'cum:cnt'; the expired sub-window 0 was
-    // pruned by the write.
+    // One string 'hi:lo:S:c_hi:...:c_lo', newest sub-window first; the expired sub-window 0
+    // was dropped by the write.
     let key = env.store.state_key(t, &l);
     let cur0 = env.t0 / 100;
-    let runs: Vec<String> = env.server.query(&["ZRANGE", &key, "0", "-1", "WITHSCORES"]);
+    let state: String = env.server.query(&["GET", &key]);
     let at = |j: u64| (cur0 + j).to_string();
-    assert_eq!(runs, ["7:3", &at(3), "10:3", &at(6), "11:1", &at(11)]);
+    assert_eq!(
+        state,
+        format!("{}:{}:7:1:0:0:0:0:3:0:0:3:0:0", at(11), at(1))
+    );
 }
 
 #[tokio::test]
@@ -105,18 +108,20 @@ async fn sliding_log_exact_retry_from_the_kth_oldest_entry() {
     assert_eq!(env.hit1(t, &l, 1).await, allow(0, 1000, 2));
     let key = env.store.state_key(t, &l);
     let runs: Vec<String> = env.server.query(&["ZRANGE", &key, "0", "-1", "WITHSCORES"]);
-    // Run-length entries, score = ts, member = 'cum:cnt'; the expired run at 0 is pruned by
-    // the write.
+    // Run-length entries, score = ts, member = 'cum:cnt', the newest written with the cache
+    // of the oldest run (':ts:cum-cnt', runs.lua), the older ones keep the one they had when
+    // they were the newest; the expired run at 0 is pruned by the write.
     let (a, b, c) = (env.t0 + 100, env.t0 + 200, env.t0 + 1000);
+    let t0 = env.t0;
     assert_eq!(
         runs,
         [
-            "2:1",
-            &a.to_string(),
-            "3:1",
-            &b.to_string(),
-            "4:1",
-            &c.to_string()
+            format!("2:1:{t0}:0"),
+            a.to_string(),
+            format!("3:1:{t0}:0"),
+            b.to_string(),
+            format!("4:1:{a}:1"),
+            c.to_string()
         ],
         "{runs:?}"
     );

@@ -1,6 +1,7 @@
 //! The run-length counts `sliding_log` and `sliding_window` both keep: `(key, count)` runs
 //! with ascending keys (a timestamp, a sub-window index) and their total, as Redis keeps
-//! them in one ZSET for both (`src/store/lua/runs.lua`).
+//! them for `sliding_log` in one ZSET (`src/store/lua/runs.lua`; `sliding_window` in one
+//! string, `src/store/lua/sliding_window.lua`).
 //!
 //! What the two algorithms share is here: which runs are live, dropping the others when the
 //! state is written, adding to the newest run, refunding newest first with bounded work.

@@ -4,7 +4,8 @@
 //! Loading is read-only ([`SlidingWindow::view`]): sub-windows the load drops are only
 //! removed when the state is written (charge or refund), as in Redis. A call costs
 //! O(dropped + live sub-windows) at worst, O(1) amortized when the clock moves forward.
-//! Redis keeps the same runs in a ZSET with every call bounded (`src/store/lua/runs.lua`).
+//! Redis keeps the same counts in one string with every call bounded
+//! (`src/store/lua/sliding_window.lua`).
 
 use super::USAGE_MAX;
 use super::runs::Runs;

@@ -1,8 +1,8 @@
 -- sluice: the rate-limit checks of one request (descriptors D1..Dm, each with limits
 -- L1..Lk), in ONE script call. Semantics: docs/algorithms.md. This file is the first part of
--- one script composed at build time (header.lua, fixed_window.lua, runs.lua, the bucket
--- files, main.lua), so a request whose limits use different algorithms is still a single
--- atomic EVALSHA. Each check is decided atomically and in order (a later check sees what an
+-- one script composed at build time (header.lua, fixed_window.lua, sliding_window.lua,
+-- runs.lua, the bucket files, main.lua), so a request whose limits use different algorithms
+-- is still a single atomic EVALSHA. Each check is decided atomically and in order (a later check sees what an
 -- earlier one charged, as separate calls would); the request as a whole is atomic too.
 --
 -- KEYS, per check, per limit, in order (all under the descriptor's hash tag; none built in Lua):
@@ -90,7 +90,7 @@ end
 -- fixed-window path asks HLEN instead on older servers. Tests force that branch on Redis 7
 -- by setting V7 to false on the next line (RedisStore::new_forcing_pre_redis7).
 local V7 = redis.REDIS_VERSION_NUM ~= nil
--- With Redis TIME a TTL that later writes keep (a fixed window's, the sliding runs') is set
+-- With Redis TIME a TTL that later writes keep (a fixed window's, the sliding log's) is set
 -- as an absolute time, EXPIRE = PEXPIREAT at XB + ttl: exactly the state's end however late
 -- in the script it is set (a relative PEXPIRE counts from Redis's clock at the command, which
 -- may be past the TIME read). In local time mode (sluice's clock, which Redis's may not

@@ -170,7 +170,9 @@ for pass = first_pass, 2 do
       -- 1. Load.
       if code == 1 then
         fw_load(l, now, slack, XB)
-      elseif code <= 3 then
+      elseif code == 2 then
+        sw_load(l, now)
+      elseif code == 3 then
         rn_load(l, now)
       elseif R == 0 then
         -- inert
@@ -196,7 +198,9 @@ for pass = first_pass, 2 do
       if n > 0 and mode ~= 3 and (ok or l.od) and not (held and ok) then
         if code == 1 then
           fw_write(l, now, n, slack, true, timed)
-        elseif code <= 3 then
+        elseif code == 2 then
+          sw_write(l, now, n, slack, true, timed)
+        elseif code == 3 then
           rn_write(l, now, n, slack, true, timed)
         elseif R > 0 then
           u = min(u + n * W, l.L)
@@ -230,7 +234,9 @@ for pass = first_pass, 2 do
       elseif code == 1 then
         -- The window end even when n > C: envoyproxy/ratelimit's answer.
         retry = reset
-      elseif code <= 3 then
+      elseif code == 2 then
+        retry = sw_retry(l, now, n)
+      elseif code == 3 then
         retry = rn_retry(l, now, n)
       elseif R > 0 and n <= C then
         retry = l.lag + ceil((u - (l.Cs - n * W)) / R)
@@ -253,7 +259,9 @@ for pass = first_pass, 2 do
         local code = l.code
         if code == 1 then
           fw_load(l, now, slack, XB)
-        elseif code <= 3 then
+        elseif code == 2 then
+          sw_load(l, now)
+        elseif code == 3 then
           rn_load(l, now)
         elseif l.R == 0 then
           -- inert
@@ -327,7 +335,9 @@ for pass = first_pass, 2 do
             if refund or all_ok or l.od then
               if code == 1 then
                 fw_write(l, now, n, slack, not refund, timed)
-              elseif code <= 3 then
+              elseif code == 2 then
+                sw_write(l, now, n, slack, not refund, timed)
+              elseif code == 3 then
                 rn_write(l, now, n, slack, not refund, timed)
               elseif l.R > 0 then
                 if refund then
@@ -383,7 +393,9 @@ for pass = first_pass, 2 do
             if code == 1 then
               -- The window end even when n > C: envoyproxy/ratelimit's answer.
               retry = reset
-            elseif code <= 3 then
+            elseif code == 2 then
+              retry = sw_retry(l, now, n)
+            elseif code == 3 then
               retry = rn_retry(l, now, n)
             elseif l.R > 0 and n <= l.C then
               retry = l.lag + ceil((l.u - (l.Cs - n * l.W)) / l.R)

@@ -1,42 +1,50 @@
--- sliding_window (code 2) and sliding_log (code 3): counts at positions, summed over the
--- positions still in the trailing window. One representation for both, the run-length
--- entries the memory store keeps:
---   sliding_log: position = the hit's ts (ms), live while pos >= now - W + 1,
---                a position leaves the window at end(pos) = pos + W;
---   sliding_window: position = the sub-window index idx(t) = floor(t*B/W), live while
---                pos >= cur - B (cur = idx(now)), leaves at end(pos) = start(pos + B + 1),
---                start(i) = ceil(i*W/B).
+-- sliding_log (code 3): counts at positions (a hit's ts, ms), summed over the positions
+-- still in the trailing window: live while pos >= now - W + 1, a position leaves the window
+-- at end(pos) = pos + W. (sliding_window, which runs.lua also kept until issue 18, has its
+-- own, cheaper layout: sliding_window.lua.)
 -- State: a ZSET with one member per position that holds a count (a run): score = pos,
 -- member '%d:%d' = (cum, cnt): cnt = the run's count, cum = a running total, the last entry
 -- of this run (modulo 2^53, so it stays exact however long the key lives). cum grows with
--- pos, so U = cum(newest run) - (cum - cnt)(oldest live run): two O(log N) reads.
--- Every call is bounded, whatever the cost, C, B or the number of runs:
+-- pos, so U = cum(newest run) - (cum - cnt)(oldest live run). The NEWEST run's member also
+-- caches the oldest member of the set, '%d:%d:%d:%d' = (cum, cnt, fpos, fbase): its position
+-- and its cum - cnt, as the write that made it left them (written only when that oldest
+-- member was live, i.e. nothing expired precedes it). While fpos is still live a load is
+-- ONE read (ZRANGE -1 -1); once it left, a second read finds the oldest live run (and the
+-- next write prunes). Every write of the newest member refreshes the cache or drops it; a
+-- member that stops being the newest keeps a stale one, never read (a refund that makes an
+-- older member the newest rewrites it). Every redis.call costs Redis ~5-15k instructions
+-- (header.lua), the commands per check are the cost: a charge is 1 read + ZADD (+ ZREM of
+-- the old newest member when the hit lands in the same ms) + the expiry when it moves.
+-- Every call is bounded, whatever the cost, C or the number of runs:
 --   * a charge adds one run, or adds to the newest run when its position is >= the
---     current one (the same ms / sub-window, or a clock gone backwards: stamped with the
---     newest position, conservatively);
+--     current one (the same ms, or a clock gone backwards: stamped with the newest
+--     position, conservatively);
 --   * expired runs are pruned lazily, at most RN_PRUNE per write (reads skip them by
---     score); a key with no live run left is dropped with UNLINK (freed off the main
+--     score; the load that finds the oldest run expired reads the 4 oldest, which
+--     usually hold the first live one and tell its rank, what the write prunes); a key with no live run left is dropped with UNLINK (freed off the main
 --     thread) by the next write;
 --   * a refund takes from the newest runs, at most RN_REFUND (64) of them
 --     (docs/algorithms.md, SLIDING_LOG_REFUND_RUNS);
 --   * retry (the run holding the entry that must leave) is a bisection over ranks,
 --     O(log^2 N), one probe when every run holds one entry.
--- A key an earlier release wrote (a sliding_window hash, or one ZSET member per log entry)
--- reads as empty and is replaced by the next write.
+-- A key an earlier release wrote (one ZSET member per log entry) reads as empty and is
+-- replaced by the next write; a newest member without the cache (the layout before issue
+-- 18) costs the second read once.
 -- TTL = reset + slack (the newest run's end). Loaded into l.u, l.cur, l.lo, l.reset (ms
 -- until the newest counted position leaves the window, 0 when empty; kept up to date by
--- rn_write) and, when a run is live (l.live): l.first (the oldest live run's member), l.base
--- (its cum - cnt), l.top, l.ncnt, l.npos, l.nmember (the newest run), l.pruned (no expired
--- run precedes the oldest live one); l.stale: the key holds nothing live.
+-- rn_write) and, when a run is live (l.live): l.first (the oldest live run's member, false
+-- when it came from the cache), l.fpos and l.base (its position and cum - cnt), l.top,
+-- l.ncnt, l.npos, l.nmember (the newest run), l.pruned (no expired run precedes the oldest
+-- live one); l.stale: the key holds nothing live.
 -- KEYS/ARGV/return: see header.lua; semantics: docs/algorithms.md.
 local rn_load, rn_write, rn_retry
-if USES[2] or USES[3] then
+if USES[3] then
   local RN_PRUNE, RN_REFUND, RN_M = 64, 64, 9007199254740992
 
-  -- cum, cnt of a member, or nil.
+  -- cum, cnt of a member ('cum:cnt', or with the cache, 'cum:cnt:fpos:fbase'), or nil.
   local function rn_parse(m)
-    local cum, cnt = string.match(m, '^(%d+):(%d+)$')
-    if cum == nil then
+    local cum, cnt, x = string.match(m, '^(%d+):(%d+)(.*)$')
+    if cum == nil or (x ~= '' and not string.find(x, '^:%d+:%d+$')) then
       return nil
     end
     return cum + 0, cnt + 0
@@ -51,62 +59,65 @@ if USES[2] or USES[3] then
     return d
   end
 
-  -- The time (ms) at which position pos leaves the trailing window.
-  local function rn_end(l, pos)
-    if l.code == 3 then
-      return pos + l.W
-    end
-    return math.ceil((pos + l.B + 1) * l.W / l.B)
-  end
-
   -- (Globals such as redis.call are looked up where a path needs them: a key with no state,
   -- the common case, needs one read and the few lines before it.)
   rn_load = function(l, now)
-    local cur, lo
-    if l.code == 3 then
-      cur, lo = now, now - l.W + 1
-    else
-      cur = math.floor(now * l.B / l.W)
-      lo = cur - l.B
-    end
-    l.cur, l.lo, l.u, l.live, l.stale, l.reset = cur, lo, 0, false, false, 0
+    local lo = now - l.W + 1
+    l.cur, l.lo, l.u, l.live, l.stale, l.reset = now, lo, 0, false, false, 0
     local last = redis.pcall('ZRANGE', l.key, '-1', '-1', 'WITHSCORES')
     if last[1] == nil then
       if last.err then
-        if l.code == 2 and redis.call('TYPE', l.key).ok == 'hash' then
-          l.stale = true
-          return
-        end
         return error(last)
       end
       return
     end
-    local call, fmt = redis.call, string.format
     l.stale = true
     local npos = last[2] + 0
-    local top, ncnt = rn_parse(last[1])
-    if top == nil or npos < lo then
+    if npos < lo then
       return
     end
-    -- The oldest run is usually live: one read (and nothing to prune); else the first live
-    -- one.
-    local first = call('ZRANGE', l.key, '0', '0', 'WITHSCORES')
-    local pruned = first[2] + 0 >= lo
-    if not pruned then
-      first = call('ZRANGEBYSCORE', l.key, fmt('%d', lo), '+inf', 'LIMIT', '0', '1')
-    end
-    local fcum, fcnt = rn_parse(first[1])
-    if fcum == nil then
+    local top, ncnt, fpos, fbase = string.match(last[1], '^(%d+):(%d+):(%d+):(%d+)$')
+    if top ~= nil and fpos + 0 >= lo then
+      -- The cached oldest member is live: it is the oldest live run, nothing to prune.
+      top, ncnt = top + 0, ncnt + 0
+      fpos, fbase = fpos + 0, fbase + 0
+    else
+      top, ncnt = rn_parse(last[1])
+      if top == nil then
+        return
+      end
+      -- The first live run is usually among the 4 oldest: one read gives it and its rank
+      -- (what the write prunes); else one more finds it.
+      local probe = redis.call('ZRANGE', l.key, '0', '3', 'WITHSCORES')
+      local first, rank
+      for i = 2, #probe, 2 do
+        if probe[i] + 0 >= lo then
+          first, fpos, rank = probe[i - 1], probe[i] + 0, i / 2 - 1
+          break
+        end
+      end
+      if first == nil then
+        local f = redis.call('ZRANGEBYSCORE', l.key, string.format('%d', lo), '+inf',
+          'WITHSCORES', 'LIMIT', '0', '1')
+        first, fpos, rank = f[1], f[2] + 0, false
+      end
+      local fcum, fcnt = rn_parse(first)
+      if fcum == nil then
+        return
+      end
+      fbase = fcum - fcnt
+      if fbase < 0 then
+        fbase = fbase + RN_M
+      end
+      l.pruned, l.first, l.rank = rank == 0, first, rank
+      l.live, l.stale, l.fpos, l.base = true, false, fpos, fbase
+      l.top, l.ncnt, l.npos, l.nmember = top, ncnt, npos, last[1]
+      l.u, l.reset = rn_span(top, fbase), npos + l.W - now
       return
     end
-    local base = fcum - fcnt
-    if base < 0 then
-      base = base + RN_M
-    end
-    l.live, l.stale, l.pruned = true, false, pruned
-    l.first, l.base = first[1], base
+    l.live, l.stale, l.pruned, l.first, l.fpos, l.base = true, false, true, false, fpos, fbase
     l.top, l.ncnt, l.npos, l.nmember = top, ncnt, npos, last[1]
-    l.u, l.reset = rn_span(top, base), rn_end(l, npos) - now
+    l.u, l.reset = rn_span(top, fbase), npos + l.W - now
   end
 
   -- Charge n at the current position (the total saturates at 2^53), or refund up to n from
@@ -125,23 +136,30 @@ if USES[2] or USES[3] then
         return
       end
       -- (The strings are cached on l, sa, sb -> sv, sm: the fresh keys of one rule in a call
-      -- all write the same run.)
+      -- all write the same run.) The run is the oldest member too: fpos = cur, fbase = 0.
       local add, cur = n, l.cur
       if add > RN_M then
         add = RN_M
       end
       if l.sa ~= cur or l.sb ~= add then
         local fmt = string.format
-        l.sa, l.sb, l.sv, l.sm = cur, add, fmt('%d', cur), fmt('%d:%d', add % RN_M, add)
+        l.sa, l.sb, l.sv = cur, add, fmt('%d', cur)
+        l.sm = fmt('%d:%d:%d:0', add % RN_M, add, cur)
       end
       redis.call('ZADD', key, l.sv, l.sm)
       l.live, l.u, l.npos = true, add, cur
     else
       local call, fmt, min = redis.call, string.format, math.min
       -- Runs before the oldest live one have expired: drop at most RN_PRUNE of them.
-      local e = not l.pruned and call('ZRANK', key, l.first)
+      local e = not l.pruned and (l.rank or call('ZRANK', key, l.first))
       if e and e > 0 then
         call('ZREMRANGEBYRANK', key, '0', fmt('%d', min(e, RN_PRUNE) - 1))
+      end
+      -- The cache the newest member carries: the oldest member is the oldest live run
+      -- unless more than RN_PRUNE expired runs precede it.
+      local X = ''
+      if l.pruned or (e and e <= RN_PRUNE) then
+        X = fmt(':%d:%d', l.fpos, l.base)
       end
       if charge then
         local add = min(n, RN_M - l.u)
@@ -154,7 +172,7 @@ if USES[2] or USES[3] then
             top = top + add
           end
           if l.npos >= l.cur then
-            local m = fmt('%d:%d', top, l.ncnt + add)
+            local m = fmt('%d:%d', top, l.ncnt + add) .. X
             -- Add before removing: removing a zset's only member deletes the key, and its
             -- TTL with it (the timed path below keeps the TTL the key has).
             call('ZADD', key, fmt('%d', l.npos), m)
@@ -165,7 +183,7 @@ if USES[2] or USES[3] then
             end
             l.nmember = m
           else
-            call('ZADD', key, fmt('%d', l.cur), fmt('%d:%d', top, add))
+            call('ZADD', key, fmt('%d', l.cur), fmt('%d:%d', top, add) .. X)
             l.npos = l.cur
           end
           l.u = l.u + add
@@ -186,7 +204,12 @@ if USES[2] or USES[3] then
             if c < 0 then
               c = c + RN_M
             end
-            call('ZADD', key, runs[m + 1], fmt('%d:%d', c, cnt - rem))
+            local nm = fmt('%d:%d', c, cnt - rem)
+            if whole == 0 then
+              -- The newest run: it keeps the cache.
+              nm = nm .. X
+            end
+            call('ZADD', key, runs[m + 1], nm)
             call('ZREM', key, runs[m])
             l.u, rem = l.u - rem, 0
           end
@@ -199,11 +222,22 @@ if USES[2] or USES[3] then
         end
         if whole > 0 then
           call('ZREMRANGEBYRANK', key, fmt('%d', -whole), '-1')
-          l.npos = call('ZRANGE', key, '-1', '-1', 'WITHSCORES')[2] + 0
+          -- An older run is the newest now: its member gets the current cache (it may hold
+          -- a stale one from when it was the newest before).
+          local last = call('ZRANGE', key, '-1', '-1', 'WITHSCORES')
+          l.npos = last[2] + 0
+          local cum, cnt = rn_parse(last[1])
+          if cum ~= nil then
+            local nm = fmt('%d:%d', cum, cnt) .. X
+            if nm ~= last[1] then
+              call('ZADD', key, last[2], nm)
+              call('ZREM', key, last[1])
+            end
+          end
         end
       end
     end
-    local reset = rn_end(l, l.npos) - now
+    local reset = l.npos + l.W - now
     l.reset = reset
     if timed and npos0 == l.npos then
       -- The expiry the key has.
@@ -225,22 +259,21 @@ if USES[2] or USES[3] then
 
   -- Denied with n <= C: the entry that must leave first is the need-th oldest live one,
   -- need = U - (C - n); it is in the first live run whose cum (as an offset from base) is
-  -- >= need. sliding_log: retry = end(its ts). sliding_window: k = its index - (cur - B) + 1
-  -- sub-windows must leave, retry = start(cur + k) - now, or reset when k > B + 1 (only after
-  -- the clock went backwards).
+  -- >= need; retry = end(its ts).
   rn_retry = function(l, now, n)
     if n > l.C then
       return -1
     end
     local need = l.u - (l.C - n)
     if need <= 0 or not l.live then
-      if l.code == 3 then
-        return 0
-      end
-      return math.ceil((l.cur + 1) * l.W / l.B) - now
+      return 0
     end
     local call, fmt = redis.call, string.format
-    local e = call('ZRANK', l.key, l.first)
+    -- (Rank 0 when nothing expired precedes the oldest live run.)
+    local e = 0
+    if not l.pruned then
+      e = call('ZRANK', l.key, l.first)
+    end
     local last = call('ZCARD', l.key) - 1
     local lo, hi = math.max(e, last - (l.u - need)), math.min(last, e + need - 1)
     local pos
@@ -265,13 +298,6 @@ if USES[2] or USES[3] then
     if pos == nil then
       return l.reset
     end
-    if l.code == 3 then
-      return pos + l.W - now
-    end
-    local k = pos - l.lo + 1
-    if k > l.B + 1 then
-      return l.reset
-    end
-    return math.ceil((l.cur + k) * l.W / l.B) - now
+    return pos + l.W - now
   end
 end

@@ -14,6 +14,7 @@ use crate::store::StoreError;
 pub const SCRIPT: &str = concat!(
     include_str!("../lua/header.lua"),
     include_str!("../lua/fixed_window.lua"),
+    include_str!("../lua/sliding_window.lua"),
     include_str!("../lua/runs.lua"),
     include_str!("../lua/token_bucket.lua"),
     include_str!("../lua/leaky_bucket.lua"),
