@@ -70,7 +70,7 @@ fn explain_names_the_limit_and_its_redis_key() {
         .find_map(|l| l.trim().strip_prefix("redis key: "))
         .expect("a redis key line");
     assert!(
-        key.starts_with("sluice:{") && key.ends_with("}:3:60:0:0"),
+        key.starts_with("sluice:{") && key.ends_with("}:3:60:0:0:r"),
         "{key}"
     );
     // The prefix is the Redis store's setting.

@@ -75,15 +75,16 @@ async fn sliding_window_spread_hits() {
     assert_eq!(env.hit1(t, &l, 1).await, deny(601, Some(1), 10));
     env.at(1100);
     assert_eq!(env.hit1(t, &l, 1).await, allow(3, 1100, 6));
-    // One string 'hi:lo:S:c_hi:...:c_lo', newest sub-window first; the expired sub-window 0
-    // was dropped by the write.
+    // One string 'hi:lo:base:P_hi:...:P_lo', newest sub-window first, P_i = base + the
+    // counts of lo..i (sliding_window.lua); the expired sub-window 0 was dropped by the
+    // write, its running total (4) is the base.
     let key = env.store.state_key(t, &l);
     let cur0 = env.t0 / 100;
     let state: String = env.server.query(&["GET", &key]);
     let at = |j: u64| (cur0 + j).to_string();
     assert_eq!(
         state,
-        format!("{}:{}:7:1:0:0:0:0:3:0:0:3:0:0", at(11), at(1))
+        format!("{}:{}:4:11:10:10:10:10:10:7:7:7:4:4", at(11), at(1))
     );
 }
 

@@ -383,10 +383,38 @@ async fn state_layouts_and_foreign_types() {
     }
 }
 
-/// A rolling upgrade of the sliding layouts: a `sliding_window` key of an earlier release (the
-/// run-length ZSET, members 'cum:cnt', or the hash before it) reads as empty and the next
-/// write replaces it with the current layout, with no WRONGTYPE error on any path (a peek, a
-/// refund, a hit, a denial's retry).
+/// A rolling upgrade of the sliding layouts (issue 18): their keys are named for the layout
+/// (`:s` for a `sliding_window`, `:r` for a `sliding_log`), so the keys an earlier release
+/// writes (without the suffix) are never read or written, as for the fixed window.
+#[tokio::test]
+async fn sliding_keys_of_earlier_releases_are_never_read() {
+    let env = Env::new().await;
+    let sw = spec(Algorithm::SlidingWindow, 5, Unit::Second);
+    let log = spec(Algorithm::SlidingLog, 5, Unit::Second);
+    let t = tag("sliding-upgrade");
+    let cur = (env.t0 * 10 / 1000).to_string();
+    let ts = env.t0.to_string();
+    for (l, suffix, score) in [(&sw, ":s", &cur), (&log, ":r", &ts)] {
+        let new = env.store.state_key(t, l);
+        let old = new.strip_suffix(suffix).expect("the layout suffix");
+        // What an earlier release left: a full window (5 of 5) as its run-length ZSET.
+        let _: i64 = env.server.query(&["ZADD", old, score, "5:5"]);
+        let r = env.hit1(t, l, 1).await;
+        assert!(r.allowed, "{l:?}: {r:?}");
+        assert_eq!((r.used_before, r.remaining), (0, 4), "{l:?}");
+        let kept: Vec<String> = env.server.query(&["ZRANGE", old, "0", "-1"]);
+        assert_eq!(kept, ["5:5"]);
+    }
+    let kind: String = env.server.query(&["TYPE", &env.store.state_key(t, &sw)]);
+    assert_eq!(kind, "string");
+    let kind: String = env.server.query(&["TYPE", &env.store.state_key(t, &log)]);
+    assert_eq!(kind, "zset");
+}
+
+/// A `sliding_window` key holding an earlier layout (the run-length ZSET, members 'cum:cnt',
+/// or the hash before it; only if something wrote one under the new name) reads as empty and
+/// the next write replaces it, with no WRONGTYPE error on any path (a peek, a refund, a hit,
+/// a denial's retry).
 #[tokio::test]
 async fn sliding_window_keys_of_earlier_layouts_read_as_empty() {
     let env = Env::new().await;
@@ -430,9 +458,9 @@ async fn sliding_window_keys_of_earlier_layouts_read_as_empty() {
     }
 }
 
-/// The sliding log's runs of the release before issue 18 ('cum:cnt' members, no cache of
-/// the oldest run in the newest member) are read as they are, and the next write adds the
-/// cache: '%d:%d:%d:%d' = (cum, cnt, the oldest run's ts, its cum - cnt).
+/// Sliding-log runs without the cache ('cum:cnt' members: the layout before issue 18, were
+/// one written under the new name) are read as they are, and the next write adds the cache
+/// to the newest member: '%d:%d:%d:%d' = (cum, cnt, the oldest run's ts, its cum - cnt).
 #[tokio::test]
 async fn sliding_log_runs_of_the_earlier_layout_are_read_and_cached() {
     let env = Env::new().await;

@@ -106,8 +106,9 @@ async fn sliding_window_refund_takes_from_the_newest_sub_windows() {
     let cur0 = env.t0 / 100;
     let state: String = env.server.query(&["GET", &key]);
     let at = |j: u64| (cur0 + j).to_string();
-    // 'hi:lo:S:c_hi:...:c_lo' (sliding_window.lua): sub-window 6 emptied, 3 is the newest.
-    assert_eq!(state, format!("{}:{}:6:2:0:0:4", at(3), at(0)));
+    // 'hi:lo:base:P_hi:...:P_lo' (running totals, sliding_window.lua): sub-window 6
+    // emptied, 3 is the newest (2 left), 0 holds 4; a refund writes base 0.
+    assert_eq!(state, format!("{}:{}:0:6:4:4:4", at(3), at(0)));
     // Sub-window 0 (4 hits) leaves at 1100: then 2 remain, 8 free.
     env.at(1100);
     assert_eq!(env.hit1(t, &l, 8).await, allow(0, 1100, 2));

@@ -2,52 +2,81 @@
 -- the sub-windows still in the trailing window (cur - B .. cur, cur = idx(now)); a
 -- sub-window i leaves at end(i) = start(i + B + 1), start(i) = ceil(i*W/B).
 -- State: ONE string, plain integers (like the buckets: a check is one GET, a charge one
--- SET ... PX; every redis.call costs Redis ~5-15k instructions, the Lua around it far less):
---   'hi:lo:S:c_hi:c_hi-1:...:c_lo' ('%d' each)
--- hi = the newest index with a count (c_hi > 0), lo = the oldest index stored, S = the sum
--- of every stored count, then the count of every index from hi down to lo (zeros included,
--- so an index is found by position), newest first: the fields a charge rewrites lead the
--- string, and the tail the window drops is its end. At most B + 1 + (B + 1) fields: a
--- write keeps only the indexes >= cur - B (and adds at most B zeros between hi and cur).
+-- SET ... PX; every redis.call costs Redis ~5-15k instructions, and every string the Lua
+-- code makes, parses or converts costs too, so the common paths make a handful):
+--   'hi:lo:base:P_hi:P_hi-1:...:P_lo' ('%d' each)
+-- hi = the newest index with a count, lo = the oldest index stored, then for every index i
+-- from hi down to lo (newest first) the running total P_i = base + the counts of lo..i, so
+-- count(i) = P_i - P_(i-1) (P_(lo-1) = base) and the sum over i >= j is P_hi - P_(j-1): one
+-- field, found by position. P_hi > P_(hi-1) (the newest has a count). The fields a charge
+-- rewrites lead the string, the tail the window drops is its end, and base is the field
+-- before the kept ones (the running totals keep their origin; every value stays <= 2^53:
+-- a write that would pass it rewrites the string from base 0). At most B + 1 fields: a write
+-- keeps only the indexes >= cur - B, and puts a new head only at cur (a clock gone
+-- backwards moves cur - B below lo, and the span stays what it was).
 -- Every call is bounded, whatever the cost, C or B (<= 1000):
---   * load: one GET; U = S unless sub-windows left the window (lo < cur - B: their counts,
---     at the end of the string, are subtracted) or all did (hi < cur - B: stale, empty);
---   * a charge adds to c_hi when hi >= cur (the same sub-window, or a clock gone backwards:
---     counted in the newest, conservatively), else puts a new head at cur; the rest of the
---     string is copied as it is unless the window dropped some of its tail;
---   * a refund takes from the newest sub-windows with a count, at most RN_REFUND (64);
+--   * load: one GET; U = P_hi - base, or P_hi - P_(cur-B-1) when sub-windows left the
+--     window (lo < cur - B: that field is found by a plain find per kept field), or 0 when
+--     all did (hi < cur - B: stale);
+--   * a charge adds to P_hi when hi >= cur (the same sub-window, or a clock gone backwards:
+--     counted in the newest, conservatively), else puts a new head at cur (the sub-windows
+--     between repeat P_hi); the rest of the string is copied as it is, cut where the window
+--     dropped its tail;
+--   * a refund takes from the newest sub-windows with a count, at most SW_REFUND (64);
 --   * retry (the sub-window whose leaving lets the hit pass) scans from the newest.
 -- TTL = reset + slack (the newest counted sub-window's end), set by the SET of every write.
--- A key an earlier release wrote (the run-length ZSET of runs.lua's earlier layout, or the
--- hash before it) reads as empty and is replaced by the next write; any other type is an
--- error.
+-- The key is the state key plus ':s' (script.rs): earlier releases' keys (the run-length
+-- ZSET runs.lua kept until issue 18, the hash before it) are never read. One of those under
+-- this name reads as empty and is replaced by the next write; any other type is an error.
 -- Loaded into l.u, l.cur, l.lo (cur - B), l.reset (ms until hi leaves the window, 0 when
 -- empty; kept up to date by sw_write), l.live (something is counted), l.stale (the key
--- holds nothing live), and when live: l.hi, l.s (the string), l.sp (where the fields after
--- c_hi start in it), l.tot (S), l.t (the counts, newest first, when they were parsed).
+-- holds nothing live; 1: an earlier layout's type), and when live: l.hi, l.s (the string),
+-- l.slo and l.base (its lo and base), l.phi (P_hi), l.sp (where the field after P_hi
+-- starts), l.cut (false, or where the dropped tail starts: the ':' before P_(cur-B-1)) and
+-- l.pd (that field).
 -- KEYS/ARGV/return: see header.lua; semantics: docs/algorithms.md "sliding_window".
 local sw_load, sw_write, sw_retry
 if USES[2] then
   local SW_REFUND, SW_M = 64, 9007199254740992
 
-  -- The counts of state string s, newest first (t[1] = c_hi), as the '%d' strings they are
-  -- stored as: table.concat writes them back as they are (it would format a number above
-  -- 1e14 as '9.007199254741e+15'), and arithmetic converts them.
-  local function sw_parse(s)
-    local t, j = {}, -3
+  -- The counts of the live sub-windows of l's string (hi down to lo or cur - B), newest
+  -- first. (The rare paths: a refund, a retry, a total about to pass 2^53.)
+  local function sw_counts(l)
+    local s = l.s
+    if l.cut then
+      s = string.sub(s, 1, l.cut - 1)
+    end
+    local c, j, prev = {}, -3, l.cut and l.pd or l.base
     for x in string.gmatch(s, '%d+') do
-      if j >= 0 then
-        t[j + 1] = x
+      if j >= 1 then
+        c[j] = c[j] - x
       end
       j = j + 1
+      if j >= 1 then
+        c[j] = x + 0
+      end
     end
-    return t
+    c[j] = c[j] - prev
+    return c
+  end
+
+  -- The string of counts c[h..k] (newest first, index hi down to lo), base 0.
+  local function sw_encode(hi, lo, c, h, k)
+    local fmt, parts, p = string.format, {}, 0
+    for j = h, k do
+      p = p + c[j]
+    end
+    for j = h, k do
+      parts[j - h + 1] = fmt('%d', p)
+      p = p - c[j]
+    end
+    return fmt('%d:%d:0:', hi, lo) .. table.concat(parts, ':')
   end
 
   sw_load = function(l, now)
     local cur = math.floor(now * l.B / l.W)
     local lo = cur - l.B
-    l.cur, l.lo, l.u, l.live, l.stale, l.reset, l.t = cur, lo, 0, false, false, 0, false
+    l.cur, l.lo, l.u, l.live, l.stale, l.reset = cur, lo, 0, false, false, 0
     local s = redis.pcall('GET', l.key)
     if not s then
       return
@@ -61,7 +90,7 @@ if USES[2] then
       end
       return error(s)
     end
-    local hi, slo, tot, chi, sp = string.match(s, '^(%d+):(%d+):(%d+):(%d+)()')
+    local hi, slo, base, phi, sp = string.match(s, '^(%d+):(%d+):(%d+):(%d+)()')
     l.stale = true
     if hi == nil then
       return
@@ -70,18 +99,23 @@ if USES[2] then
     if hi < lo then
       return
     end
-    tot = tot + 0
-    local u = tot
-    if slo + 0 < lo then
-      -- Sub-windows lo .. slo left: their counts end the string.
-      local t = sw_parse(s)
-      for i = hi - lo + 2, #t do
-        u = u - t[i]
+    phi, slo = phi + 0, slo + 0
+    local u, cut = phi - base, false
+    if slo < lo then
+      -- Sub-windows slo .. lo - 1 left: the field after the kept ones (P_hi .. P_lo) is
+      -- P_(lo-1).
+      cut = sp
+      for _ = lo + 1, hi do
+        cut = string.find(s, ':', cut + 1, true)
+        if not cut then
+          return
+        end
       end
-      l.t = t
+      local pd = string.match(s, '^%d+', cut + 1) + 0
+      u, l.pd = phi - pd, pd
     end
     l.live, l.stale = true, false
-    l.hi, l.s, l.sp, l.tot, l.chi, l.slo = hi, s, sp, tot, chi + 0, slo + 0
+    l.hi, l.s, l.sp, l.slo, l.base, l.phi, l.cut = hi, s, sp, slo, base + 0, phi, cut
     l.u, l.reset = u, math.ceil((hi + l.B + 1) * l.W / l.B) - now
   end
 
@@ -105,12 +139,12 @@ if USES[2] then
       end
       -- (Cached on l: the fresh keys of one rule in a call all write the same string.)
       if l.sa ~= cur or l.sb ~= add then
-        l.sa, l.sb, l.sv = cur, add, fmt('%d:%d:%d:%d', cur, cur, add, add)
+        l.sa, l.sb, l.sv = cur, add, fmt('%d:%d:0:%d', cur, cur, add)
       end
       s, hi = l.sv, cur
-      l.live, l.u, l.t = true, add, false
+      l.live, l.u = true, add
     else
-      local lo, u, keep = l.lo, l.u, l.hi - l.lo + 1
+      local lo, u = l.lo, l.u
       hi = l.hi
       if charge then
         local add = math.min(n, SW_M - u)
@@ -118,44 +152,61 @@ if USES[2] then
         if hi >= pos or add <= 0 then
           pos = hi
         end
-        -- The fields after c_hi that stay: all, or those of the sub-windows still in.
-        local rest
-        if l.slo >= lo then
-          rest, lo = string.sub(l.s, l.sp), l.slo
+        local base, phi = l.base, l.phi
+        if l.cut then
+          base = l.pd
         else
-          rest = ''
-          if keep > #l.t then
-            keep = #l.t
-          end
-          if keep >= 2 then
-            rest = ':' .. table.concat(l.t, ':', 2, keep)
-          end
+          lo = l.slo
         end
-        if pos == hi then
-          l.chi = l.chi + add
-          s = fmt('%d:%d:%d:%d', hi, lo, u + add, l.chi) .. rest
+        if add <= SW_M - phi then
+          -- The fields after P_hi that stay, as they are.
+          local rest
+          if l.cut then
+            rest = string.sub(l.s, l.sp, l.cut - 1)
+          else
+            rest = string.sub(l.s, l.sp)
+          end
+          if pos == hi then
+            s = fmt('%d:%d:%d:%d', hi, lo, base, phi + add) .. rest
+          else
+            s = fmt('%d:%d:%d:%d', pos, lo, base, phi + add)
+              .. string.rep(fmt(':%d', phi), pos - hi) .. rest
+          end
         else
-          s = fmt('%d:%d:%d:%d', pos, lo, u + add, add) .. string.rep(':0', pos - hi - 1)
-            .. fmt(':%d', l.chi) .. rest
-          l.chi, hi = add, pos
+          -- The running totals would pass 2^53: rewritten from base 0.
+          local c = sw_counts(l)
+          local k = #c
+          if pos == hi then
+            c[1] = c[1] + add
+          else
+            local d = pos - hi
+            for j = k, 1, -1 do
+              c[j + d] = c[j]
+            end
+            for j = 2, d do
+              c[j] = 0
+            end
+            c[1], k = add, k + d
+          end
+          s = sw_encode(pos, lo, c, 1, k)
         end
-        u = u + add
-        l.slo, l.t = lo, false
+        hi, u = pos, u + add
       else
         -- Refund: from the newest sub-windows with a count, at most SW_REFUND of them.
-        local t = l.t or sw_parse(l.s)
+        local c = sw_counts(l)
+        local k = #c
         local rem, runs, i = math.min(n, u), 0, 1
-        while rem > 0 and i <= keep do
-          local c = (t[i] or 0) + 0
-          if c > 0 then
+        while rem > 0 and i <= k do
+          local x = c[i]
+          if x > 0 then
             if runs == SW_REFUND then
               break
             end
             runs = runs + 1
-            if c <= rem then
-              t[i], rem, u = '0', rem - c, u - c
+            if x <= rem then
+              c[i], rem, u = 0, rem - x, u - x
             else
-              t[i], u, rem = fmt('%d', c - rem), u - rem, 0
+              c[i], u, rem = x - rem, u - rem, 0
             end
           end
           i = i + 1
@@ -167,23 +218,19 @@ if USES[2] then
         end
         -- The newest index still counted is the new head; the tail that left is dropped.
         local h = 1
-        while t[h] + 0 == 0 do
+        while c[h] == 0 do
           h = h + 1
         end
-        if keep > #t then
-          keep = #t
-        end
-        hi = hi - h + 1
-        if l.slo > lo then
+        if not l.cut then
           lo = l.slo
         end
-        s = fmt('%d:%d:%d', hi, lo, u) .. ':' .. table.concat(t, ':', h, keep)
-        l.chi, l.slo, l.t = t[h] + 0, lo, false
+        hi = hi - h + 1
+        s = sw_encode(hi, lo, c, h, k)
       end
       l.u = u
     end
-    -- (l.s and l.hi are what sw_retry reads after a write.)
-    l.s, l.hi = s, hi
+    -- (What sw_retry reads after a write.)
+    l.s, l.hi, l.cut, l.slo = s, hi, false, false
     local reset = math.ceil((hi + l.B + 1) * l.W / l.B) - now
     l.reset = reset
     local t = reset + slack
@@ -209,10 +256,16 @@ if USES[2] then
     if l.u - room <= 0 or not l.live then
       return math.ceil((l.cur + 1) * l.W / l.B) - now
     end
-    local t = l.t or sw_parse(l.s)
+    if not l.slo then
+      -- Written by this check: the string's own fields.
+      local base, sp
+      l.slo, base, l.phi, sp = string.match(l.s, '^%d+:(%d+):(%d+):(%d+)()')
+      l.slo, l.base, l.sp = l.slo + 0, base + 0, sp
+    end
+    local c = sw_counts(l)
     local acc, pos = 0, nil
-    for i = 1, math.min(#t, l.hi - l.lo + 1) do
-      acc = acc + t[i]
+    for i = 1, #c do
+      acc = acc + c[i]
       if acc > room then
         pos = l.hi - i + 1
         break

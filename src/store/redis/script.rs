@@ -39,16 +39,19 @@ pub fn pre_redis7_script() -> &'static str {
 /// Values per limit in the reply (after the leading `now_ms`).
 pub(super) const REPLY_PER_LIMIT: usize = 6;
 
-/// Key of a limit's state: `<prefix>{<tag>}<suffix>`, plus `:h` for a `fixed_window` (its
-/// state is a hash since this layout: a key of the earlier string layout is left to expire,
-/// and two releases sharing a Redis during an upgrade never read each other's keys). The tag
-/// is the first (and only) brace pair, so every key of one descriptor hashes to the same
-/// cluster slot whatever the descriptor values contain.
+/// Key of a limit's state: `<prefix>{<tag>}<suffix>`, plus a name of its layout where that
+/// changed: `:h` for a `fixed_window` (a hash since that layout), `:s` for a
+/// `sliding_window` (one string) and `:r` for a `sliding_log` (runs whose newest member caches
+/// the oldest) since issue 18. A key of an earlier layout is left to expire, and two releases
+/// sharing a Redis during an upgrade never read each other's keys (no `WRONGTYPE`, no
+/// misread count). The tag is the first (and only) brace pair, so every key of one
+/// descriptor hashes to the same cluster slot whatever the descriptor values contain.
 pub fn state_key(prefix: &str, tag: &str, spec: &LimitSpec) -> String {
-    let layout = if spec.algorithm == Algorithm::FixedWindow {
-        ":h"
-    } else {
-        ""
+    let layout = match spec.algorithm {
+        Algorithm::FixedWindow => ":h",
+        Algorithm::SlidingWindow => ":s",
+        Algorithm::SlidingLog => ":r",
+        _ => "",
     };
     format!("{prefix}{{{tag}}}{}{layout}", spec.identity().suffix())
 }
