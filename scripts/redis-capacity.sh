@@ -54,6 +54,12 @@
 #   EXTRA        more sluice serve flags (e.g. "--local-cache-size-bytes 1048576")
 #   SLUICE, LOADGEN  binaries [target/release/sluice, target/release/examples/loadgen];
 #                builds nothing: `nice cargo build --release --bin sluice --example loadgen`
+#   PIN          auto: with 2+ CPUs and taskset, redis-server runs alone on the last CPU and
+#                every client (sluice, the load generator, redis-benchmark) on the others; 0:
+#                no pinning [auto]. Redis in production has its core to itself; on a small VM
+#                sharing it with the clients makes INFO cpu measure their cache and scheduler
+#                contention, which falls unevenly on a light client (redis-benchmark) and a
+#                heavy one (sluice + the load generator). Both sides are pinned alike.
 #   FORMAT       text or md [text]; IPUS [11700]; NICE: niceness of the whole run [10]
 #
 # Progress goes to stderr, the tables to stdout. Every process it starts is stopped on exit.
@@ -115,6 +121,20 @@ case "$PASSES" in *callgrind*)
     ;;
 esac
 case "$FORMAT" in text | md) ;; *) die "FORMAT must be text or md (got '$FORMAT')" ;; esac
+PIN=${PIN:-auto}
+REDIS_PIN=() CLIENT_PIN=() PINNED="not pinned"
+case "$PIN" in
+auto)
+    CPUS=$(nproc)
+    if [ "$CPUS" -ge 2 ] && command -v taskset >/dev/null 2>&1; then
+        REDIS_PIN=(taskset -c $((CPUS - 1)))
+        CLIENT_PIN=(taskset -c "0-$((CPUS - 2))")
+        PINNED="redis-server pinned to CPU $((CPUS - 1)), clients to CPUs 0-$((CPUS - 2))"
+    fi
+    ;;
+0) ;;
+*) die "PIN must be auto or 0 (got '$PIN')" ;;
+esac
 if [ -n "${ALGOS// /}" ]; then
     [ -x "$SLUICE" ] || die "no sluice binary at $SLUICE (nice cargo build --release --bin sluice --example loadgen, or set SLUICE)"
     [ -x "$LOADGEN" ] || die "no load generator at $LOADGEN (nice cargo build --release --bin sluice --example loadgen, or set LOADGEN)"
@@ -166,7 +186,7 @@ start_redis() {
     [ "$pass" = callgrind ] && wrap=(valgrind --tool=callgrind --callgrind-out-file="$OUT/cg.%p")
     for tries in 1 2 3 4 5; do
         RPORT=$(free_port)
-        "${wrap[@]}" redis-server --bind 127.0.0.1 --port "$RPORT" --save "" --appendonly no \
+        "${REDIS_PIN[@]}" "${wrap[@]}" redis-server --bind 127.0.0.1 --port "$RPORT" --save "" --appendonly no \
             --dir "$OUT" >"$OUT/redis.log" 2>&1 &
         RPID=$!
         for _ in $(seq 600); do
@@ -190,7 +210,7 @@ start_sluice() {
     local timeout=$1
     # Ports chosen by the kernel (port 0), read back from the "serving" log line.
     # shellcheck disable=SC2086
-    "$SLUICE" serve --config examples/loadgen-config --grpc-addr 127.0.0.1:0 \
+    "${CLIENT_PIN[@]}" "$SLUICE" serve --config examples/loadgen-config --grpc-addr 127.0.0.1:0 \
         --http-addr 127.0.0.1:0 --admin-addr off --log-format json \
         --redis-url "redis://127.0.0.1:$RPORT" --redis-timeout "$timeout" ${EXTRA:-} \
         >"$OUT/sluice.log" 2>&1 &
@@ -248,7 +268,7 @@ window_end() {
 loadgen() {
     local key=$1 d=$2 file=$3
     shift 3
-    if ! run_child "$file" "$LOADGEN" --json --target "http://$GRPC" --connections "$CONNECTIONS" \
+    if ! run_child "$file" "${CLIENT_PIN[@]}" "$LOADGEN" --json --target "http://$GRPC" --connections "$CONNECTIONS" \
         --concurrency "$CONCURRENCY" --warmup 0s --keys "$RUN_KEYS" --key "$key" --descriptors "$d" \
         --timeout "$LG_TIMEOUT" "$@"; then
         cat "$file.err" >&2
@@ -317,7 +337,7 @@ measure_baseline() {
     esac
     bench() {
         # shellcheck disable=SC2086
-        run_child "$OUT/bench" redis-benchmark -h 127.0.0.1 -p "$RPORT" -c "$CONNECTIONS" -P 16 \
+        run_child "$OUT/bench" "${CLIENT_PIN[@]}" redis-benchmark -h 127.0.0.1 -p "$RPORT" -c "$CONNECTIONS" -P 16 \
             -r "$KEYS" -n "$1" -q $2 || {
             cat "$OUT/bench" "$OUT/bench.err" >&2
             die "redis-benchmark failed ($2)"
@@ -408,10 +428,10 @@ LOAD1=$(cut -d' ' -f1-3 /proc/loadavg)
 
 python3 - "$OUT/records.jsonl" "$FORMAT" "$IPUS" "$COMMIT" "$SLUICE" \
     "$(redis-server --version | grep -o 'v=[0-9.]*' | cut -d= -f2)" "$(nproc)" "$LOAD0" "$LOAD1" \
-    "$(($(date +%s) - START))" "$CONNECTIONS x $CONCURRENCY" "$KEYS" "$DESCRIPTORS" "$REPEAT" <<'PY'
+    "$(($(date +%s) - START))" "$CONNECTIONS x $CONCURRENCY" "$KEYS" "$DESCRIPTORS" "$REPEAT" "$PINNED" <<'PY'
 import json, statistics, sys
 (path, fmt, ipus, commit, sluice, redis_v, cpus, load0, load1, secs, load, keys,
- ds, repeat) = sys.argv[1:]
+ ds, repeat, pinned) = sys.argv[1:]
 ipus = float(ipus)
 ds = [int(d) for d in ds.split()]
 recs = [json.loads(l) for l in open(path)]
@@ -532,7 +552,7 @@ head = (f"commit {commit}, {sluice}; Redis {redis_v}; {cpus} CPUs, load average 
         f"{load0} before, {load1} after; {secs} s. Load: {load} in flight, {keys} keys")
 if any(r["kind"] != "sluice" for r in recs):
     head += f"; baselines: redis-benchmark -c {load.split(' x ')[0]} -P 16 -r {keys}"
-head += "."
+head += f"; {pinned}."
 if has_cg:
     head += f" µs from instructions at {ipus / 1000:g}k instructions per µs."
 if fmt == "md":
