@@ -12,6 +12,12 @@
 #     redis-benchmark (envoyproxy/ratelimit's fixed window);
 #   - a minimal INCRBY + PEXPIRE Lua script (SCRIPT LOAD, then EVALSHA pipelined x16 by
 #     redis-benchmark), the floor for any scripted check;
+#   - the reference's pair as its own client sends it ("request"): one pipeline of D x
+#     (INCRBY + EXPIRE) per request (envoyproxy/ratelimit's single-node client flushes each
+#     request's pipeline at once, src/redis/fixed_cache_impl.go), as many in flight as the
+#     load generator keeps (redis-benchmark -c CONNECTIONS*CONCURRENCY -P 2D, one run per
+#     command); what Redis pays per check for their fleet at a realistic batch size, where
+#     the x16 pair is its best case;
 #
 # and, when valgrind is installed (CALLGRIND=auto, the default) or with CALLGRIND=1, a
 # callgrind pass with redis-server under valgrind --tool=callgrind:
@@ -38,7 +44,7 @@
 # Settings (environment):
 #   ALGOS        rules (descriptor keys) of examples/loadgen-config [the six algorithms]
 #   DESCRIPTORS  descriptors per request, one run each [1 4]
-#   BASELINES    "reference script", either, or "none" [reference script]
+#   BASELINES    any of "reference script request", or "none" [reference script request]
 #   DURATION     measured time per sluice run [8s]; N=requests instead of a duration
 #   WARMUP       warm-up per sluice run [1s] (with N: N/4+100 requests)
 #   BENCH_N      redis-benchmark operations per baseline command [200000]
@@ -68,7 +74,7 @@ cd "$(dirname "$0")/.."
 
 ALGOS=${ALGOS:-fixed_window sliding_window sliding_log token_bucket leaky_bucket gcra}
 DESCRIPTORS=${DESCRIPTORS:-1 4}
-BASELINES=${BASELINES:-reference script}
+BASELINES=${BASELINES:-reference script request}
 CALLGRIND=${CALLGRIND-auto}
 REPEAT=${REPEAT:-3}
 DURATION=${DURATION:-8s}
@@ -323,11 +329,15 @@ measure_sluice() {
 
 SCRIPT_SRC="local n = redis.call('INCRBY', KEYS[1], ARGV[1]) redis.call('PEXPIRE', KEYS[1], ARGV[2]) return n"
 measure_baseline() {
-    local name=$1 ops=$BENCH_N cmds=() sha c
+    local name=$1 d=${2:-1} ops=$BENCH_N cmds=() sha c clients=$CONNECTIONS pipe=16
     [ "$PASS" = callgrind ] && ops=$CG_BENCH_N
     case "$name" in
     reference)
         cmds=("INCRBY cap:ref:__rand_int__ 1" "EXPIRE cap:ref:__rand_int__ 60")
+        ;;
+    request)
+        cmds=("INCRBY cap:req:__rand_int__ 1" "EXPIRE cap:req:__rand_int__ 60")
+        clients=$((CONNECTIONS * CONCURRENCY)) pipe=$((2 * d))
         ;;
     script)
         sha=$(redis-cli -p "$RPORT" script load "$SCRIPT_SRC")
@@ -337,7 +347,7 @@ measure_baseline() {
     esac
     bench() {
         # shellcheck disable=SC2086
-        run_child "$OUT/bench" "${CLIENT_PIN[@]}" redis-benchmark -h 127.0.0.1 -p "$RPORT" -c "$CONNECTIONS" -P 16 \
+        run_child "$OUT/bench" "${CLIENT_PIN[@]}" redis-benchmark -h 127.0.0.1 -p "$RPORT" -c "$clients" -P "$pipe" \
             -r "$KEYS" -n "$1" -q $2 || {
             cat "$OUT/bench" "$OUT/bench.err" >&2
             die "redis-benchmark failed ($2)"
@@ -351,7 +361,7 @@ measure_baseline() {
     for c in "${cmds[@]}"; do bench "$ops" "$c"; done
     window_end
     echo '{}' >"$OUT/load"
-    record "$name" "$name" 1 "$OUT/load" 0 0 "$KEYS"
+    record "$name" "$name" "$d" "$OUT/load" 0 0 "$KEYS"
 }
 
 # One JSON line per measured window into records.jsonl.
@@ -384,7 +394,7 @@ if kind == "sluice":
                sluice_cpu_s=(int(s1) - int(s0)) / int(hz))
 else:
     # One check = one INCRBY (+ EXPIRE) or one EVALSHA (+ the two commands it runs).
-    checks = work.get("incrby" if kind == "reference" else "evalsha", {}).get("calls", 0)
+    checks = work.get("evalsha" if kind == "script" else "incrby", {}).get("calls", 0)
     if checks == 0:
         sys.exit(f"redis-capacity: the {kind} baseline ran no command: {sorted(stats)}")
     rec.update(requests=checks, checks=checks, errors=failed,
@@ -419,8 +429,15 @@ for RUN in $PASSES; do
         done
     done
     for b in $BASELINES; do
-        say "$PASS pass: baseline $b"
-        measure_baseline "$b"
+        if [ "$b" = request ]; then
+            for d in $DESCRIPTORS; do
+                say "$PASS pass: baseline $b, $d descriptor(s) per request"
+                measure_baseline "$b" "$d"
+            done
+        else
+            say "$PASS pass: baseline $b"
+            measure_baseline "$b"
+        fi
     done
     stop_stack
 done
@@ -442,7 +459,8 @@ has_cg = any("callgrind" in v for v in rows.values())
 has_plain = any("plain" in v for v in rows.values())
 
 LABEL = {"reference": "reference: INCRBY + EXPIRE, -P 16",
-         "script": "INCRBY + PEXPIRE script, EVALSHA -P 16"}
+         "script": "INCRBY + PEXPIRE script, EVALSHA -P 16",
+         "request": "their client: INCRBY + EXPIRE, one pipeline per request"}
 
 def num(x, f="{:.0f}"):
     return "–" if x is None else f.format(x)
@@ -470,7 +488,7 @@ def derived(v):
 def derived1(p, c):
     any_ = p or c
     out = {"what": LABEL.get(any_["kind"], any_["name"]),
-           "d": any_["d"] if any_["kind"] == "sluice" else None}
+           "d": any_["d"] if any_["kind"] in ("sluice", "request") else None}
     n = max(any_["requests"], 1)
     out["scripts"] = any_["script_calls"] / n
     out["commands"] = any_["commands"] / n
@@ -552,6 +570,9 @@ head = (f"commit {commit}, {sluice}; Redis {redis_v}; {cpus} CPUs, load average 
         f"{load0} before, {load1} after; {secs} s. Load: {load} in flight, {keys} keys")
 if any(r["kind"] != "sluice" for r in recs):
     head += f"; baselines: redis-benchmark -c {load.split(' x ')[0]} -P 16 -r {keys}"
+    if any(r["kind"] == "request" for r in recs):
+        c, n = (int(x) for x in load.split(" x "))
+        head += f" (their client: -c {c * n} -P 2D)"
 head += f"; {pinned}."
 if has_cg:
     head += f" µs from instructions at {ipus / 1000:g}k instructions per µs."
@@ -588,8 +609,11 @@ def x(v):
 
 if ref or ref_cg:
     heads = ["algorithm", "D"]
+    has_req = any(kind == "request" for (kind, _, _) in rows)
     if has_plain:
         heads += ["Redis CPU µs/check (INFO cpu)", "× reference", "× script"]
+        if has_req:
+            heads += ["× their client"]
     if has_cg:
         heads += ["Redis instructions/check", "× reference (callgrind)", "× script (callgrind)"]
     body = []
@@ -605,19 +629,24 @@ if ref or ref_cg:
             if has_plain:
                 mine = per_rep("sluice", name, d)
                 row += [num(median(mine.values()), "{:.2f}"), x(ratio(mine, ref)), x(ratio(mine, scr))]
+                if has_req:
+                    row += [x(ratio(mine, per_rep("request", "request", d)))]
             if has_cg:
                 i = cg("sluice", name, d)
                 row += [k(i), x(i / ref_cg if i is not None and ref_cg else None),
                         x(i / scr_cg if i is not None and scr_cg else None)]
             body.append(row)
-    for kind, label in (("reference", "reference pair"), ("script", "minimal script")):
-        if (kind, kind, 1) in rows:
-            row = [label, "–"]
+    for kind, label, d in [("reference", "reference pair", 1), ("script", "minimal script", 1)] + \
+            [("request", "their client", d) for d in ds]:
+        if (kind, kind, d) in rows:
+            row = [label, str(d) if kind == "request" else "–"]
             if has_plain:
-                mine = per_rep(kind, kind, 1)
+                mine = per_rep(kind, kind, d)
                 row += [num(median(mine.values()), "{:.2f}"), x(ratio(mine, ref)), x(ratio(mine, scr))]
+                if has_req:
+                    row += [x(ratio(mine, per_rep("request", "request", d))) if kind == "request" else "–"]
             if has_cg:
-                i = cg(kind, kind, 1)
+                i = cg(kind, kind, d)
                 row += [k(i), x(i / ref_cg if i is not None and ref_cg else None),
                         x(i / scr_cg if i is not None and scr_cg else None)]
             body.append(row)
