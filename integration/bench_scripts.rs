@@ -129,7 +129,7 @@ fn redis_capacity_runs_sluice_and_both_baselines_against_one_redis() {
         String::from_utf8_lossy(&out.stderr)
     );
     let rows = first_table(&stdout);
-    assert_eq!(rows.len(), 4, "{stdout}");
+    assert_eq!(rows.len(), 6, "{stdout}");
     for d in [1.0, 2.0] {
         let row = &rows[&format!("fixed_window {d}")];
         assert_eq!(number(row, "errors"), 0.0, "{stdout}");
@@ -158,7 +158,15 @@ fn redis_capacity_runs_sluice_and_both_baselines_against_one_redis() {
     let script = &rows["INCRBY + PEXPIRE script, EVALSHA -P 16 –"];
     assert_eq!(number(script, "script calls/req"), 1.0, "{stdout}");
     assert_eq!(number(script, "Redis commands/req"), 3.0, "{stdout}");
-    for row in [reference, script] {
+    // Their client's pipelines: one per request, D x (INCRBY + EXPIRE).
+    let theirs: Vec<_> = [1, 2]
+        .map(|d| &rows[&format!("their client: INCRBY + EXPIRE, one pipeline per request {d}")])
+        .into();
+    for row in &theirs {
+        assert_eq!(number(row, "script calls/req"), 0.0, "{stdout}");
+        assert_eq!(number(row, "Redis commands/req"), 2.0, "{stdout}");
+    }
+    for row in [reference, script, theirs[0], theirs[1]] {
         assert_eq!(number(row, "errors"), 0.0, "{stdout}");
         assert!(
             number(row, "Redis CPU µs/check (INFO cpu)") > 0.0,
@@ -173,7 +181,7 @@ fn redis_capacity_runs_sluice_and_both_baselines_against_one_redis() {
     // The targets' table: each sluice row as a ratio to the reference pair of the same run.
     assert!(
         stdout
-            .contains("| algorithm | D | Redis CPU µs/check (INFO cpu) | × reference | × script |"),
+            .contains("| algorithm | D | Redis CPU µs/check (INFO cpu) | × reference | × script | × their client |"),
         "{stdout}"
     );
     for d in [1, 2] {
@@ -190,4 +198,5 @@ fn redis_capacity_runs_sluice_and_both_baselines_against_one_redis() {
         assert!(ratio > 0.0, "{stdout}");
     }
     assert!(stdout.contains("| reference pair | – | "), "{stdout}");
+    assert!(stdout.contains("| their client | 2 | "), "{stdout}");
 }

@@ -12,6 +12,12 @@
 #     redis-benchmark (envoyproxy/ratelimit's fixed window);
 #   - a minimal INCRBY + PEXPIRE Lua script (SCRIPT LOAD, then EVALSHA pipelined x16 by
 #     redis-benchmark), the floor for any scripted check;
+#   - the reference's pair as its own client sends it ("request"): one pipeline of D x
+#     (INCRBY + EXPIRE) per request (envoyproxy/ratelimit's single-node client flushes each
+#     request's pipeline at once, src/redis/fixed_cache_impl.go), as many in flight as the
+#     load generator keeps (redis-benchmark -c CONNECTIONS*CONCURRENCY -P 2D, one run per
+#     command); what Redis pays per check for their fleet at a realistic batch size, where
+#     the x16 pair is its best case;
 #
 # and, when valgrind is installed (CALLGRIND=auto, the default) or with CALLGRIND=1, a
 # callgrind pass with redis-server under valgrind --tool=callgrind:
@@ -38,7 +44,7 @@
 # Settings (environment):
 #   ALGOS        rules (descriptor keys) of examples/loadgen-config [the six algorithms]
 #   DESCRIPTORS  descriptors per request, one run each [1 4]
-#   BASELINES    "reference script", either, or "none" [reference script]
+#   BASELINES    any of "reference script request", or "none" [reference script request]
 #   DURATION     measured time per sluice run [8s]; N=requests instead of a duration
 #   WARMUP       warm-up per sluice run [1s] (with N: N/4+100 requests)
 #   BENCH_N      redis-benchmark operations per baseline command [200000]
@@ -54,6 +60,12 @@
 #   EXTRA        more sluice serve flags (e.g. "--local-cache-size-bytes 1048576")
 #   SLUICE, LOADGEN  binaries [target/release/sluice, target/release/examples/loadgen];
 #                builds nothing: `nice cargo build --release --bin sluice --example loadgen`
+#   PIN          auto: with 2+ CPUs and taskset, redis-server runs alone on the last CPU and
+#                every client (sluice, the load generator, redis-benchmark) on the others; 0:
+#                no pinning [auto]. Redis in production has its core to itself; on a small VM
+#                sharing it with the clients makes INFO cpu measure their cache and scheduler
+#                contention, which falls unevenly on a light client (redis-benchmark) and a
+#                heavy one (sluice + the load generator). Both sides are pinned alike.
 #   FORMAT       text or md [text]; IPUS [11700]; NICE: niceness of the whole run [10]
 #
 # Progress goes to stderr, the tables to stdout. Every process it starts is stopped on exit.
@@ -62,7 +74,7 @@ cd "$(dirname "$0")/.."
 
 ALGOS=${ALGOS:-fixed_window sliding_window sliding_log token_bucket leaky_bucket gcra}
 DESCRIPTORS=${DESCRIPTORS:-1 4}
-BASELINES=${BASELINES:-reference script}
+BASELINES=${BASELINES:-reference script request}
 CALLGRIND=${CALLGRIND-auto}
 REPEAT=${REPEAT:-3}
 DURATION=${DURATION:-8s}
@@ -115,6 +127,20 @@ case "$PASSES" in *callgrind*)
     ;;
 esac
 case "$FORMAT" in text | md) ;; *) die "FORMAT must be text or md (got '$FORMAT')" ;; esac
+PIN=${PIN:-auto}
+REDIS_PIN=() CLIENT_PIN=() PINNED="not pinned"
+case "$PIN" in
+auto)
+    CPUS=$(nproc)
+    if [ "$CPUS" -ge 2 ] && command -v taskset >/dev/null 2>&1; then
+        REDIS_PIN=(taskset -c $((CPUS - 1)))
+        CLIENT_PIN=(taskset -c "0-$((CPUS - 2))")
+        PINNED="redis-server pinned to CPU $((CPUS - 1)), clients to CPUs 0-$((CPUS - 2))"
+    fi
+    ;;
+0) ;;
+*) die "PIN must be auto or 0 (got '$PIN')" ;;
+esac
 if [ -n "${ALGOS// /}" ]; then
     [ -x "$SLUICE" ] || die "no sluice binary at $SLUICE (nice cargo build --release --bin sluice --example loadgen, or set SLUICE)"
     [ -x "$LOADGEN" ] || die "no load generator at $LOADGEN (nice cargo build --release --bin sluice --example loadgen, or set LOADGEN)"
@@ -166,7 +192,7 @@ start_redis() {
     [ "$pass" = callgrind ] && wrap=(valgrind --tool=callgrind --callgrind-out-file="$OUT/cg.%p")
     for tries in 1 2 3 4 5; do
         RPORT=$(free_port)
-        "${wrap[@]}" redis-server --bind 127.0.0.1 --port "$RPORT" --save "" --appendonly no \
+        "${REDIS_PIN[@]}" "${wrap[@]}" redis-server --bind 127.0.0.1 --port "$RPORT" --save "" --appendonly no \
             --dir "$OUT" >"$OUT/redis.log" 2>&1 &
         RPID=$!
         for _ in $(seq 600); do
@@ -190,7 +216,7 @@ start_sluice() {
     local timeout=$1
     # Ports chosen by the kernel (port 0), read back from the "serving" log line.
     # shellcheck disable=SC2086
-    "$SLUICE" serve --config examples/loadgen-config --grpc-addr 127.0.0.1:0 \
+    "${CLIENT_PIN[@]}" "$SLUICE" serve --config examples/loadgen-config --grpc-addr 127.0.0.1:0 \
         --http-addr 127.0.0.1:0 --admin-addr off --log-format json \
         --redis-url "redis://127.0.0.1:$RPORT" --redis-timeout "$timeout" ${EXTRA:-} \
         >"$OUT/sluice.log" 2>&1 &
@@ -248,7 +274,7 @@ window_end() {
 loadgen() {
     local key=$1 d=$2 file=$3
     shift 3
-    if ! run_child "$file" "$LOADGEN" --json --target "http://$GRPC" --connections "$CONNECTIONS" \
+    if ! run_child "$file" "${CLIENT_PIN[@]}" "$LOADGEN" --json --target "http://$GRPC" --connections "$CONNECTIONS" \
         --concurrency "$CONCURRENCY" --warmup 0s --keys "$RUN_KEYS" --key "$key" --descriptors "$d" \
         --timeout "$LG_TIMEOUT" "$@"; then
         cat "$file.err" >&2
@@ -303,11 +329,15 @@ measure_sluice() {
 
 SCRIPT_SRC="local n = redis.call('INCRBY', KEYS[1], ARGV[1]) redis.call('PEXPIRE', KEYS[1], ARGV[2]) return n"
 measure_baseline() {
-    local name=$1 ops=$BENCH_N cmds=() sha c
+    local name=$1 d=${2:-1} ops=$BENCH_N cmds=() sha c clients=$CONNECTIONS pipe=16
     [ "$PASS" = callgrind ] && ops=$CG_BENCH_N
     case "$name" in
     reference)
         cmds=("INCRBY cap:ref:__rand_int__ 1" "EXPIRE cap:ref:__rand_int__ 60")
+        ;;
+    request)
+        cmds=("INCRBY cap:req:__rand_int__ 1" "EXPIRE cap:req:__rand_int__ 60")
+        clients=$((CONNECTIONS * CONCURRENCY)) pipe=$((2 * d))
         ;;
     script)
         sha=$(redis-cli -p "$RPORT" script load "$SCRIPT_SRC")
@@ -317,7 +347,7 @@ measure_baseline() {
     esac
     bench() {
         # shellcheck disable=SC2086
-        run_child "$OUT/bench" redis-benchmark -h 127.0.0.1 -p "$RPORT" -c "$CONNECTIONS" -P 16 \
+        run_child "$OUT/bench" "${CLIENT_PIN[@]}" redis-benchmark -h 127.0.0.1 -p "$RPORT" -c "$clients" -P "$pipe" \
             -r "$KEYS" -n "$1" -q $2 || {
             cat "$OUT/bench" "$OUT/bench.err" >&2
             die "redis-benchmark failed ($2)"
@@ -331,7 +361,7 @@ measure_baseline() {
     for c in "${cmds[@]}"; do bench "$ops" "$c"; done
     window_end
     echo '{}' >"$OUT/load"
-    record "$name" "$name" 1 "$OUT/load" 0 0 "$KEYS"
+    record "$name" "$name" "$d" "$OUT/load" 0 0 "$KEYS"
 }
 
 # One JSON line per measured window into records.jsonl.
@@ -364,7 +394,7 @@ if kind == "sluice":
                sluice_cpu_s=(int(s1) - int(s0)) / int(hz))
 else:
     # One check = one INCRBY (+ EXPIRE) or one EVALSHA (+ the two commands it runs).
-    checks = work.get("incrby" if kind == "reference" else "evalsha", {}).get("calls", 0)
+    checks = work.get("evalsha" if kind == "script" else "incrby", {}).get("calls", 0)
     if checks == 0:
         sys.exit(f"redis-capacity: the {kind} baseline ran no command: {sorted(stats)}")
     rec.update(requests=checks, checks=checks, errors=failed,
@@ -399,8 +429,15 @@ for RUN in $PASSES; do
         done
     done
     for b in $BASELINES; do
-        say "$PASS pass: baseline $b"
-        measure_baseline "$b"
+        if [ "$b" = request ]; then
+            for d in $DESCRIPTORS; do
+                say "$PASS pass: baseline $b, $d descriptor(s) per request"
+                measure_baseline "$b" "$d"
+            done
+        else
+            say "$PASS pass: baseline $b"
+            measure_baseline "$b"
+        fi
     done
     stop_stack
 done
@@ -408,10 +445,10 @@ LOAD1=$(cut -d' ' -f1-3 /proc/loadavg)
 
 python3 - "$OUT/records.jsonl" "$FORMAT" "$IPUS" "$COMMIT" "$SLUICE" \
     "$(redis-server --version | grep -o 'v=[0-9.]*' | cut -d= -f2)" "$(nproc)" "$LOAD0" "$LOAD1" \
-    "$(($(date +%s) - START))" "$CONNECTIONS x $CONCURRENCY" "$KEYS" "$DESCRIPTORS" "$REPEAT" <<'PY'
+    "$(($(date +%s) - START))" "$CONNECTIONS x $CONCURRENCY" "$KEYS" "$DESCRIPTORS" "$REPEAT" "$PINNED" <<'PY'
 import json, statistics, sys
 (path, fmt, ipus, commit, sluice, redis_v, cpus, load0, load1, secs, load, keys,
- ds, repeat) = sys.argv[1:]
+ ds, repeat, pinned) = sys.argv[1:]
 ipus = float(ipus)
 ds = [int(d) for d in ds.split()]
 recs = [json.loads(l) for l in open(path)]
@@ -422,7 +459,8 @@ has_cg = any("callgrind" in v for v in rows.values())
 has_plain = any("plain" in v for v in rows.values())
 
 LABEL = {"reference": "reference: INCRBY + EXPIRE, -P 16",
-         "script": "INCRBY + PEXPIRE script, EVALSHA -P 16"}
+         "script": "INCRBY + PEXPIRE script, EVALSHA -P 16",
+         "request": "their client: INCRBY + EXPIRE, one pipeline per request"}
 
 def num(x, f="{:.0f}"):
     return "–" if x is None else f.format(x)
@@ -450,7 +488,7 @@ def derived(v):
 def derived1(p, c):
     any_ = p or c
     out = {"what": LABEL.get(any_["kind"], any_["name"]),
-           "d": any_["d"] if any_["kind"] == "sluice" else None}
+           "d": any_["d"] if any_["kind"] in ("sluice", "request") else None}
     n = max(any_["requests"], 1)
     out["scripts"] = any_["script_calls"] / n
     out["commands"] = any_["commands"] / n
@@ -532,7 +570,10 @@ head = (f"commit {commit}, {sluice}; Redis {redis_v}; {cpus} CPUs, load average 
         f"{load0} before, {load1} after; {secs} s. Load: {load} in flight, {keys} keys")
 if any(r["kind"] != "sluice" for r in recs):
     head += f"; baselines: redis-benchmark -c {load.split(' x ')[0]} -P 16 -r {keys}"
-head += "."
+    if any(r["kind"] == "request" for r in recs):
+        c, n = (int(x) for x in load.split(" x "))
+        head += f" (their client: -c {c * n} -P 2D)"
+head += f"; {pinned}."
 if has_cg:
     head += f" µs from instructions at {ipus / 1000:g}k instructions per µs."
 if fmt == "md":
@@ -568,8 +609,11 @@ def x(v):
 
 if ref or ref_cg:
     heads = ["algorithm", "D"]
+    has_req = any(kind == "request" for (kind, _, _) in rows)
     if has_plain:
         heads += ["Redis CPU µs/check (INFO cpu)", "× reference", "× script"]
+        if has_req:
+            heads += ["× their client"]
     if has_cg:
         heads += ["Redis instructions/check", "× reference (callgrind)", "× script (callgrind)"]
     body = []
@@ -585,19 +629,24 @@ if ref or ref_cg:
             if has_plain:
                 mine = per_rep("sluice", name, d)
                 row += [num(median(mine.values()), "{:.2f}"), x(ratio(mine, ref)), x(ratio(mine, scr))]
+                if has_req:
+                    row += [x(ratio(mine, per_rep("request", "request", d)))]
             if has_cg:
                 i = cg("sluice", name, d)
                 row += [k(i), x(i / ref_cg if i is not None and ref_cg else None),
                         x(i / scr_cg if i is not None and scr_cg else None)]
             body.append(row)
-    for kind, label in (("reference", "reference pair"), ("script", "minimal script")):
-        if (kind, kind, 1) in rows:
-            row = [label, "–"]
+    for kind, label, d in [("reference", "reference pair", 1), ("script", "minimal script", 1)] + \
+            [("request", "their client", d) for d in ds]:
+        if (kind, kind, d) in rows:
+            row = [label, str(d) if kind == "request" else "–"]
             if has_plain:
-                mine = per_rep(kind, kind, 1)
+                mine = per_rep(kind, kind, d)
                 row += [num(median(mine.values()), "{:.2f}"), x(ratio(mine, ref)), x(ratio(mine, scr))]
+                if has_req:
+                    row += [x(ratio(mine, per_rep("request", "request", d))) if kind == "request" else "–"]
             if has_cg:
-                i = cg(kind, kind, 1)
+                i = cg(kind, kind, d)
                 row += [k(i), x(i / ref_cg if i is not None and ref_cg else None),
                         x(i / scr_cg if i is not None and scr_cg else None)]
             body.append(row)

@@ -174,3 +174,56 @@ async fn stop_increment_requests_are_not_merged_with_others() {
     let shared = env.hit(tag("shared"), &big, 0).await;
     assert_eq!(shared[0].used_before, 20);
 }
+
+/// The clients of `server` whose last command was `cmd` (`CLIENT LIST`'s `cmd=` field).
+fn clients_last_running(server: &RedisServer, cmd: &str) -> usize {
+    let list: String = server.query(&["CLIENT", "LIST"]);
+    list.lines()
+        .filter(|l| l.split(' ').any(|f| f == format!("cmd={cmd}")))
+        .count()
+}
+
+/// `Ring::pick` fills the first connection before it uses another: one request at a time
+/// never needs a second one, so one connection carries them all, where round robin would
+/// have spread them over every connection of the pool (and its batches with them).
+#[tokio::test]
+async fn one_connection_carries_requests_while_its_batch_is_not_full() {
+    let server = RedisServer::start();
+    let cfg = sluice::store::redis::RedisConfig {
+        pool_size: 4,
+        ..local_config(&server)
+    };
+    let env = Env::with_config(server, cfg).await;
+    env.at(0);
+    let limits = [spec(Algorithm::FixedWindow, 1000, Unit::Minute)];
+    for i in 0..20 {
+        let check = Check {
+            tag: tag(&format!("seq-{i}")),
+            limits: &limits,
+            cost: 1,
+            refund: false,
+        };
+        assert!(env.run(&[check]).await[0].allowed);
+    }
+    assert_eq!(
+        clients_last_running(&env.server, "evalsha"),
+        1,
+        "sequential requests went to more than one connection"
+    );
+    // Concurrent requests beyond one batch still all get their answers.
+    let answers = join_all((0..100).map(|i| {
+        let limits = &limits;
+        let env = &env;
+        async move {
+            let check = Check {
+                tag: tag(&format!("con-{i}")),
+                limits,
+                cost: 1,
+                refund: false,
+            };
+            env.run(&[check]).await
+        }
+    }))
+    .await;
+    assert!(answers.iter().all(|a| a.len() == 1 && a[0].allowed));
+}

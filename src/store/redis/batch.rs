@@ -20,19 +20,23 @@
 //! reply is cut back into each request's share. Only what is already queued is merged: no
 //! request waits for others.
 
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
 use deadpool_redis::redis::aio::MultiplexedConnection;
 use deadpool_redis::redis::{ErrorKind, RedisError, Value};
 use tokio::sync::{mpsc, oneshot};
 
 use super::merge;
-use super::pipeline;
+use super::pipeline::{self, Counted};
 use super::script::Invocation;
 
 /// Most calls in one pipeline, so one batch never holds Redis for long.
 const MAX_CALLS: usize = 256;
 
-/// Most requests' calls merged into one script call.
-const MERGE_REQUESTS: usize = 16;
+/// Most requests' calls merged into one script call; also how many waiting requests make a
+/// connection full for the ring (`Ring::pick` sends the next request elsewhere).
+pub(crate) const MERGE_REQUESTS: usize = 16;
 
 /// Most limits in one merged script call (twice a lone request's split size,
 /// `calls::MAX_LIMITS_PER_CALL`): bounded work per call, so none holds Redis for long.
@@ -44,6 +48,8 @@ const STALL_LIMIT: std::time::Duration = std::time::Duration::from_secs(5);
 
 struct Job {
     calls: Vec<Invocation>,
+    /// `--redis-reference-keys` checks, sent after the batch's script calls.
+    counts: Vec<Counted>,
     reply: oneshot::Sender<Result<Vec<Value>, RedisError>>,
 }
 
@@ -51,6 +57,9 @@ struct Job {
 #[derive(Clone)]
 pub(crate) struct Batcher {
     tx: mpsc::UnboundedSender<Job>,
+    /// Requests handed over and not yet taken into a batch: the batch forming while the
+    /// previous one is in flight.
+    waiting: Arc<AtomicUsize>,
     /// The same multiplexed connection, for the odd command that is not a check (`reset`).
     conn: MultiplexedConnection,
 }
@@ -60,8 +69,18 @@ impl Batcher {
     pub fn spawn(conn: MultiplexedConnection, sha: String, source: &'static str) -> Batcher {
         let (tx, rx) = mpsc::unbounded_channel();
         let direct = conn.clone();
-        tokio::spawn(run(conn, rx, sha, source));
-        Batcher { tx, conn: direct }
+        let waiting = Arc::new(AtomicUsize::new(0));
+        tokio::spawn(run(conn, rx, waiting.clone(), sha, source));
+        Batcher {
+            tx,
+            waiting,
+            conn: direct,
+        }
+    }
+
+    /// Requests waiting for the next batch on this connection.
+    pub fn waiting(&self) -> usize {
+        self.waiting.load(Ordering::Relaxed)
     }
 
     /// The connection itself (cheap: the multiplexer is shared), for commands outside the
@@ -72,9 +91,35 @@ impl Batcher {
 
     /// Send `calls` in the next pipeline; one value per call, or the connection's error.
     pub async fn exec(&self, calls: Vec<Invocation>) -> Result<Vec<Value>, RedisError> {
+        self.send(calls, Vec::new()).await
+    }
+
+    /// Send `counts` (`INCRBY` + `EXPIRE` each) in the next pipeline; what each `INCRBY`
+    /// returned, or the connection's error.
+    pub async fn count(&self, counts: Vec<Counted>) -> Result<Vec<Value>, RedisError> {
+        self.send(Vec::new(), counts).await
+    }
+
+    async fn send(
+        &self,
+        calls: Vec<Invocation>,
+        counts: Vec<Counted>,
+    ) -> Result<Vec<Value>, RedisError> {
         let (reply, rx) = oneshot::channel();
         let gone = || RedisError::from(std::io::Error::from(std::io::ErrorKind::BrokenPipe));
-        self.tx.send(Job { calls, reply }).map_err(|_| gone())?;
+        self.waiting.fetch_add(1, Ordering::Relaxed);
+        if self
+            .tx
+            .send(Job {
+                calls,
+                counts,
+                reply,
+            })
+            .is_err()
+        {
+            self.waiting.fetch_sub(1, Ordering::Relaxed);
+            return Err(gone());
+        }
         rx.await.map_err(|_| gone())?
     }
 }
@@ -82,32 +127,38 @@ impl Batcher {
 async fn run(
     mut conn: MultiplexedConnection,
     mut rx: mpsc::UnboundedReceiver<Job>,
+    waiting: Arc<AtomicUsize>,
     sha: String,
     source: &'static str,
 ) {
     while let Some(first) = rx.recv().await {
         let mut jobs = vec![first];
-        let mut count = jobs[0].calls.len();
+        let mut count = jobs[0].calls.len() + jobs[0].counts.len();
         while count < MAX_CALLS {
             match rx.try_recv() {
                 Ok(job) => {
-                    count += job.calls.len();
+                    count += job.calls.len() + job.counts.len();
                     jobs.push(job);
                 }
                 Err(_) => break,
             }
         }
+        waiting.fetch_sub(jobs.len(), Ordering::Relaxed);
         // A request that already gave up (timed out) is not charged after the fact.
         jobs.retain(|j| !j.reply.is_closed());
         if jobs.is_empty() {
             continue;
         }
         let (calls, parts) = merged(&mut jobs);
-        let sent = pipeline::evalsha_all(&mut conn, &sha, source, &calls);
+        let counted: Vec<usize> = jobs.iter().map(|j| j.counts.len()).collect();
+        let counts: Vec<Counted> = jobs.iter_mut().flat_map(|j| j.counts.drain(..)).collect();
+        let expected = calls.len() + counts.len();
+        let sent = pipeline::evalsha_all(&mut conn, &sha, source, &calls, &counts);
         match tokio::time::timeout(STALL_LIMIT, sent).await {
-            Ok(Ok(values)) if values.len() == calls.len() => {
+            Ok(Ok(values)) if values.len() == expected => {
                 let mut per_job: Vec<Vec<Value>> = jobs.iter().map(|_| Vec::new()).collect();
-                for (value, part) in values.into_iter().zip(parts) {
+                let mut values = values.into_iter();
+                for (value, part) in values.by_ref().take(calls.len()).zip(parts) {
                     if let [(job, _)] = part[..] {
                         per_job[job].push(value);
                         continue;
@@ -117,6 +168,10 @@ async fn run(
                         per_job[job].push(v);
                     }
                 }
+                // The counts, in job order (a job has calls or counts, not both).
+                for (job, out) in counted.iter().zip(per_job.iter_mut()) {
+                    out.extend(values.by_ref().take(*job));
+                }
                 for (job, values) in jobs.into_iter().zip(per_job) {
                     let _ = job.reply.send(Ok(values));
                 }
@@ -125,7 +180,7 @@ async fn run(
                 let e = RedisError::from((
                     ErrorKind::Parse,
                     "reply count mismatch",
-                    format!("{} replies for {} calls", values.len(), calls.len()),
+                    format!("{} replies for {expected} commands", values.len()),
                 ));
                 fail(jobs, &e);
             }

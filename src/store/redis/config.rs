@@ -84,8 +84,9 @@ pub struct RedisConfig {
     /// How long Redis may refuse every write (OOM, READONLY, MISCONF…) before the store
     /// reports itself not ready; see `health.rs`.
     pub refusal_grace: Duration,
-    /// Connections kept open and used round-robin (cluster mode: cluster connections, each
-    /// multiplexing over every node).
+    /// Connections kept open (cluster mode: cluster connections, each multiplexing over every
+    /// node, used round-robin). On a single node the first carries every request until its
+    /// forming batch is full, then the next (`conn.rs`, `Ring::pick`).
     pub pool_size: usize,
     /// Bound of one connection attempt (including the script preload).
     pub connect_timeout: Duration,

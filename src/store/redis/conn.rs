@@ -20,7 +20,7 @@ use parking_lot::Mutex;
 use tokio::sync::{Notify, watch};
 use tokio_util::sync::CancellationToken;
 
-use super::batch::Batcher;
+use super::batch::{Batcher, MERGE_REQUESTS};
 
 /// What the reconnect task needs from whatever makes connections (the `Connector` of
 /// `connect.rs`, which implements it). Declared here so this file does not import the
@@ -107,8 +107,48 @@ impl Ring {
         self.epoch.elapsed().as_millis() as u64
     }
 
-    /// Next live connection, round-robin; `None` when every connection is down.
+    /// The connection for the next request; `None` when every connection is down.
+    ///
+    /// Single node: the first live connection (in slot order) whose forming batch is not
+    /// full yet, else the live one with the fewest waiting. Redis pays a fixed price per read
+    /// (an event-loop turn, a `read`, a `write`: measured, 1 µs per `INCRBY` pipelined ×16
+    /// against 7 µs pipelined ×2) and per script call, so one connection's batch of N
+    /// requests costs it far less than N/4 on each of four; a request waits at most for the
+    /// batch in flight on its connection, as it did under round robin, and the other
+    /// connections take the overflow (a full batch, or a connection that stopped answering).
+    /// Cluster: round robin (its connection routes and pipelines per node itself).
     pub fn pick(&self) -> Option<Lease> {
+        let mut best: Option<(usize, Lease)> = None;
+        for (slot, s) in self.slots.iter().enumerate() {
+            let guard = s.conn.lock();
+            let Some((generation, conn)) = guard.as_ref() else {
+                continue;
+            };
+            let waiting = match conn {
+                Conn::Single(b) => b.waiting(),
+                Conn::Cluster(_) => break,
+            };
+            if best.as_ref().is_some_and(|(w, _)| *w <= waiting) {
+                continue;
+            }
+            let lease = Lease {
+                slot,
+                generation: *generation,
+                conn: conn.clone(),
+            };
+            if waiting < MERGE_REQUESTS {
+                return Some(lease);
+            }
+            best = Some((waiting, lease));
+        }
+        if best.is_some() {
+            return best.map(|(_, lease)| lease);
+        }
+        self.pick_round_robin()
+    }
+
+    /// Next live connection, round-robin.
+    fn pick_round_robin(&self) -> Option<Lease> {
         let len = self.slots.len();
         let start = self.next.fetch_add(1, Ordering::Relaxed);
         (0..len).find_map(|i| {

@@ -2,26 +2,49 @@
 //! per-command results are kept apart, so a `NOSCRIPT` (script cache emptied by `SCRIPT FLUSH`,
 //! a restart or a failover) costs one more round trip for exactly the commands that did not
 //! run. Resending the others would charge them twice.
+//!
+//! The same pipeline carries, after the script calls, the reference's own `INCRBY` +
+//! `EXPIRE` pairs (`--redis-reference-keys`, `reference.rs`), so those checks share the
+//! batch's one read in Redis too.
 
 use deadpool_redis::redis::aio::ConnectionLike;
 use deadpool_redis::redis::{self, RedisResult, ServerErrorKind, Value};
 
 use super::script::Invocation;
 
-/// Send every call's `EVALSHA` in one pipeline; reload the script and resend, once, the calls
-/// that came back `NOSCRIPT`. Returns one value per call (script errors included as
-/// `Value::ServerError`); `Err` only for connection-level failures.
+/// One check counted the reference's way: `INCRBY key hits` + `EXPIRE key ttl_s`.
+pub(crate) struct Counted {
+    pub key: Vec<u8>,
+    pub hits: u64,
+    pub ttl_s: u64,
+}
+
+/// Append `counts` to `pipe`: one reply per item, what `INCRBY` returned (`EXPIRE`'s is
+/// dropped).
+pub(crate) fn add_counts(pipe: &mut redis::Pipeline, counts: &[Counted]) {
+    for c in counts {
+        pipe.cmd("INCRBY").arg(&c.key).arg(c.hits);
+        pipe.cmd("EXPIRE").arg(&c.key).arg(c.ttl_s).ignore();
+    }
+}
+
+/// Send every call's `EVALSHA`, then `counts` (see [`add_counts`]), in one pipeline; reload
+/// the script and resend, once, the calls that came back `NOSCRIPT`. Returns one value per
+/// call (script errors included as `Value::ServerError`), then one per count; `Err` only for
+/// connection-level failures.
 pub(crate) async fn evalsha_all<C: ConnectionLike>(
     conn: &mut C,
     sha: &str,
     source: &str,
     calls: &[Invocation],
+    counts: &[Counted],
 ) -> RedisResult<Vec<Value>> {
     let mut pipe = redis::pipe();
     pipe.ignore_errors();
     for call in calls {
         pipe.add_command(call.evalsha(sha));
     }
+    add_counts(&mut pipe, counts);
     let mut values: Vec<Value> = pipe.query_async(conn).await?;
     // (Bounded by `calls` too: a reply count mismatch is reported by the caller.)
     let missing: Vec<usize> = (0..values.len().min(calls.len()))
@@ -135,7 +158,7 @@ mod tests {
             round_trips: 0,
         };
         let calls = ["a", "b", "c", "d"].map(call);
-        let values = evalsha_all(&mut conn, "sha", "src", &calls)
+        let values = evalsha_all(&mut conn, "sha", "src", &calls, &[])
             .await
             .expect("ok");
         assert_eq!(values.len(), 4);
@@ -156,7 +179,7 @@ mod tests {
             round_trips: 0,
         };
         let calls = ["a", "b"].map(call);
-        evalsha_all(&mut conn, "sha", "src", &calls)
+        evalsha_all(&mut conn, "sha", "src", &calls, &[])
             .await
             .expect("ok");
         assert_eq!(conn.round_trips, 1);

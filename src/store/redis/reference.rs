@@ -16,16 +16,12 @@
 use deadpool_redis::redis::{self, RedisError};
 
 use super::conn::Conn;
+use super::pipeline::add_counts;
 use super::{RedisStore, is_connection_error};
 use crate::limit::{Algorithm, Charge, Check, LimitResult};
 use crate::store::{Store, StoreError};
 
-/// One check sent the reference's way: its key and hits, and the limit's count and window.
-pub(super) struct Counted {
-    pub key: Vec<u8>,
-    pub hits: u64,
-    pub ttl_s: u64,
-}
+pub(super) use super::pipeline::Counted;
 
 /// Whether `check` means exactly what the reference's fixed window means.
 pub(super) fn qualifies(check: &Check<'_>) -> bool {
@@ -73,6 +69,19 @@ pub(super) fn result(
     }
 }
 
+/// What one `INCRBY` returned, as the count (a server error, e.g. `WRONGTYPE`, as an error).
+fn count_of(v: redis::Value) -> Result<i64, RedisError> {
+    match v {
+        redis::Value::Int(n) => Ok(n),
+        redis::Value::ServerError(e) => Err(e.into()),
+        other => Err(RedisError::from((
+            redis::ErrorKind::Parse,
+            "INCRBY did not return an integer",
+            format!("{other:?}"),
+        ))),
+    }
+}
+
 impl RedisStore {
     /// With `--redis-reference-keys`, the checks that qualify (`reference.rs`) are counted
     /// under their keys, the others by the script, concurrently (one round trip).
@@ -113,7 +122,7 @@ impl RedisStore {
         }
         let mut script_out = Vec::new();
         let (counts, script) = futures::join!(
-            self.count(&counted),
+            self.count(counted),
             Store::run_with(self, &scripted, charge, &mut script_out)
         );
         let counts = counts?;
@@ -131,25 +140,27 @@ impl RedisStore {
         Ok(())
     }
 
-    /// `INCRBY` + `EXPIRE` per check in one round trip: one pipeline on a single node, one
-    /// per key on a cluster (concurrently). The counts `INCRBY` returned, in order.
-    pub(super) async fn count(&self, counted: &[Counted]) -> Result<Vec<i64>, StoreError> {
+    /// `INCRBY` + `EXPIRE` per check in one round trip: on a single node in the batcher's
+    /// next pipeline (with the other requests' checks), on a cluster one pipeline per key
+    /// (concurrently). The counts `INCRBY` returned, in order.
+    pub(super) async fn count(&self, counted: Vec<Counted>) -> Result<Vec<i64>, StoreError> {
+        let n = counted.len();
         let Some(lease) = self.ring.pick() else {
             return Err(StoreError::Unavailable("redis is not connected".to_owned()));
         };
         let pipe = |items: &[Counted]| {
             let mut p = redis::pipe();
-            for c in items {
-                p.cmd("INCRBY").arg(&c.key).arg(c.hits);
-                p.cmd("EXPIRE").arg(&c.key).arg(c.ttl_s).ignore();
-            }
+            add_counts(&mut p, items);
             p
         };
         let sent = async {
             match &lease.conn {
                 Conn::Single(batcher) => {
-                    let mut conn = batcher.connection();
-                    pipe(counted).query_async::<Vec<i64>>(&mut conn).await
+                    let values = batcher.count(counted).await?;
+                    values
+                        .into_iter()
+                        .map(count_of)
+                        .collect::<Result<Vec<i64>, RedisError>>()
                 }
                 Conn::Cluster(c) => {
                     let each = counted.iter().map(|item| {
@@ -173,13 +184,13 @@ impl RedisStore {
                 Err(StoreError::Unavailable(e.to_string()))
             }
             Ok(Err(e)) => Err(StoreError::Backend(e.to_string())),
-            Ok(Ok(counts)) if counts.len() == counted.len() => {
+            Ok(Ok(counts)) if counts.len() == n => {
                 self.ring.succeeded(&lease);
                 Ok(counts)
             }
             Ok(Ok(counts)) => Err(StoreError::Backend(format!(
                 "expected {} counts, got {}",
-                counted.len(),
+                n,
                 counts.len()
             ))),
         }
