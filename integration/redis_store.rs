@@ -13,6 +13,7 @@ mod pre_redis7;
 mod protocol;
 mod slowlog;
 mod stop_increment;
+mod upgrade;
 
 use std::sync::Arc;
 use std::time::Duration;

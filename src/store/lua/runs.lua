@@ -27,9 +27,10 @@
 --     (docs/algorithms.md, SLIDING_LOG_REFUND_RUNS);
 --   * retry (the run holding the entry that must leave) is a bisection over ranks,
 --     O(log^2 N), one probe when every run holds one entry.
--- A key an earlier release wrote (one ZSET member per log entry) reads as empty and is
--- replaced by the next write; a newest member without the cache (the layout before issue
--- 18) costs the second read once.
+-- The key is the state key plus ':r' (script.rs): the keys of releases before the cache
+-- (issue 18) are never read. Under this name, a newest member without the cache costs the
+-- second read once, and a key of one ZSET member per log entry reads as empty and is
+-- replaced by the next write.
 -- TTL = reset + slack (the newest run's end). Loaded into l.u, l.cur, l.lo, l.reset (ms
 -- until the newest counted position leaves the window, 0 when empty; kept up to date by
 -- rn_write) and, when a run is live (l.live): l.first (the oldest live run's member, false
