@@ -20,7 +20,7 @@
 --     current one (the same ms, or a clock gone backwards: stamped with the newest
 --     position, conservatively);
 --   * expired runs are pruned lazily, at most RN_PRUNE per write (reads skip them by
---     score; the load that finds the oldest run expired reads the 4 oldest, which
+--     score; the load that finds the oldest run expired reads the 2 oldest, which
 --     usually hold the first live one and tell its rank, what the write prunes); a key with no live run left is dropped with UNLINK (freed off the main
 --     thread) by the next write;
 --   * a refund takes from the newest runs, at most RN_REFUND (64) of them
@@ -44,9 +44,12 @@ if USES[3] then
 
   -- cum, cnt of a member ('cum:cnt', or with the cache, 'cum:cnt:fpos:fbase'), or nil.
   local function rn_parse(m)
-    local cum, cnt, x = string.match(m, '^(%d+):(%d+)(.*)$')
-    if cum == nil or (x ~= '' and not string.find(x, '^:%d+:%d+$')) then
-      return nil
+    local cum, cnt = string.match(m, '^(%d+):(%d+)$')
+    if cum == nil then
+      cum, cnt = string.match(m, '^(%d+):(%d+):%d+:%d+$')
+      if cum == nil then
+        return nil
+      end
     end
     return cum + 0, cnt + 0
   end
@@ -83,13 +86,19 @@ if USES[3] then
       top, ncnt = top + 0, ncnt + 0
       fpos, fbase = fpos + 0, fbase + 0
     else
-      top, ncnt = rn_parse(last[1])
-      if top == nil then
-        return
+      if top ~= nil then
+        top, ncnt = top + 0, ncnt + 0
+      else
+        top, ncnt = rn_parse(last[1])
+        if top == nil then
+          return
+        end
       end
-      -- The first live run is usually among the 4 oldest: one read gives it and its rank
-      -- (what the write prunes); else one more finds it.
-      local probe = redis.call('ZRANGE', l.key, '0', '3', 'WITHSCORES')
+      -- The first live run is usually one of the 2 oldest (one run expired since the last
+      -- hit): one read gives it and its rank (what the write prunes); else one more finds
+      -- it. (Every member read is a string Lua makes: a wider probe costs more than the
+      -- reads it saves.)
+      local probe = redis.call('ZRANGE', l.key, '0', '1', 'WITHSCORES')
       local first, rank
       for i = 2, #probe, 2 do
         if probe[i] + 0 >= lo then
