@@ -200,3 +200,42 @@ fn redis_capacity_runs_sluice_and_both_baselines_against_one_redis() {
     assert!(stdout.contains("| reference pair | – | "), "{stdout}");
     assert!(stdout.contains("| their client | 2 | "), "{stdout}");
 }
+
+/// `SLUICES`: two builds measured in the same pass against one Redis and one baseline, each
+/// row named after its label (here the same binary twice).
+#[test]
+fn redis_capacity_measures_several_builds_in_one_pass() {
+    let bin = env!("CARGO_BIN_EXE_sluice");
+    let out = Command::new(root().join("scripts/redis-capacity.sh"))
+        .env("SLUICES", format!("before={bin} after={bin}"))
+        .env("LOADGEN", loadgen())
+        .env("ALGOS", "fixed_window")
+        .env("DESCRIPTORS", "1")
+        .env("BASELINES", "reference")
+        .env("N", "20")
+        .env("BENCH_N", "2000")
+        .env("TIMEOUT", "2s")
+        .env("FORMAT", "md")
+        .env("REPEAT", "1")
+        .env("CALLGRIND", "0")
+        .output()
+        .expect("run scripts/redis-capacity.sh");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "scripts/redis-capacity.sh failed ({}):\n{stdout}\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let rows = first_table(&stdout);
+    assert_eq!(rows.len(), 3, "{stdout}");
+    for label in ["before", "after"] {
+        let row = &rows[&format!("fixed_window@{label} 1")];
+        assert_eq!(number(row, "errors"), 0.0, "{stdout}");
+        assert!(number(row, "req/s") > 0.0, "{stdout}");
+        assert!(
+            stdout.contains(&format!("| fixed_window@{label} | 1 | ")),
+            "no ratio row for {label}: {stdout}"
+        );
+    }
+}

@@ -60,6 +60,9 @@
 #   EXTRA        more sluice serve flags (e.g. "--local-cache-size-bytes 1048576")
 #   SLUICE, LOADGEN  binaries [target/release/sluice, target/release/examples/loadgen];
 #                builds nothing: `nice cargo build --release --bin sluice --example loadgen`
+#   SLUICES      several sluice builds measured in the same passes against the same Redis and
+#                baselines, "label=path ...": rows read "algorithm@label" (a before/after
+#                that does not depend on how the VM drifted between two runs) [SLUICE alone]
 #   PIN          auto: with 2+ CPUs and taskset, redis-server runs alone on the last CPU and
 #                every client (sluice, the load generator, redis-benchmark) on the others; 0:
 #                no pinning [auto]. Redis in production has its core to itself; on a small VM
@@ -141,20 +144,28 @@ auto)
 0) ;;
 *) die "PIN must be auto or 0 (got '$PIN')" ;;
 esac
+BUILDS=${SLUICES:-=$SLUICE}
+for SL in $BUILDS; do
+    case "$SL" in *=*) ;; *) die "SLUICES: '$SL' is not label=path" ;; esac
+    [ -z "${ALGOS// /}" ] || [ -x "${SL#*=}" ] || die "no sluice binary at ${SL#*=}"
+done
 if [ -n "${ALGOS// /}" ]; then
-    [ -x "$SLUICE" ] || die "no sluice binary at $SLUICE (nice cargo build --release --bin sluice --example loadgen, or set SLUICE)"
+    [ -x "${SLUICE}" ] || [ -n "${SLUICES:-}" ] || die "no sluice binary at $SLUICE (nice cargo build --release --bin sluice --example loadgen, or set SLUICE)"
     [ -x "$LOADGEN" ] || die "no load generator at $LOADGEN (nice cargo build --release --bin sluice --example loadgen, or set LOADGEN)"
 fi
 renice -n "${NICE:-10}" -p $$ >/dev/null 2>&1 || true
 
 OUT=$(mktemp -d)
 RPID="" SPID="" CHILD=""
-stop_stack() {
+stop_sluice() {
     if [ -n "$SPID" ]; then
         kill "$SPID" 2>/dev/null || true
         wait "$SPID" 2>/dev/null || true
         SPID=""
     fi
+}
+stop_stack() {
+    stop_sluice
     if [ -n "$RPID" ]; then
         redis-cli -p "$RPORT" shutdown nosave >/dev/null 2>&1 || kill "$RPID" 2>/dev/null || true
         for _ in $(seq 100); do kill -0 "$RPID" 2>/dev/null || break; sleep 0.1; done
@@ -216,7 +227,7 @@ start_sluice() {
     local timeout=$1
     # Ports chosen by the kernel (port 0), read back from the "serving" log line.
     # shellcheck disable=SC2086
-    "${CLIENT_PIN[@]}" "$SLUICE" serve --config examples/loadgen-config --grpc-addr 127.0.0.1:0 \
+    "${CLIENT_PIN[@]}" "$BIN" serve --config examples/loadgen-config --grpc-addr 127.0.0.1:0 \
         --http-addr 127.0.0.1:0 --admin-addr off --log-format json \
         --redis-url "redis://127.0.0.1:$RPORT" --redis-timeout "$timeout" ${EXTRA:-} \
         >"$OUT/sluice.log" 2>&1 &
@@ -306,7 +317,7 @@ measure_sluice() {
     RUN_KEYS=$KEYS
     if [ "$PASS" = callgrind ]; then
         loadgen "$key" "$d" "$OUT/warm" --requests $((CG_N / 4 + 50))
-        RUN_KEYS=${CG_KEYS:-$(callgrind_keys "$key" "$d")}
+        RUN_KEYS=${CG_KEYS:-$(callgrind_keys "$key$LABEL" "$d")}
         [ "$RUN_KEYS" = "$KEYS" ] || loadgen "$key" "$d" "$OUT/warm" --requests $((CG_N / 4 + 50))
     elif [ -n "$N" ]; then
         loadgen "$key" "$d" "$OUT/warm" --requests $((N / 4 + 100))
@@ -324,7 +335,7 @@ measure_sluice() {
     fi
     s1=$(sluice_ticks)
     window_end
-    record sluice "$key" "$d" "$OUT/load" "$s0" "$s1" "$RUN_KEYS"
+    record sluice "$key$LABEL" "$d" "$OUT/load" "$s0" "$s1" "$RUN_KEYS"
 }
 
 SCRIPT_SRC="local n = redis.call('INCRBY', KEYS[1], ARGV[1]) redis.call('PEXPIRE', KEYS[1], ARGV[2]) return n"
@@ -412,7 +423,10 @@ for RUN in $PASSES; do
     CG_INSTR=0
     say "$PASS pass $REP: starting redis-server"
     start_redis "$PASS"
-    if [ -n "${ALGOS// /}" ]; then
+    for SL in $BUILDS; do
+        [ -n "${ALGOS// /}" ] || break
+        LABEL=${SL%%=*} BIN=${SL#*=}
+        [ -n "$LABEL" ] && LABEL="@$LABEL"
         if [ "$PASS" = callgrind ]; then
             # Redis is ~50x slower under valgrind: deadlines to match.
             start_sluice 30s
@@ -421,12 +435,13 @@ for RUN in $PASSES; do
             start_sluice "$TIMEOUT"
             LG_TIMEOUT=5s
         fi
-    fi
-    for key in $ALGOS; do
-        for d in $DESCRIPTORS; do
-            say "$PASS pass: sluice $key, $d descriptor(s) per request"
-            measure_sluice "$key" "$d"
+        for key in $ALGOS; do
+            for d in $DESCRIPTORS; do
+                say "$PASS pass: sluice$LABEL $key, $d descriptor(s) per request"
+                measure_sluice "$key" "$d"
+            done
         done
+        stop_sluice
     done
     for b in $BASELINES; do
         if [ "$b" = request ]; then
@@ -443,7 +458,7 @@ for RUN in $PASSES; do
 done
 LOAD1=$(cut -d' ' -f1-3 /proc/loadavg)
 
-python3 - "$OUT/records.jsonl" "$FORMAT" "$IPUS" "$COMMIT" "$SLUICE" \
+python3 - "$OUT/records.jsonl" "$FORMAT" "$IPUS" "$COMMIT" "${SLUICES:-$SLUICE}" \
     "$(redis-server --version | grep -o 'v=[0-9.]*' | cut -d= -f2)" "$(nproc)" "$LOAD0" "$LOAD1" \
     "$(($(date +%s) - START))" "$CONNECTIONS x $CONCURRENCY" "$KEYS" "$DESCRIPTORS" "$REPEAT" "$PINNED" <<'PY'
 import json, statistics, sys
