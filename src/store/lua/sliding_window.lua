@@ -22,7 +22,9 @@
 --     counted in the newest, conservatively), else puts a new head at cur (the sub-windows
 --     between repeat P_hi); the rest of the string is copied as it is, cut where the window
 --     dropped its tail;
---   * a refund takes from the newest sub-windows with a count, at most SW_REFUND (64);
+--   * a refund takes from the newest sub-windows with a count, at most SW_REFUND (64), and
+--     reads and rewrites only the fields down to the oldest it takes from (a run of empty
+--     sub-windows as one block);
 --   * retry (the sub-window whose leaving lets the hit pass) scans from the newest.
 -- TTL = reset + slack (the newest counted sub-window's end), set by the SET of every write.
 -- The key is the state key plus ':s' (script.rs): earlier releases' keys (the run-length
