@@ -104,30 +104,40 @@ fn number(row: &HashMap<String, String>, column: &str) -> f64 {
         .unwrap_or_else(|_| panic!("{column}: {cell:?} is not a number ({row:?})"))
 }
 
-#[test]
-fn redis_capacity_runs_sluice_and_both_baselines_against_one_redis() {
-    let out = Command::new(root().join("scripts/redis-capacity.sh"))
-        .env("SLUICE", env!("CARGO_BIN_EXE_sluice"))
-        .env("LOADGEN", loadgen())
+/// Run `scripts/redis-capacity.sh` in a tiny configuration (markdown tables, no callgrind
+/// pass, a 2 s Redis deadline: the debug build under a parallel test suite must not miss it)
+/// with `env` on top; its stdout, after checking that it succeeded.
+fn capacity(env: &[(&str, String)]) -> String {
+    let mut cmd = Command::new(root().join("scripts/redis-capacity.sh"));
+    cmd.env("LOADGEN", loadgen())
         .env("ALGOS", "fixed_window")
-        .env("DESCRIPTORS", "1 2")
-        .env("N", "40")
         .env("BENCH_N", "2000")
-        // The debug build under a parallel test suite: no request may miss its deadline.
         .env("TIMEOUT", "2s")
         .env("FORMAT", "md")
-        // Two plain passes (the figures are medians over them), no callgrind pass (slow).
-        .env("REPEAT", "2")
-        .env("CALLGRIND", "0")
-        .output()
-        .expect("run scripts/redis-capacity.sh");
-    let stdout = String::from_utf8_lossy(&out.stdout);
+        .env("CALLGRIND", "0");
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    let out = cmd.output().expect("run scripts/redis-capacity.sh");
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
     assert!(
         out.status.success(),
         "scripts/redis-capacity.sh failed ({}):\n{stdout}\n{}",
         out.status,
         String::from_utf8_lossy(&out.stderr)
     );
+    stdout
+}
+
+#[test]
+fn redis_capacity_runs_sluice_and_both_baselines_against_one_redis() {
+    let stdout = capacity(&[
+        ("SLUICE", env!("CARGO_BIN_EXE_sluice").to_owned()),
+        ("DESCRIPTORS", "1 2".to_owned()),
+        ("N", "40".to_owned()),
+        // Two plain passes (the figures are medians over them).
+        ("REPEAT", "2".to_owned()),
+    ]);
     let rows = first_table(&stdout);
     assert_eq!(rows.len(), 6, "{stdout}");
     for d in [1.0, 2.0] {
@@ -206,27 +216,13 @@ fn redis_capacity_runs_sluice_and_both_baselines_against_one_redis() {
 #[test]
 fn redis_capacity_measures_several_builds_in_one_pass() {
     let bin = env!("CARGO_BIN_EXE_sluice");
-    let out = Command::new(root().join("scripts/redis-capacity.sh"))
-        .env("SLUICES", format!("before={bin} after={bin}"))
-        .env("LOADGEN", loadgen())
-        .env("ALGOS", "fixed_window")
-        .env("DESCRIPTORS", "1")
-        .env("BASELINES", "reference")
-        .env("N", "20")
-        .env("BENCH_N", "2000")
-        .env("TIMEOUT", "2s")
-        .env("FORMAT", "md")
-        .env("REPEAT", "1")
-        .env("CALLGRIND", "0")
-        .output()
-        .expect("run scripts/redis-capacity.sh");
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "scripts/redis-capacity.sh failed ({}):\n{stdout}\n{}",
-        out.status,
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let stdout = capacity(&[
+        ("SLUICES", format!("before={bin} after={bin}")),
+        ("DESCRIPTORS", "1".to_owned()),
+        ("BASELINES", "reference".to_owned()),
+        ("N", "20".to_owned()),
+        ("REPEAT", "1".to_owned()),
+    ]);
     let rows = first_table(&stdout);
     assert_eq!(rows.len(), 3, "{stdout}");
     for label in ["before", "after"] {

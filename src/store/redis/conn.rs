@@ -111,11 +111,13 @@ impl Ring {
     ///
     /// Single node: the first live connection (in slot order) whose forming batch is not
     /// full yet, else the live one with the fewest waiting. Redis pays a fixed price per read
-    /// (an event-loop turn, a `read`, a `write`: measured, 1 µs per `INCRBY` pipelined ×16
-    /// against 7 µs pipelined ×2) and per script call, so one connection's batch of N
-    /// requests costs it far less than N/4 on each of four; a request waits at most for the
-    /// batch in flight on its connection, as it did under round robin, and the other
-    /// connections take the overflow (a full batch, or a connection that stopped answering).
+    /// (an event-loop turn, a `read`, a `write`: the same `INCRBY` cost it 1 µs pipelined ×16
+    /// and 7 µs pipelined ×2) and per script call, so the requests waiting at one moment go
+    /// in one batch rather than a quarter of them in each of four (script calls per request
+    /// at one descriptor: 0.23 under round robin, 0.14; BENCHMARKS.md "Issue 18"). A request
+    /// waits at most for the batch in flight on its connection, as it did under round robin,
+    /// and the other connections take the overflow (a full batch, or a connection that
+    /// stopped answering).
     /// Cluster: round robin (its connection routes and pipelines per node itself).
     pub fn pick(&self) -> Option<Lease> {
         let mut best: Option<(usize, Lease)> = None;
@@ -141,10 +143,10 @@ impl Ring {
             }
             best = Some((waiting, lease));
         }
-        if best.is_some() {
-            return best.map(|(_, lease)| lease);
+        match best {
+            Some((_, lease)) => Some(lease),
+            None => self.pick_round_robin(),
         }
-        self.pick_round_robin()
     }
 
     /// Next live connection, round-robin.
