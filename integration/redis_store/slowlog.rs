@@ -81,7 +81,20 @@ async fn scenario(attempt: u32) -> Vec<(u64, String)> {
         assert!(env.hit1(wt, &win, 1).await.allowed);
     }
 
+    // A full sliding window of 1 000 sub-windows (one hit in each): a denial's retry
+    // walks every sub-window to find the one whose leaving lets the hit pass.
+    let mut full_win = spec(Algorithm::SlidingWindow, 1000, Unit::Minute);
+    full_win.buckets = 1000;
+    let ft = name("full-window");
+    for i in 0..1000 {
+        env.at(60 * i);
+        assert!(env.hit1(ft, &full_win, 1).await.allowed);
+    }
+
     measure(&env);
+    env.at(60 * 999 + 30);
+    let r = env.hit1(ft, &full_win, 1).await;
+    assert!(!r.allowed, "{r:?}");
     env.at(u64::from(max));
     let full = u64::from(max);
     // Denials whose retry looks for the oldest and the newest live entry.

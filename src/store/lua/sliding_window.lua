@@ -338,18 +338,33 @@ if USES[2] then
       l.slo, base, l.phi, sp = string.match(l.s, '^%d+:(%d+):(%d+):(%d+)()')
       l.slo, l.base, l.sp = l.slo + 0, base + 0, sp
     end
-    local c = sw_counts(l)
-    local acc, pos = 0, nil
-    for i = 1, #c do
-      acc = acc + c[i]
-      if acc > room then
-        pos = l.hi - i + 1
-        break
+    -- The counts of the newest i fields add up to P_hi - P_(i+1): the sub-window sought is the
+    -- i-th, for the first field j = i + 1 whose total is below T = P_hi - room (the floor
+    -- below the oldest kept field, when none is; U > room makes the floor < T). The totals
+    -- fall from the newest to the oldest, so that field is found by bisecting the string's
+    -- bytes (a plain find of the next ':' and one number per probe), and its number by
+    -- counting the ':' before it in C: no parse of every field (a full window of 1 000
+    -- sub-windows took 0.7 ms that way).
+    local str, find = l.s, string.find
+    local stop = l.cut and l.cut - 1 or #str
+    local T = l.phi - room
+    local a, b, found = l.sp, stop + 1, nil
+    while a < b do
+      local c = find(str, ':', math.floor((a + b) / 2), true)
+      if not c or c >= b then
+        b = math.floor((a + b) / 2)
+      elseif string.match(str, '^:(%d+)', c) + 0 < T then
+        found, b = c, c
+      else
+        a = c + 1
       end
     end
-    if pos == nil then
-      return l.reset
+    -- j - 1 = the ':' from P_hi's end up to the field found (every one, when none was).
+    local _, colons = string.gsub(string.sub(str, l.sp, found or stop), ':', '')
+    if not found then
+      colons = colons + 1
     end
+    local pos = l.hi - colons + 1
     local k = pos - l.lo + 1
     if k > l.B + 1 then
       return l.reset
