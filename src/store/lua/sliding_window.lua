@@ -25,7 +25,8 @@
 --   * a refund takes from the newest sub-windows with a count, at most SW_REFUND (64), and
 --     reads and rewrites only the fields down to the oldest it takes from (a run of empty
 --     sub-windows as one block);
---   * retry (the sub-window whose leaving lets the hit pass) scans from the newest.
+--   * retry (the sub-window whose leaving lets the hit pass) bisects the string's bytes on
+--     the running totals, then counts the ':' before the field found (C, no parse).
 -- TTL = reset + slack (the newest counted sub-window's end), set by the SET of every write.
 -- The key is the state key plus ':s' (script.rs): earlier releases' keys (the run-length
 -- ZSET runs.lua kept until issue 18, the hash before it) are never read. One of those under
