@@ -17,9 +17,9 @@ pub const DEFAULT_MAX_ENTRIES: usize = 32;
 pub const DEFAULT_MAX_KEY_BYTES: usize = 256;
 pub const DEFAULT_MAX_VALUE_BYTES: usize = 8192;
 pub const DEFAULT_MAX_HITS_ADDEND: u64 = 1_000_000_000;
-/// Default `--max-in-flight`: far above what one instance keeps busy at its capacity (a
-/// few dozen calls at a Redis round trip each), low enough that a burst past capacity is
-/// refused at once rather than queued for seconds.
+/// Default `--max-in-flight`, the ceiling of the adaptive in-flight limit (`admission`): far
+/// above what one instance keeps busy at its capacity (a few dozen calls at a Redis round
+/// trip each), low enough that the limit cannot grow into seconds of queued work.
 pub const DEFAULT_MAX_IN_FLIGHT: usize = 1024;
 
 /// Bounds on one request (oversized input → INVALID_ARGUMENT).
@@ -32,8 +32,8 @@ pub struct RequestLimits {
     pub max_hits_addend: u64,
     /// Largest gRPC request message (larger → RESOURCE_EXHAUSTED).
     pub max_request_bytes: usize,
-    /// Most `ShouldRateLimit` gRPC calls worked on at once; past it a call is shed with
-    /// RESOURCE_EXHAUSTED (0: no bound).
+    /// Ceiling of the adaptive limit on `ShouldRateLimit` gRPC calls worked on at once, and
+    /// of those waiting for one (0: no ceiling).
     pub max_in_flight: usize,
 }
 

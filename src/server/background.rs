@@ -20,7 +20,8 @@ use crate::xds::{self, XdsError};
 const HEALTH_INTERVAL: Duration = Duration::from_millis(250);
 
 /// Every tick: probe Redis stores that refuse writes (so recovery is seen without
-/// traffic), publish each store's connections and readiness, and re-evaluate health.
+/// traffic), publish each store's connections, readiness and dropped connections, and the
+/// admission gauges, and re-evaluate health.
 pub(super) fn spawn_health_refresh(
     health: Arc<Health>,
     service: Arc<RateLimitService>,
@@ -35,10 +36,16 @@ pub(super) fn spawn_health_refresh(
                     let store = service.store();
                     store.probe().await;
                     let metrics = service.metrics();
-                    for (name, connected, ready) in store.redis_pools() {
+                    for (name, connected, ready, dropped) in store.redis_pools() {
                         metrics.store_connections.with_label_values(&[name]).set(connected as i64);
                         metrics.store_ready.with_label_values(&[name]).set(i64::from(ready));
+                        let counted = metrics.store_connections_dropped.with_label_values(&[name]);
+                        counted.inc_by(dropped.saturating_sub(counted.get()));
                     }
+                    let admission = service.admission();
+                    metrics.admission_limit.set(admission.limit() as i64);
+                    metrics.admission_in_flight.set(admission.in_flight() as i64);
+                    metrics.admission_queued.set(admission.queued() as i64);
                     health.refresh().await;
                 }
             }

@@ -24,8 +24,9 @@ pub struct CapArgs {
     /// RESOURCE_EXHAUSTED [default: 4194304]
     #[arg(long, value_name = "BYTES", env = "SLUICE_MAX_REQUEST_BYTES")]
     pub max_request_bytes: Option<usize>,
-    /// Most ShouldRateLimit gRPC calls worked on at once; past it a call is refused at once
-    /// with RESOURCE_EXHAUSTED (0: no bound) [default: 1024]
+    /// Ceiling of the adaptive limit on ShouldRateLimit gRPC calls worked on at once, and of
+    /// the calls waiting for one; past them a call is refused at once with
+    /// RESOURCE_EXHAUSTED (0: no ceiling) [default: 1024]
     #[arg(long, value_name = "N", env = "SLUICE_MAX_IN_FLIGHT")]
     pub max_in_flight: Option<usize>,
     /// Memory store: most bytes of limit state held; when full, the entries closest to

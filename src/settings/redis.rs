@@ -37,8 +37,9 @@ pub struct RedisArgs {
     /// Redis connections kept open (multiplexed) [default: 4] (also REDIS_POOL_SIZE)
     #[arg(long, value_name = "N", env = "SLUICE_REDIS_POOL_SIZE")]
     pub redis_pool_size: Option<usize>,
-    /// Deadline of one Redis round trip; past it the request fails with UNAVAILABLE
-    /// [default: 10ms]
+    /// Deadline of a call's Redis work when the call carries no deadline of its own (with a
+    /// grpc-timeout, as Envoy always sends, what that leaves is the deadline); past it the
+    /// call fails with UNAVAILABLE [default: 1s]
     #[arg(long, value_name = "DURATION", env = "SLUICE_REDIS_TIMEOUT")]
     pub redis_timeout: Option<String>,
     /// Deadline to establish a Redis connection [default: 1s] (also REDIS_TIMEOUT)
@@ -193,7 +194,7 @@ pub(super) fn resolve_redis(
     )?;
     let request_timeout = match &args.redis_timeout {
         Some(t) => parse_duration("--redis-timeout", t)?,
-        None => Duration::from_millis(10),
+        None => crate::store::redis::DEFAULT_REQUEST_TIMEOUT,
     };
     if request_timeout.is_zero() {
         return Err(err("--redis-timeout", "must be greater than 0"));

@@ -29,7 +29,7 @@ pub const HONOURED: &[(&str, &str)] = &[
     ),
     (
         "GRPC_MAX_CONCURRENT_STREAMS",
-        "requests in flight per gRPC connection (`--grpc-max-concurrent-streams`); `0`: no cap, as theirs; unset: 1024",
+        "requests in flight per gRPC connection (`--grpc-max-concurrent-streams`); `0`: no cap, as theirs; unset: 16",
     ),
     (
         "GRPC_SERVER_USE_TLS",
@@ -289,7 +289,7 @@ pub const HONOURED: &[(&str, &str)] = &[
     ),
     (
         "REDIS_TIMEOUT",
-        "deadline to connect (`--redis-connect-timeout`), as theirs; a round trip's is `--redis-timeout`, 10ms",
+        "deadline to connect (`--redis-connect-timeout`), as theirs; a call's Redis work ends by what its grpc-timeout leaves, or after `--redis-timeout` (1s) without one",
     ),
     (
         "REDIS_PERSECOND_TIMEOUT",

@@ -79,7 +79,7 @@ pub(super) const PROBES: &[(&str, &str, Env)] = &[
     ("GRPC_PORT", "9081", NONE),
     ("GRPC_MAX_CONNECTION_AGE", "1h", NONE),
     ("GRPC_MAX_CONNECTION_AGE_GRACE", "5m", NONE),
-    ("GRPC_MAX_CONCURRENT_STREAMS", "16", NONE),
+    ("GRPC_MAX_CONCURRENT_STREAMS", "32", NONE),
     ("GRPC_SERVER_USE_TLS", "true", GRPC_TLS_FILES),
     ("GRPC_SERVER_TLS_CERT", "/certs/other.crt", GRPC_TLS),
     ("GRPC_SERVER_TLS_KEY", "/certs/other.key", GRPC_TLS),

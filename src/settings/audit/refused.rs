@@ -51,8 +51,9 @@ pub const NO_EFFECT: &[(&str, &str)] = &[
     ),
     (
         "REQUEST_TIMEOUT",
-        "a request's store work is already bounded: each Redis round trip fails with \
-         UNAVAILABLE after --redis-timeout (10ms)",
+        "a request's store work is already bounded by the caller's deadline (grpc-timeout, \
+         less a margin to answer), or by --redis-timeout (1s) without one; past it the call \
+         fails with UNAVAILABLE",
     ),
     (
         "CONFIG_GRPC_XDS_SERVER_CONNECT_RETRY_INTERVAL",

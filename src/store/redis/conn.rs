@@ -6,12 +6,21 @@
 //! `PING` round trip, which would double the latency of every check. Connections are created
 //! through deadpool (single node) and then taken out of it for good; requests clone a
 //! checked-out connection (cheap: the multiplexer is shared). A connection that fails with an
-//! I/O error, or times out several times in a row, is dropped from the ring; requests then go
-//! to the remaining ones, or fail fast with `Unavailable` when none is left, while the
-//! reconnect task alone talks to the network. No request ever waits for a connect.
+//! I/O error, or that answers nothing at all for `dead_after`, is dropped from the ring;
+//! requests then go to the remaining ones, or fail fast with `Unavailable` when none is left,
+//! while the reconnect task alone talks to the network. No request ever waits for a connect.
+//!
+//! Slow is not dead. A request that times out says only that *this* request was not answered
+//! in time; under overload most do, while Redis keeps answering. Any reply, late or not, is a
+//! sign of life: a single-node connection's batcher sees every reply, and gives the
+//! connection up only when a pipeline has had no reply for `dead_after` (`batch.rs`); on a
+//! cluster, one timed-out call per connection at a time is followed to its reply
+//! ([`Ring::watch`]), and the connection is dropped only when that call and every other on it
+//! went unanswered for `dead_after`. Dropping a connection that is merely busy would add a
+//! reconnect (and a script load) to the load, and its replacement would be just as slow.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use deadpool_redis::redis::Script;
@@ -47,10 +56,11 @@ pub(crate) enum Conn {
 struct Slot {
     /// The connection and the generation it was installed with; `None` while broken.
     conn: Mutex<Option<(u64, Conn)>>,
-    /// Consecutive timeouts of requests on this connection.
-    timeouts: AtomicU32,
-    /// When a reply last arrived on it (ms since the ring was made).
-    last_ok_ms: AtomicU64,
+    /// When a reply last arrived on it, in time or late (ms since the ring was made; cluster
+    /// connections: a single node's batcher keeps its own).
+    last_reply_ms: AtomicU64,
+    /// A timed-out call on it is being followed to its reply ([`Ring::watch`]).
+    watching: AtomicBool,
 }
 
 /// A connection borrowed for one request, with what is needed to report its fate.
@@ -67,37 +77,32 @@ pub(crate) struct Ring {
     generation: AtomicU64,
     connected: watch::Sender<usize>,
     wake: Notify,
-    max_timeouts: u32,
-    /// Silence (no reply at all) after which timeouts mean a dead connection.
-    dead_after_ms: u64,
+    /// Silence (no reply at all to a call sent) after which a connection is dead.
+    dead_after: Duration,
+    /// Connections dropped as broken (errors, silence), since the ring was made.
+    dropped: AtomicU64,
     epoch: Instant,
     /// Which store this is, in logs (`redis`, `redis_per_second`).
     name: &'static str,
 }
 
 impl Ring {
-    pub fn new(
-        name: &'static str,
-        size: usize,
-        max_timeouts: u32,
-        request_timeout: Duration,
-    ) -> Ring {
+    pub fn new(name: &'static str, size: usize, dead_after: Duration) -> Ring {
         let slots = (0..size.max(1))
             .map(|_| Slot {
                 conn: Mutex::new(None),
-                timeouts: AtomicU32::new(0),
-                last_ok_ms: AtomicU64::new(0),
+                last_reply_ms: AtomicU64::new(0),
+                watching: AtomicBool::new(false),
             })
             .collect();
-        let max_timeouts = max_timeouts.max(1);
         Ring {
             slots,
             next: AtomicUsize::new(0),
             generation: AtomicU64::new(0),
             connected: watch::Sender::new(0),
             wake: Notify::new(),
-            max_timeouts,
-            dead_after_ms: (request_timeout * max_timeouts).as_millis() as u64,
+            dead_after,
+            dropped: AtomicU64::new(0),
             epoch: Instant::now(),
             name,
         }
@@ -172,26 +177,55 @@ impl Ring {
         self.connected.subscribe()
     }
 
-    pub fn succeeded(&self, lease: &Lease) {
-        let slot = &self.slots[lease.slot];
-        slot.timeouts.store(0, Ordering::Relaxed);
-        slot.last_ok_ms.store(self.now_ms(), Ordering::Relaxed);
+    /// Connections dropped as broken since the ring was made.
+    pub fn dropped(&self) -> u64 {
+        self.dropped.load(Ordering::Relaxed)
     }
 
-    /// A request timed out. One slow answer is not a dead connection; several in a row with
-    /// no reply at all for `max_timeouts × request_timeout` are (a paused or partitioned
-    /// server never resets the socket). Under overload many requests time out at once while
-    /// others still get answers: that connection is kept, since replacing it would only add
-    /// a reconnect (and a script load) to the load.
-    pub fn timed_out(&self, lease: &Lease) {
+    /// A reply arrived on the lease's connection.
+    pub fn replied(&self, lease: &Lease) {
+        self.slots[lease.slot]
+            .last_reply_ms
+            .store(self.now_ms(), Ordering::Relaxed);
+    }
+
+    /// A call sent at `sent` on a cluster connection timed out: follow `reply` (the rest of
+    /// that call) for up to `dead_after`. A reply of any kind is a sign of life; none, and no
+    /// other reply on the connection since `sent` either, and the connection is dropped. One
+    /// call per connection is followed at a time (the others are dropped as before), so a
+    /// burst of timeouts costs one task, not one per call.
+    pub fn watch<F, T>(self: &Arc<Self>, lease: &Lease, sent: Instant, reply: F)
+    where
+        F: Future<Output = Result<T, deadpool_redis::redis::RedisError>> + Send + 'static,
+    {
         let slot = &self.slots[lease.slot];
-        let n = slot.timeouts.fetch_add(1, Ordering::Relaxed) + 1;
-        let silent = self
-            .now_ms()
-            .saturating_sub(slot.last_ok_ms.load(Ordering::Relaxed));
-        if n >= self.max_timeouts && silent >= self.dead_after_ms {
-            self.broken(lease);
+        if slot.watching.swap(true, Ordering::AcqRel) {
+            return;
         }
+        let ring = self.clone();
+        let lease = Lease {
+            slot: lease.slot,
+            generation: lease.generation,
+            conn: lease.conn.clone(),
+        };
+        let waited = sent.elapsed();
+        tokio::spawn(async move {
+            let left = ring.dead_after.saturating_sub(waited);
+            match tokio::time::timeout(left, reply).await {
+                Ok(Err(e)) if e.is_io_error() || e.is_connection_dropped() => ring.broken(&lease),
+                Ok(_) => ring.replied(&lease),
+                Err(_) => {
+                    let sent_ms = sent.saturating_duration_since(ring.epoch).as_millis() as u64;
+                    let last = ring.slots[lease.slot].last_reply_ms.load(Ordering::Relaxed);
+                    if last < sent_ms {
+                        ring.broken(&lease);
+                    }
+                }
+            }
+            ring.slots[lease.slot]
+                .watching
+                .store(false, Ordering::Release);
+        });
     }
 
     /// Drop the lease's connection (unless it was already replaced) and wake the reconnector.
@@ -200,6 +234,7 @@ impl Ring {
         if matches!(&*guard, Some((g, _)) if *g == lease.generation) {
             *guard = None;
             drop(guard);
+            self.dropped.fetch_add(1, Ordering::Relaxed);
             self.connected.send_modify(|c| *c = c.saturating_sub(1));
             tracing::warn!(
                 store = self.name,
@@ -246,8 +281,7 @@ impl Ring {
             if guard.is_none() {
                 *guard = Some((generation, conn));
                 drop(guard);
-                slot.timeouts.store(0, Ordering::Relaxed);
-                slot.last_ok_ms.store(self.now_ms(), Ordering::Relaxed);
+                slot.last_reply_ms.store(self.now_ms(), Ordering::Relaxed);
                 self.connected.send_modify(|c| *c += 1);
                 return true;
             }

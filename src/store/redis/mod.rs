@@ -13,7 +13,8 @@
 //! - Stop-increment ([`Charge::StopWhenOver`]) is decided inside the script when the request
 //!   is one call; over several calls, a dry run comes first (two round trips, not atomic).
 //! - Connections live in a small ring (see `conn.rs`); a request never connects, never checks
-//!   a connection out of a pool, and never waits longer than `request_timeout` per round trip.
+//!   a connection out of a pool, and never waits past its deadline: what the caller's
+//!   `grpc-timeout` leaves (`store::deadline`), else `request_timeout` (`--redis-timeout`).
 //! - Time: `TIME` inside the script, or the injected [`Clock`] in local mode.
 //!
 //! Keys: `<prefix>{<tag>}:<code>:<window s>:<buckets>:<slot>` and the same plus `:p` for the
@@ -35,19 +36,19 @@ mod script;
 mod sentinel;
 
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
-use deadpool_redis::redis::{ErrorKind, RedisError, Script, ServerErrorKind, Value};
+use deadpool_redis::redis::{ErrorKind, RedisError, Script, ServerErrorKind};
 use tokio_util::sync::{CancellationToken, DropGuard};
 
 use crate::limit::{Algorithm, Charge, Check, Clock, LimitResult, LimitSpec, StateTag, Unit};
-use crate::store::{Store, StoreError};
+use crate::store::{Store, StoreError, deadline};
 
 pub use config::{
-    DEFAULT_KEY_PREFIX, RedisConfig, RedisConfigError, RedisTls, SentinelConfig, TimeSource,
-    check_prefix,
+    DEFAULT_DEAD_AFTER, DEFAULT_KEY_PREFIX, DEFAULT_REQUEST_TIMEOUT, RedisConfig, RedisConfigError,
+    RedisTls, SentinelConfig, TimeSource, check_prefix,
 };
-use conn::{Backoff, Conn, Ring};
+use conn::{Backoff, Ring};
 use connect::Connector;
 use health::Refusals;
 pub use quota::{QUOTA_SCRIPT, quota_key};
@@ -60,7 +61,8 @@ pub struct RedisStore {
     /// Calls refused by a server that will not write (see `health.rs`).
     refusals: Refusals,
     cluster: bool,
-    script: Script,
+    /// Shared with the cluster calls followed past their timeout (`Ring::watch`).
+    script: Arc<Script>,
     clock: Arc<dyn Clock>,
     time_source: TimeSource,
     slack_ms: u64,
@@ -109,12 +111,7 @@ impl RedisStore {
         let pool_size = cfg.pool_size.max(1);
         let cluster = !cfg.cluster_nodes.is_empty() && cfg.sentinel.is_none();
         let connector = Connector::new(&cfg, pool_size)?;
-        let ring = Arc::new(Ring::new(
-            cfg.name,
-            pool_size,
-            cfg.breaker_timeouts,
-            cfg.request_timeout,
-        ));
+        let ring = Arc::new(Ring::new(cfg.name, pool_size, cfg.dead_after));
         let script = Script::new(source);
         let stop = CancellationToken::new();
         let backoff = Backoff {
@@ -135,7 +132,7 @@ impl RedisStore {
             ring,
             refusals: Refusals::new(cfg.refusal_grace),
             cluster,
-            script,
+            script: Arc::new(script),
             clock,
             time_source: cfg.time_source,
             slack_ms: cfg.effective_slack_ms(),
@@ -161,6 +158,12 @@ impl RedisStore {
     /// Connections currently up.
     pub fn connected(&self) -> usize {
         self.ring.connected()
+    }
+
+    /// Connections dropped as broken (an error, or silence: `conn.rs`) since the store was
+    /// made.
+    pub fn dropped(&self) -> u64 {
+        self.ring.dropped()
     }
 
     /// While writes are being refused, try one: a real check on a key of the store's own (a
@@ -214,13 +217,6 @@ impl RedisStore {
     pub fn key_prefix(&self) -> &str {
         &self.prefix
     }
-
-    async fn exec(&self, conn: Conn, calls: Vec<Invocation>) -> Result<Vec<Value>, RedisError> {
-        match conn {
-            Conn::Single(batcher) => batcher.exec(calls).await,
-            Conn::Cluster(c) => self.exec_cluster(c, &calls).await,
-        }
-    }
 }
 
 /// The key a store with key prefix `prefix` keeps `spec`'s state in for the descriptor
@@ -235,14 +231,15 @@ pub fn lock_key(prefix: &str, tag: StateTag, spec: &LimitSpec) -> String {
 }
 
 impl RedisStore {
-    /// [`Store::run_with`] with each round trip bounded by `timeout`.
+    /// [`Store::run_with`], every round trip ending by `deadline`.
     async fn run_within(
         &self,
         checks: &[Check<'_>],
         charge: Charge,
         out: &mut Vec<LimitResult>,
-        timeout: Duration,
+        deadline: Instant,
     ) -> Result<(), StoreError> {
+        let budget = deadline.saturating_duration_since(Instant::now());
         let ctx = CallContext {
             now_ms: match self.time_source {
                 TimeSource::Local => Some(self.clock.now_ms()),
@@ -267,7 +264,7 @@ impl RedisStore {
             // first (a round trip that writes nothing), then the charge. Another request may
             // slip in between, as with envoyproxy/ratelimit's GET-then-INCRBY.
             Charge::StopWhenOver => {
-                let dry = self.round_trip(build(Mode::Dry), timeout).await?;
+                let dry = self.round_trip(build(Mode::Dry), deadline, budget).await?;
                 let denied = groups.iter().zip(&dry).any(|(g, results)| {
                     let mut at = 0;
                     g.iter().any(|&i| {
@@ -283,7 +280,7 @@ impl RedisStore {
         if groups.is_empty() {
             return Ok(());
         }
-        let replies = self.round_trip(build(mode), timeout).await?;
+        let replies = self.round_trip(build(mode), deadline, budget).await?;
         if groups.len() == 1 || !self.cluster {
             // In request order already.
             for r in replies {
@@ -315,8 +312,8 @@ impl Store for RedisStore {
         charge: Charge,
         out: &mut Vec<LimitResult>,
     ) -> Result<(), StoreError> {
-        self.run_within(checks, charge, out, self.request_timeout)
-            .await
+        let deadline = deadline::of_call(self.request_timeout);
+        self.run_within(checks, charge, out, deadline).await
     }
 
     /// One call per node (per slot on a cluster, split as any request), under the admin
@@ -328,8 +325,8 @@ impl Store for RedisStore {
         checks: &[Check<'_>],
         out: &mut Vec<LimitResult>,
     ) -> Result<(), StoreError> {
-        self.run_within(checks, Charge::Each, out, self.admin_timeout)
-            .await
+        let deadline = Instant::now() + self.admin_timeout;
+        self.run_within(checks, Charge::Each, out, deadline).await
     }
 
     async fn run_keyed(
