@@ -41,7 +41,7 @@ use deadpool_redis::redis::{ErrorKind, RedisError, Script, ServerErrorKind, Valu
 use tokio_util::sync::{CancellationToken, DropGuard};
 
 use crate::limit::{Algorithm, Charge, Check, Clock, LimitResult, LimitSpec, StateTag, Unit};
-use crate::store::{Store, StoreError};
+use crate::store::{Batch, CallId, Store, StoreError};
 
 pub use config::{
     DEFAULT_KEY_PREFIX, RedisConfig, RedisConfigError, RedisTls, SentinelConfig, TimeSource,
@@ -52,7 +52,21 @@ use connect::Connector;
 use health::Refusals;
 pub use quota::{QUOTA_SCRIPT, quota_key};
 pub use script::SCRIPT;
-use script::{CallContext, Invocation, Mode};
+use script::{CallContext, IdKey, Invocation, Mode};
+
+/// How long Redis keeps a call's id ([`Store::run_once`]): longer than the gap between two
+/// sends of one call that both reach Redis: a call queued in a stalled Redis and its hits
+/// written back once it answers (seconds), or a call applied just before a crash and written
+/// back after a restart from the append-only file (the outage). Every id is one key for this
+/// long: at `r` identified calls per second, about `60·r` keys of ~100 bytes.
+const ID_TTL_MS: u64 = 60_000;
+
+/// The checks of one store call, and the id they are applied under.
+#[derive(Clone, Copy)]
+struct Part<'a, 'c> {
+    id: Option<CallId>,
+    checks: &'a [Check<'c>],
+}
 
 /// State in Redis (single node or cluster). See the module documentation.
 pub struct RedisStore {
@@ -235,10 +249,13 @@ pub fn lock_key(prefix: &str, tag: StateTag, spec: &LimitSpec) -> String {
 }
 
 impl RedisStore {
-    /// [`Store::run_with`] with each round trip bounded by `timeout`.
+    /// [`Store::run_with`] over `parts` (each under its id, if any), with each round trip
+    /// bounded by `timeout`: each part's checks grouped into script calls as one request's
+    /// are, every call of every part in one round trip, results part after part, in check
+    /// order.
     async fn run_within(
         &self,
-        checks: &[Check<'_>],
+        parts: &[Part<'_, '_>],
         charge: Charge,
         out: &mut Vec<LimitResult>,
         timeout: Duration,
@@ -251,27 +268,50 @@ impl RedisStore {
             slack_ms: self.slack_ms,
             prefix: &self.prefix,
         };
-        let groups = self.groups(checks);
+        // Every script call: its part, and the checks (indexes into the part's) it carries.
+        let calls: Vec<(usize, Vec<usize>)> = parts
+            .iter()
+            .enumerate()
+            .flat_map(|(p, part)| self.groups(part.checks).into_iter().map(move |g| (p, g)))
+            .collect();
         let build = |mode: Mode| -> Vec<Invocation> {
-            groups
+            // A part's calls are numbered in order: the same checks sent again under the
+            // same id give the same calls, hence the same id keys.
+            let mut index = vec![0; parts.len()];
+            calls
                 .iter()
-                .map(|g| Invocation::new(ctx, mode, g.iter().map(|&i| &checks[i])))
+                .map(|(p, g)| {
+                    let part = &parts[*p];
+                    let i = index[*p];
+                    index[*p] += 1;
+                    // A dry run writes nothing, not even an id.
+                    let id = part.id.filter(|_| mode != Mode::Dry).map(|id| IdKey {
+                        key: script::id_key(
+                            &self.prefix,
+                            &part.checks[g[0]].tag.to_base64url(),
+                            id.0,
+                            i,
+                        ),
+                        ttl_ms: ID_TTL_MS,
+                    });
+                    Invocation::new(ctx, mode, g.iter().map(|&c| &part.checks[c]), id)
+                })
                 .collect()
         };
         let mode = match charge {
             Charge::Each => Mode::Each,
             Charge::Held => Mode::Held,
             // One call decides atomically whether the request has a denial.
-            Charge::StopWhenOver if groups.len() <= 1 => Mode::Stop,
+            Charge::StopWhenOver if calls.len() <= 1 => Mode::Stop,
             // Over several calls (cluster slots, a very large request) it cannot: a dry run
             // first (a round trip that writes nothing), then the charge. Another request may
             // slip in between, as with envoyproxy/ratelimit's GET-then-INCRBY.
             Charge::StopWhenOver => {
                 let dry = self.round_trip(build(Mode::Dry), timeout).await?;
-                let denied = groups.iter().zip(&dry).any(|(g, results)| {
+                let denied = calls.iter().zip(&dry).any(|((p, g), results)| {
                     let mut at = 0;
                     g.iter().any(|&i| {
-                        let c = &checks[i];
+                        let c = &parts[*p].checks[i];
                         let r = &results[at..at + c.limits.len()];
                         at += c.limits.len();
                         !c.refund && r.iter().any(|r| !r.allowed)
@@ -280,28 +320,29 @@ impl RedisStore {
                 if denied { Mode::Held } else { Mode::Stop }
             }
         };
-        if groups.is_empty() {
+        if calls.is_empty() {
             return Ok(());
         }
         let replies = self.round_trip(build(mode), timeout).await?;
-        if groups.len() == 1 || !self.cluster {
-            // In request order already.
+        if calls.len() == 1 || !self.cluster {
+            // In check order already, part after part.
             for r in replies {
                 out.extend(r);
             }
             return Ok(());
         }
-        // Cluster: back into request order.
-        let mut per_check: Vec<&[LimitResult]> = vec![&[]; checks.len()];
-        for (g, results) in groups.iter().zip(&replies) {
+        // Cluster: back into check order.
+        let mut per_check: Vec<Vec<&[LimitResult]>> =
+            parts.iter().map(|p| vec![&[][..]; p.checks.len()]).collect();
+        for ((p, g), results) in calls.iter().zip(&replies) {
             let mut at = 0;
             for &i in g {
-                let k = checks[i].limits.len();
-                per_check[i] = &results[at..at + k];
+                let k = parts[*p].checks[i].limits.len();
+                per_check[*p][i] = &results[at..at + k];
                 at += k;
             }
         }
-        for r in per_check {
+        for r in per_check.into_iter().flatten() {
             out.extend_from_slice(r);
         }
         Ok(())
@@ -315,20 +356,45 @@ impl Store for RedisStore {
         charge: Charge,
         out: &mut Vec<LimitResult>,
     ) -> Result<(), StoreError> {
-        self.run_within(checks, charge, out, self.request_timeout)
+        let part = Part { id: None, checks };
+        self.run_within(&[part], charge, out, self.request_timeout)
             .await
     }
 
-    /// One call per node (per slot on a cluster, split as any request), under the admin
-    /// deadline rather than a request's: it is off the request path, carries every
-    /// descriptor with hits, and a write-back that times out after Redis applied it would
-    /// be sent again and counted twice, so it gets the longest wait the store allows.
-    async fn write_back(
+    /// Each script call of the request records its id (`header.lua`, segments), in the
+    /// slot of its first check.
+    async fn run_once(
         &self,
         checks: &[Check<'_>],
+        charge: Charge,
+        id: CallId,
         out: &mut Vec<LimitResult>,
     ) -> Result<(), StoreError> {
-        self.run_within(checks, Charge::Each, out, self.admin_timeout)
+        let part = Part {
+            id: Some(id),
+            checks,
+        };
+        self.run_within(&[part], charge, out, self.request_timeout)
+            .await
+    }
+
+    /// Every batch's calls in one round trip (per slot on a cluster, split as any request),
+    /// each recording its batch's id, under the admin deadline rather than a request's: off
+    /// the request path, it carries every descriptor with hits, and one that times out is
+    /// sent again, so a longer wait saves resends.
+    async fn write_back(
+        &self,
+        batches: &[Batch<'_>],
+        out: &mut Vec<LimitResult>,
+    ) -> Result<(), StoreError> {
+        let parts: Vec<Part<'_, '_>> = batches
+            .iter()
+            .map(|b| Part {
+                id: Some(b.id),
+                checks: b.checks,
+            })
+            .collect();
+        self.run_within(&parts, Charge::Each, out, self.admin_timeout)
             .await
     }
 
