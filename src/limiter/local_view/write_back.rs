@@ -184,3 +184,6 @@ impl LocalView {
         Ok(hits)
     }
 }
+
+#[cfg(test)]
+mod tests;

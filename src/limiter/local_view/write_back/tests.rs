@@ -1,0 +1,372 @@
+//! Exactly once through a store that stalls: a memory store behind a switch that, while
+//! stalled, queues every call and fails it (the answer lost), then runs the queue when it
+//! resumes, honouring ids as the Redis script does (the first send of an id applies, later
+//! ones report). After any order of stalls, resumes and resends, the store holds exactly
+//! the hits answered OK.
+
+use std::collections::HashSet;
+use std::sync::Arc;
+use std::time::Duration;
+
+use parking_lot::Mutex;
+
+use crate::limit::{Charge, Check, LimitResult, LimitSpec, ManualClock, StateTag, Unit};
+use crate::limiter::{LimitSet, LocalView, Metered, Modes, Outcome, Plan, ViewOptions};
+use crate::limiter::decide_with_view;
+use crate::store::memory::MemoryStore;
+use crate::store::{Batch, CallId, Store, StoreError};
+
+const T0: u64 = 1_700_000_000_000 - 1_700_000_000_000 % 3_600_000;
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum State {
+    Up,
+    /// Calls are taken, not answered: queued, failed with a timeout.
+    Stalled,
+}
+
+/// A call as the store received it.
+struct Queued {
+    id: Option<CallId>,
+    checks: Vec<(StateTag, Vec<LimitSpec>, u64, bool)>,
+    charge: Charge,
+}
+
+struct Stalling {
+    store: MemoryStore,
+    state: Mutex<State>,
+    seen: Mutex<HashSet<CallId>>,
+    queue: Mutex<Vec<Queued>>,
+}
+
+impl Stalling {
+    fn new(clock: Arc<ManualClock>) -> Stalling {
+        Stalling {
+            store: MemoryStore::new(clock),
+            state: Mutex::new(State::Up),
+            seen: Mutex::new(HashSet::new()),
+            queue: Mutex::new(Vec::new()),
+        }
+    }
+
+    /// Run a call: once per id (a repeated id only reports).
+    async fn apply(
+        &self,
+        id: Option<CallId>,
+        checks: &[Check<'_>],
+        charge: Charge,
+        out: &mut Vec<LimitResult>,
+    ) -> Result<(), StoreError> {
+        let first = id.is_none_or(|id| self.seen.lock().insert(id));
+        if first {
+            return self.store.run_with(checks, charge, out).await;
+        }
+        let peeks: Vec<Check<'_>> = checks
+            .iter()
+            .map(|c| Check {
+                cost: 0,
+                refund: false,
+                ..*c
+            })
+            .collect();
+        self.store.run_with(&peeks, Charge::Each, out).await
+    }
+
+    /// Take a call: run it, or queue it and lose its answer.
+    async fn take(
+        &self,
+        id: Option<CallId>,
+        checks: &[Check<'_>],
+        charge: Charge,
+        out: &mut Vec<LimitResult>,
+    ) -> Result<(), StoreError> {
+        if *self.state.lock() == State::Up {
+            return self.apply(id, checks, charge, out).await;
+        }
+        self.queue.lock().push(Queued {
+            id,
+            checks: checks
+                .iter()
+                .map(|c| (c.tag, c.limits.to_vec(), c.cost, c.refund))
+                .collect(),
+            charge,
+        });
+        Err(StoreError::Timeout(Duration::from_millis(10)))
+    }
+
+    fn stall(&self) {
+        *self.state.lock() = State::Stalled;
+    }
+
+    /// Answer again; the calls taken meanwhile run now, in order (`run_queue`), or never.
+    async fn resume(&self, run_queue: bool) {
+        *self.state.lock() = State::Up;
+        let queue = std::mem::take(&mut *self.queue.lock());
+        if !run_queue {
+            return;
+        }
+        for q in queue {
+            let checks: Vec<Check<'_>> = q
+                .checks
+                .iter()
+                .map(|(tag, limits, cost, refund)| Check {
+                    tag: *tag,
+                    limits,
+                    cost: *cost,
+                    refund: *refund,
+                })
+                .collect();
+            let mut out = Vec::new();
+            self.apply(q.id, &checks, q.charge, &mut out)
+                .await
+                .expect("memory");
+        }
+    }
+
+    /// What the store holds for `tag`: the usage a peek reports.
+    async fn used(&self, tag: u128, limits: &[LimitSpec]) -> u64 {
+        let mut out = Vec::new();
+        let check = Check {
+            tag: StateTag(tag),
+            limits,
+            cost: 0,
+            refund: false,
+        };
+        self.store.run(&[check], &mut out).await.expect("memory");
+        out[0].used_before
+    }
+}
+
+impl Store for Stalling {
+    async fn run_with(
+        &self,
+        checks: &[Check<'_>],
+        charge: Charge,
+        out: &mut Vec<LimitResult>,
+    ) -> Result<(), StoreError> {
+        self.take(None, checks, charge, out).await
+    }
+
+    async fn run_once(
+        &self,
+        checks: &[Check<'_>],
+        charge: Charge,
+        id: CallId,
+        out: &mut Vec<LimitResult>,
+    ) -> Result<(), StoreError> {
+        self.take(Some(id), checks, charge, out).await
+    }
+
+    async fn write_back(
+        &self,
+        batches: &[Batch<'_>],
+        out: &mut Vec<LimitResult>,
+    ) -> Result<(), StoreError> {
+        let mut failed = None;
+        for b in batches {
+            if let Err(e) = self.take(Some(b.id), b.checks, Charge::Each, out).await {
+                failed = Some(e);
+            }
+        }
+        failed.map_or(Ok(()), Err)
+    }
+
+    async fn reset(&self, tag: StateTag, limits: &[LimitSpec]) -> Result<u64, StoreError> {
+        self.store.reset(tag, limits).await
+    }
+
+    fn is_ready(&self) -> bool {
+        *self.state.lock() == State::Up
+    }
+}
+
+struct Lab {
+    clock: Arc<ManualClock>,
+    store: Stalling,
+    view: LocalView,
+    /// Hits answered OK.
+    admitted: Mutex<u64>,
+}
+
+fn lab(fallback: bool) -> Lab {
+    let clock = Arc::new(ManualClock::new(T0));
+    Lab {
+        store: Stalling::new(clock.clone()),
+        view: LocalView::new(
+            ViewOptions {
+                interval_ms: 100,
+                fallback,
+                unseen_share: 0.5,
+                max_keys: 64,
+            },
+            clock.clone(),
+        ),
+        clock,
+        admitted: Mutex::new(0),
+    }
+}
+
+fn hourly(n: u32) -> Vec<LimitSpec> {
+    vec![LimitSpec::fixed_window(n, Unit::Hour)]
+}
+
+impl Lab {
+    /// One hit on `tag`; counted when answered OK.
+    async fn hit(&self, tag: u128, limits: &[LimitSpec], batched: bool) -> Result<bool, StoreError> {
+        self.hit_cost(tag, limits, batched, 1).await
+    }
+
+    async fn hit_cost(
+        &self,
+        tag: u128,
+        limits: &[LimitSpec],
+        batched: bool,
+        cost: u64,
+    ) -> Result<bool, StoreError> {
+        let plans = [Plan::Metered(Metered {
+            limits: LimitSet::Rule(limits),
+            tag: StateTag(tag),
+            cost,
+            refund: false,
+            shadow: false,
+            quota: false,
+            reference_key: None,
+        })];
+        let d = decide_with_view(
+            &self.store,
+            None,
+            &self.view,
+            &[batched],
+            &plans,
+            Modes::default(),
+        )
+        .await?;
+        let ok = matches!(&d.outcomes[0], Outcome::Metered(v) if !v.over_limit);
+        if ok {
+            *self.admitted.lock() += cost;
+        }
+        Ok(ok)
+    }
+
+    async fn hits(&self, tag: u128, limits: &[LimitSpec], n: usize) {
+        for _ in 0..n {
+            let _ = self.hit(tag, limits, false).await;
+        }
+    }
+
+    /// Flush until nothing is left to write.
+    async fn settle(&self) {
+        for _ in 0..4 {
+            self.view.flush(&self.store).await.expect("store up");
+        }
+        assert_eq!(self.view.unwritten(), 0);
+    }
+
+    fn admitted(&self) -> u64 {
+        *self.admitted.lock()
+    }
+}
+
+#[tokio::test]
+async fn a_stall_counts_each_admitted_hit_once_when_the_queue_runs_first() {
+    let l = lab(true);
+    let limits = hourly(1_000_000);
+    l.hits(1, &limits, 5).await;
+    l.store.stall();
+    // The request in flight is lost (decided here, held under its id), then the view
+    // decides; two write-backs fail, the second resending the first's batch.
+    l.hits(1, &limits, 20).await;
+    assert!(l.view.degraded());
+    assert!(l.view.flush(&l.store).await.is_err());
+    l.hits(1, &limits, 20).await;
+    assert!(l.view.flush(&l.store).await.is_err());
+    l.hits(1, &limits, 20).await;
+    // Redis resumes: everything it took runs, then the resends find their ids.
+    l.store.resume(true).await;
+    l.settle().await;
+    assert!(!l.view.degraded());
+    assert_eq!(l.admitted(), 65);
+    assert_eq!(l.store.used(1, &limits).await, 65);
+}
+
+#[tokio::test]
+async fn a_stall_counts_each_admitted_hit_once_when_the_resends_run_first() {
+    let l = lab(true);
+    let limits = hourly(1_000_000);
+    l.hits(1, &limits, 5).await;
+    l.store.stall();
+    l.hits(1, &limits, 10).await;
+    assert!(l.view.flush(&l.store).await.is_err());
+    l.hits(1, &limits, 10).await;
+    // The resends reach the store before the calls it took while stalled (another
+    // connection): those then find their ids taken.
+    let late = std::mem::take(&mut *l.store.queue.lock());
+    l.store.resume(false).await;
+    l.settle().await;
+    *l.store.queue.lock() = late;
+    l.store.stall();
+    l.store.resume(true).await;
+    assert_eq!(l.admitted(), 25);
+    assert_eq!(l.store.used(1, &limits).await, 25);
+}
+
+#[tokio::test]
+async fn calls_lost_with_a_stalled_store_are_written_back() {
+    let l = lab(true);
+    let limits = hourly(1_000_000);
+    l.hits(1, &limits, 5).await;
+    l.store.stall();
+    l.hits(1, &limits, 10).await;
+    assert!(l.view.flush(&l.store).await.is_err());
+    l.hits(2, &limits, 10).await;
+    // Killed: what it took never runs.
+    l.store.resume(false).await;
+    l.settle().await;
+    assert_eq!(l.store.used(1, &limits).await, 15);
+    assert_eq!(l.store.used(2, &limits).await, 10);
+}
+
+#[tokio::test]
+async fn a_denial_decided_here_fences_the_lost_call_off() {
+    let l = lab(true);
+    // Never seen: the share (5 of 10) once the store fails, so 6 hits are denied here,
+    // where the store, had it answered, would have admitted them.
+    let limits = hourly(10);
+    l.store.stall();
+    assert!(!l.hit_cost(3, &limits, false, 6).await.expect("answered"));
+    l.hits(3, &limits, 8).await;
+    assert_eq!(l.admitted(), 5);
+    // Resent first, the held call (no hits: a denial) fences the original off.
+    let late = std::mem::take(&mut *l.store.queue.lock());
+    l.store.resume(false).await;
+    l.settle().await;
+    *l.store.queue.lock() = late;
+    l.store.stall();
+    l.store.resume(true).await;
+    assert_eq!(l.store.used(3, &limits).await, 5);
+}
+
+#[tokio::test]
+async fn carried_hits_of_a_lost_call_are_counted_once_without_fallback() {
+    let l = lab(false);
+    let limits = hourly(1_000_000);
+    // Warm: two answers, then local decisions (pending).
+    assert!(l.hit(4, &limits, true).await.expect("up"));
+    l.clock.advance(60);
+    assert!(l.hit(4, &limits, true).await.expect("up"));
+    for _ in 0..30 {
+        assert!(l.hit(4, &limits, true).await.expect("local"));
+    }
+    assert_eq!(l.view.stats.batched_decisions.load(std::sync::atomic::Ordering::Relaxed), 30);
+    // Stale: the next request carries the 30 ahead of its check, and is lost.
+    l.clock.advance(2_000);
+    l.store.stall();
+    assert!(l.hit(4, &limits, true).await.is_err());
+    assert_eq!(l.view.unwritten(), 30);
+    l.store.resume(true).await;
+    l.settle().await;
+    // The lost call ran: its carried hits counted once, its check too (not answered, but
+    // charged by the store as any call that ran; the resend found the id and only reported).
+    assert_eq!(l.admitted(), 32);
+    assert_eq!(l.store.used(4, &limits).await, 33);
+}
