@@ -35,7 +35,11 @@ fn forced(limits: &[LimitSpec]) -> Vec<LimitSpec> {
         .collect()
 }
 
-async fn once<S: Store>(store: &S, checks: &[Check<'_>], id: CallId) -> Vec<sluice::limit::LimitResult> {
+async fn once<S: Store>(
+    store: &S,
+    checks: &[Check<'_>],
+    id: CallId,
+) -> Vec<sluice::limit::LimitResult> {
     let mut out = Vec::new();
     store
         .run_once(checks, Charge::Each, id, &mut out)
@@ -93,7 +97,10 @@ async fn a_call_sent_again_under_its_id_only_reports() {
     let c = CallId::fresh();
     let mut out = Vec::new();
     let batches = [
-        Batch { id: a, checks: &dup },
+        Batch {
+            id: a,
+            checks: &dup,
+        },
         Batch {
             id: c,
             checks: &fresh,
@@ -112,7 +119,10 @@ async fn a_call_sent_again_under_its_id_only_reports() {
     for k in &keys {
         let ttl: i64 = env.server.query(&["PTTL", k]);
         assert!(ttl > 0 && ttl <= 60_000, "{k}: {ttl}");
-        assert!(k.contains(&format!("{{{}}}", tags[0].to_base64url())), "{k}");
+        assert!(
+            k.contains(&format!("{{{}}}", tags[0].to_base64url())),
+            "{k}"
+        );
     }
 }
 
@@ -127,7 +137,10 @@ async fn each_call_of_a_split_request_has_its_own_id_key() {
     once(&env.store, &checks(&tags, &limits, 1), id).await;
     let keys = id_keys(&env.server);
     assert_eq!(keys.len(), 2, "{keys:?}");
-    assert!(keys[0].ends_with(":0") && keys[1].ends_with(":1"), "{keys:?}");
+    assert!(
+        keys[0].ends_with(":0") && keys[1].ends_with(":1"),
+        "{keys:?}"
+    );
     // As if the second call had never run (the first ran, the second was lost): a resend
     // applies the second call only.
     let _: i64 = env.server.query(&["DEL", &keys[1]]);
@@ -151,19 +164,24 @@ async fn merged_calls_keep_each_id() {
     let ids: Vec<CallId> = tags.iter().map(|_| CallId::fresh()).collect();
     let send = |round: u64| {
         let (env, limits, tags, ids) = (&env, &limits, &tags, &ids);
-        join_all(tags.iter().zip(ids).enumerate().map(move |(i, (t, id))| async move {
-            let c = checks(std::slice::from_ref(t), limits, 1);
-            let mut out = Vec::new();
-            // Every third request without an id, merged with the others all the same.
-            if i % 3 == 2 && round == 0 {
-                env.store.run(&c, &mut out).await.expect("run");
-            } else {
-                env.store
-                    .run_once(&c, Charge::Each, *id, &mut out)
-                    .await
-                    .expect("run_once");
-            }
-        }))
+        join_all(
+            tags.iter()
+                .zip(ids)
+                .enumerate()
+                .map(move |(i, (t, id))| async move {
+                    let c = checks(std::slice::from_ref(t), limits, 1);
+                    let mut out = Vec::new();
+                    // Every third request without an id, merged with the others all the same.
+                    if i % 3 == 2 && round == 0 {
+                        env.store.run(&c, &mut out).await.expect("run");
+                    } else {
+                        env.store
+                            .run_once(&c, Charge::Each, *id, &mut out)
+                            .await
+                            .expect("run_once");
+                    }
+                }),
+        )
     };
     let calls0 = env.server.command_calls("evalsha");
     send(0).await;

@@ -1,12 +1,18 @@
 //! Health: gRPC `grpc.health.v1.Health` (service names `""`, `ratelimit` and the full
-//! service name) and `/healthcheck` report the same state: the store is ready, a config is
-//! loaded when required, and the process is not shutting down.
+//! service name) and `/healthcheck` report the same state, from one source: the state is
+//! evaluated here (the store is ready, a config is loaded when required, the process is not
+//! shutting down), published to the gRPC health service, and `/healthcheck` asks that
+//! service, so the two never disagree. It is evaluated on a timer and at once when
+//! decisions go local or back to the store ([`Health::wake`]).
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
 
+use tokio::sync::Notify;
 use tonic_health::ServingStatus;
-use tonic_health::server::HealthReporter;
+use tonic_health::pb::health_check_response::ServingStatus as WireStatus;
+use tonic_health::pb::health_server::Health as _;
+use tonic_health::server::{HealthReporter, HealthService};
 
 use super::RateLimitService;
 use crate::store::Store;
@@ -20,10 +26,14 @@ const SERVICE_NAMES: [&str; 3] = [
 pub struct Health {
     service: Arc<RateLimitService>,
     reporter: HealthReporter,
+    /// What gRPC health answers from (the reporter's statuses).
+    published: HealthService,
     requires_config: bool,
     shutting_down: AtomicBool,
     /// Last published state: 0 none yet, 1 serving, 2 not serving.
     last: AtomicU8,
+    /// Wakes the refresher before its next tick.
+    changed: Notify,
 }
 
 impl Health {
@@ -34,14 +44,28 @@ impl Health {
     ) -> Health {
         Health {
             service,
+            published: HealthService::from_health_reporter(reporter.clone()),
             reporter,
             requires_config,
             shutting_down: AtomicBool::new(false),
             last: AtomicU8::new(0),
+            changed: Notify::new(),
         }
     }
 
-    pub fn is_healthy(&self) -> bool {
+    /// What gRPC health says for the server as a whole (`""`): what `/healthcheck` answers.
+    pub async fn is_serving(&self) -> bool {
+        let ask = tonic::Request::new(tonic_health::pb::HealthCheckRequest {
+            service: String::new(),
+        });
+        matches!(
+            self.published.check(ask).await,
+            Ok(r) if r.get_ref().status == WireStatus::Serving as i32
+        )
+    }
+
+    /// The state as it is now (what the next refresh publishes).
+    fn evaluate(&self) -> bool {
         !self.shutting_down.load(Ordering::SeqCst) && healthy(&self.service, self.requires_config)
     }
 
@@ -51,10 +75,20 @@ impl Health {
         self.refresh().await;
     }
 
-    /// Push the current state to the gRPC health service when it changed (called on a
-    /// timer; Watch streams see transitions only).
+    /// Ask for a refresh now rather than at the next tick (the refresher waits on it).
+    pub fn wake(&self) {
+        self.changed.notify_one();
+    }
+
+    /// Until [`Health::wake`] is called.
+    pub async fn woken(&self) {
+        self.changed.notified().await;
+    }
+
+    /// Publish the current state to the gRPC health service when it changed (called on a
+    /// timer and when woken; Watch streams see transitions only).
     pub async fn refresh(&self) {
-        let healthy = self.is_healthy();
+        let healthy = self.evaluate();
         let state = if healthy { 1 } else { 2 };
         if self.last.swap(state, Ordering::SeqCst) == state {
             return;
@@ -74,9 +108,16 @@ impl Health {
 /// The store is ready and, when required, at least one domain is loaded.
 ///
 /// With `--store-failure-mode local` decisions go on without the store, so health stays
-/// SERVING unless `--unhealthy-when-degraded`.
+/// SERVING through an outage unless `--unhealthy-when-degraded`; but only once the store has
+/// been ready since startup: an instance that never reached it (a wrong address, password or
+/// certificate) is NOT_SERVING, so a readiness probe keeps it out of rotation and a rolling
+/// update stops there instead of replacing working instances.
 pub fn healthy(service: &RateLimitService, requires_config: bool) -> bool {
-    (service.store().is_ready() || service.serves_without_store())
+    let ready = service.store().is_ready();
+    if ready {
+        service.store_was_ready();
+    }
+    (ready || (service.serves_without_store() && service.store_has_been_ready()))
         && !service.degraded_unhealthy()
         && (!requires_config || service.config().config.domain_count() > 0)
 }

@@ -21,6 +21,7 @@ mod response;
 pub mod rlqs;
 mod validate;
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::Instant;
 
@@ -133,6 +134,8 @@ pub struct RateLimitService {
     consistency: Consistency,
     /// `--unhealthy-when-degraded`.
     unhealthy_when_degraded: bool,
+    /// The store has been ready since startup (health: see `health::healthy`).
+    store_was_ready: AtomicBool,
 }
 
 impl RateLimitService {
@@ -162,6 +165,7 @@ impl RateLimitService {
             view: None,
             consistency: Consistency::Strict,
             unhealthy_when_degraded: false,
+            store_was_ready: AtomicBool::new(false),
         }
     }
 
@@ -191,6 +195,27 @@ impl RateLimitService {
                 .view
                 .as_ref()
                 .is_some_and(|v| v.options().fallback && !self.unhealthy_when_degraded)
+    }
+
+    /// The store was seen ready (health).
+    pub fn store_was_ready(&self) {
+        self.store_was_ready.store(true, Ordering::Relaxed);
+    }
+
+    /// The store has been ready at least once since startup.
+    pub fn store_has_been_ready(&self) -> bool {
+        self.store_was_ready.load(Ordering::Relaxed)
+    }
+
+    /// Count a failed store call in `sluice_store_errors_total`: `store` when it is not the
+    /// configured store itself (the per-second Redis), and the error's kind. Every failure
+    /// counts, whether the request failed with it, the fallback answered instead, or it was
+    /// a write-back's.
+    pub fn count_store_error(&self, store: Option<&'static str>, kind: &'static str) {
+        self.metrics
+            .store_errors
+            .with_label_values(&[store.unwrap_or(self.store.name()), kind])
+            .inc();
     }
 
     /// Degraded, and the operator asked health to say so.
@@ -360,12 +385,10 @@ impl RateLimitService {
             s.failed(e);
         }
         drop(store_span);
-        let decision = decision.inspect_err(|e| {
-            self.metrics
-                .store_errors
-                .with_label_values(&[e.store().unwrap_or(self.store.name()), e.kind()])
-                .inc();
-        })?;
+        let decision = decision.inspect_err(|e| self.count_store_error(e.store(), e.kind()))?;
+        if let Some(f) = decision.store_failure {
+            self.count_store_error(f.store, f.kind);
+        }
         if decision.global_shadowed {
             self.metrics.global_shadow_mode.inc();
         }

@@ -95,10 +95,7 @@ impl LocalView {
     /// still unsettled, in one [`Store::write_back`] (one round trip; per node, per slot on
     /// a cluster); refresh the view from the answers and leave the degraded state when it
     /// succeeds. Returns the hits the calls carried.
-    pub(super) async fn write_back<S: Store + ?Sized>(
-        &self,
-        store: &S,
-    ) -> Result<u64, StoreError> {
+    pub(super) async fn write_back<S: Store + ?Sized>(&self, store: &S) -> Result<u64, StoreError> {
         let sending: Vec<Unsettled> = {
             let mut unsettled = self.unsettled.lock();
             if !unsettled.iter().any(|u| u.batch) {

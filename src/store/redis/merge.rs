@@ -89,8 +89,7 @@ impl Invocation {
             id_keys.extend(call.keys[state..].iter().cloned());
             limits += call.limits;
         }
-        let count =
-            5 + groups.iter().map(Vec::len).sum::<usize>() + segments.len() + checks.len();
+        let count = 5 + groups.iter().map(Vec::len).sum::<usize>() + segments.len() + checks.len();
         let mut args = Vec::with_capacity(8 * count);
         let mut put = |n: f64| args.extend_from_slice(&n.to_le_bytes());
         head.into_iter().for_each(&mut put);

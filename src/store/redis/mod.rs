@@ -332,8 +332,10 @@ impl RedisStore {
             return Ok(());
         }
         // Cluster: back into check order.
-        let mut per_check: Vec<Vec<&[LimitResult]>> =
-            parts.iter().map(|p| vec![&[][..]; p.checks.len()]).collect();
+        let mut per_check: Vec<Vec<&[LimitResult]>> = parts
+            .iter()
+            .map(|p| vec![&[][..]; p.checks.len()])
+            .collect();
         for ((p, g), results) in calls.iter().zip(&replies) {
             let mut at = 0;
             for &i in g {

@@ -11,8 +11,8 @@ use std::time::Duration;
 use parking_lot::Mutex;
 
 use crate::limit::{Charge, Check, LimitResult, LimitSpec, ManualClock, StateTag, Unit};
-use crate::limiter::{LimitSet, LocalView, Metered, Modes, Outcome, Plan, ViewOptions};
 use crate::limiter::decide_with_view;
+use crate::limiter::{LimitSet, LocalView, Metered, Modes, Outcome, Plan, ViewOptions};
 use crate::store::memory::MemoryStore;
 use crate::store::{Batch, CallId, Store, StoreError};
 
@@ -212,7 +212,12 @@ fn hourly(n: u32) -> Vec<LimitSpec> {
 
 impl Lab {
     /// One hit on `tag`; counted when answered OK.
-    async fn hit(&self, tag: u128, limits: &[LimitSpec], batched: bool) -> Result<bool, StoreError> {
+    async fn hit(
+        &self,
+        tag: u128,
+        limits: &[LimitSpec],
+        batched: bool,
+    ) -> Result<bool, StoreError> {
         self.hit_cost(tag, limits, batched, 1).await
     }
 
@@ -357,7 +362,13 @@ async fn carried_hits_of_a_lost_call_are_counted_once_without_fallback() {
     for _ in 0..30 {
         assert!(l.hit(4, &limits, true).await.expect("local"));
     }
-    assert_eq!(l.view.stats.batched_decisions.load(std::sync::atomic::Ordering::Relaxed), 30);
+    assert_eq!(
+        l.view
+            .stats
+            .batched_decisions
+            .load(std::sync::atomic::Ordering::Relaxed),
+        30
+    );
     // Stale: the next request carries the 30 ahead of its check, and is lost.
     l.clock.advance(2_000);
     l.store.stall();
