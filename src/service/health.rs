@@ -30,6 +30,8 @@ pub struct Health {
     published: HealthService,
     requires_config: bool,
     shutting_down: AtomicBool,
+    /// The store has been ready since startup (see [`Health::healthy`]).
+    store_was_ready: AtomicBool,
     /// Last published state: 0 none yet, 1 serving, 2 not serving.
     last: AtomicU8,
     /// Wakes the refresher before its next tick.
@@ -48,6 +50,7 @@ impl Health {
             reporter,
             requires_config,
             shutting_down: AtomicBool::new(false),
+            store_was_ready: AtomicBool::new(false),
             last: AtomicU8::new(0),
             changed: Notify::new(),
         }
@@ -66,7 +69,7 @@ impl Health {
 
     /// The state as it is now (what the next refresh publishes).
     fn evaluate(&self) -> bool {
-        !self.shutting_down.load(Ordering::SeqCst) && healthy(&self.service, self.requires_config)
+        !self.shutting_down.load(Ordering::SeqCst) && self.healthy()
     }
 
     /// Mark the process as draining: every health check fails from now on.
@@ -103,21 +106,23 @@ impl Health {
             self.reporter.set_service_status(name, status).await;
         }
     }
-}
 
-/// The store is ready and, when required, at least one domain is loaded.
-///
-/// With `--store-failure-mode local` decisions go on without the store, so health stays
-/// SERVING through an outage unless `--unhealthy-when-degraded`; but only once the store has
-/// been ready since startup: an instance that never reached it (a wrong address, password or
-/// certificate) is NOT_SERVING, so a readiness probe keeps it out of rotation and a rolling
-/// update stops there instead of replacing working instances.
-pub fn healthy(service: &RateLimitService, requires_config: bool) -> bool {
-    let ready = service.store().is_ready();
-    if ready {
-        service.store_was_ready();
+    /// The store is ready and, when required, at least one domain is loaded.
+    ///
+    /// With `--store-failure-mode local` decisions go on without the store, so health stays
+    /// SERVING through an outage unless `--unhealthy-when-degraded`; but only once the store
+    /// has been ready since startup: an instance that never reached it (a wrong address,
+    /// password or certificate) is NOT_SERVING, so a readiness probe keeps it out of rotation
+    /// and a rolling update stops there instead of replacing working instances.
+    fn healthy(&self) -> bool {
+        let service = &self.service;
+        let ready = service.store().is_ready();
+        if ready {
+            self.store_was_ready.store(true, Ordering::Relaxed);
+        }
+        let was_ready = self.store_was_ready.load(Ordering::Relaxed);
+        (ready || (service.serves_without_store() && was_ready))
+            && !service.degraded_unhealthy()
+            && (!self.requires_config || service.config().config.domain_count() > 0)
     }
-    (ready || (service.serves_without_store() && service.store_has_been_ready()))
-        && !service.degraded_unhealthy()
-        && (!requires_config || service.config().config.domain_count() > 0)
 }

@@ -21,7 +21,6 @@ mod response;
 pub mod rlqs;
 mod validate;
 
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::Instant;
 
@@ -134,8 +133,6 @@ pub struct RateLimitService {
     consistency: Consistency,
     /// `--unhealthy-when-degraded`.
     unhealthy_when_degraded: bool,
-    /// The store has been ready since startup (health: see `health::healthy`).
-    store_was_ready: AtomicBool,
 }
 
 impl RateLimitService {
@@ -165,7 +162,6 @@ impl RateLimitService {
             view: None,
             consistency: Consistency::Strict,
             unhealthy_when_degraded: false,
-            store_was_ready: AtomicBool::new(false),
         }
     }
 
@@ -195,16 +191,6 @@ impl RateLimitService {
                 .view
                 .as_ref()
                 .is_some_and(|v| v.options().fallback && !self.unhealthy_when_degraded)
-    }
-
-    /// The store was seen ready (health).
-    pub fn store_was_ready(&self) {
-        self.store_was_ready.store(true, Ordering::Relaxed);
-    }
-
-    /// The store has been ready at least once since startup.
-    pub fn store_has_been_ready(&self) -> bool {
-        self.store_was_ready.load(Ordering::Relaxed)
     }
 
     /// Count a failed store call in `sluice_store_errors_total`: `store` when it is not the

@@ -15,6 +15,10 @@
 //! - Connections live in a small ring (see `conn.rs`); a request never connects, never checks
 //!   a connection out of a pool, and never waits longer than `request_timeout` per round trip.
 //! - Time: `TIME` inside the script, or the injected [`Clock`] in local mode.
+//! - Ids ([`Store::run_once`], write-backs): each script call of an identified call records
+//!   its id key (`SET NX PX`, in the slot of its first check, kept `ID_TTL_MS` in
+//!   `calls.rs`) with its hits, and only reports when the key is there already (a resend
+//!   of a call Redis ran but could not answer in time). `header.lua`: segments.
 //!
 //! Keys: `<prefix>{<tag>}:<code>:<window s>:<buckets>:<slot>` and the same plus `:p` for the
 //! penalty lock (sent only for limits with a penalty); the tag is the descriptor's
@@ -43,6 +47,7 @@ use tokio_util::sync::{CancellationToken, DropGuard};
 use crate::limit::{Algorithm, Charge, Check, Clock, LimitResult, LimitSpec, StateTag, Unit};
 use crate::store::{Batch, CallId, Store, StoreError};
 
+use calls::Part;
 pub use config::{
     DEFAULT_KEY_PREFIX, RedisConfig, RedisConfigError, RedisTls, SentinelConfig, TimeSource,
     check_prefix,
@@ -51,22 +56,8 @@ use conn::{Backoff, Conn, Ring};
 use connect::Connector;
 use health::Refusals;
 pub use quota::{QUOTA_SCRIPT, quota_key};
+use script::Invocation;
 pub use script::SCRIPT;
-use script::{CallContext, IdKey, Invocation, Mode};
-
-/// How long Redis keeps a call's id ([`Store::run_once`]): longer than the gap between two
-/// sends of one call that both reach Redis: a call queued in a stalled Redis and its hits
-/// written back once it answers (seconds), or a call applied just before a crash and written
-/// back after a restart from the append-only file (the outage). Every id is one key for this
-/// long: at `r` identified calls per second, about `60·r` keys of ~100 bytes.
-const ID_TTL_MS: u64 = 60_000;
-
-/// The checks of one store call, and the id they are applied under.
-#[derive(Clone, Copy)]
-struct Part<'a, 'c> {
-    id: Option<CallId>,
-    checks: &'a [Check<'c>],
-}
 
 /// State in Redis (single node or cluster). See the module documentation.
 pub struct RedisStore {
@@ -246,109 +237,6 @@ pub fn state_key(prefix: &str, tag: StateTag, spec: &LimitSpec) -> String {
 /// The key of `spec`'s penalty lock: [`state_key`] plus `:p`.
 pub fn lock_key(prefix: &str, tag: StateTag, spec: &LimitSpec) -> String {
     script::lock_key(prefix, &tag.to_base64url(), spec)
-}
-
-impl RedisStore {
-    /// [`Store::run_with`] over `parts` (each under its id, if any), with each round trip
-    /// bounded by `timeout`: each part's checks grouped into script calls as one request's
-    /// are, every call of every part in one round trip, results part after part, in check
-    /// order.
-    async fn run_within(
-        &self,
-        parts: &[Part<'_, '_>],
-        charge: Charge,
-        out: &mut Vec<LimitResult>,
-        timeout: Duration,
-    ) -> Result<(), StoreError> {
-        let ctx = CallContext {
-            now_ms: match self.time_source {
-                TimeSource::Local => Some(self.clock.now_ms()),
-                TimeSource::Redis => None,
-            },
-            slack_ms: self.slack_ms,
-            prefix: &self.prefix,
-        };
-        // Every script call: its part, and the checks (indexes into the part's) it carries.
-        let calls: Vec<(usize, Vec<usize>)> = parts
-            .iter()
-            .enumerate()
-            .flat_map(|(p, part)| self.groups(part.checks).into_iter().map(move |g| (p, g)))
-            .collect();
-        let build = |mode: Mode| -> Vec<Invocation> {
-            // A part's calls are numbered in order: the same checks sent again under the
-            // same id give the same calls, hence the same id keys.
-            let mut index = vec![0; parts.len()];
-            calls
-                .iter()
-                .map(|(p, g)| {
-                    let part = &parts[*p];
-                    let i = index[*p];
-                    index[*p] += 1;
-                    // A dry run writes nothing, not even an id.
-                    let id = part.id.filter(|_| mode != Mode::Dry).map(|id| IdKey {
-                        key: script::id_key(
-                            &self.prefix,
-                            &part.checks[g[0]].tag.to_base64url(),
-                            id.0,
-                            i,
-                        ),
-                        ttl_ms: ID_TTL_MS,
-                    });
-                    Invocation::new(ctx, mode, g.iter().map(|&c| &part.checks[c]), id)
-                })
-                .collect()
-        };
-        let mode = match charge {
-            Charge::Each => Mode::Each,
-            Charge::Held => Mode::Held,
-            // One call decides atomically whether the request has a denial.
-            Charge::StopWhenOver if calls.len() <= 1 => Mode::Stop,
-            // Over several calls (cluster slots, a very large request) it cannot: a dry run
-            // first (a round trip that writes nothing), then the charge. Another request may
-            // slip in between, as with envoyproxy/ratelimit's GET-then-INCRBY.
-            Charge::StopWhenOver => {
-                let dry = self.round_trip(build(Mode::Dry), timeout).await?;
-                let denied = calls.iter().zip(&dry).any(|((p, g), results)| {
-                    let mut at = 0;
-                    g.iter().any(|&i| {
-                        let c = &parts[*p].checks[i];
-                        let r = &results[at..at + c.limits.len()];
-                        at += c.limits.len();
-                        !c.refund && r.iter().any(|r| !r.allowed)
-                    })
-                });
-                if denied { Mode::Held } else { Mode::Stop }
-            }
-        };
-        if calls.is_empty() {
-            return Ok(());
-        }
-        let replies = self.round_trip(build(mode), timeout).await?;
-        if calls.len() == 1 || !self.cluster {
-            // In check order already, part after part.
-            for r in replies {
-                out.extend(r);
-            }
-            return Ok(());
-        }
-        // Cluster: back into check order.
-        let mut per_check: Vec<Vec<&[LimitResult]>> = parts
-            .iter()
-            .map(|p| vec![&[][..]; p.checks.len()])
-            .collect();
-        for ((p, g), results) in calls.iter().zip(&replies) {
-            let mut at = 0;
-            for &i in g {
-                let k = parts[*p].checks[i].limits.len();
-                per_check[*p][i] = &results[at..at + k];
-                at += k;
-            }
-        }
-        for r in per_check.into_iter().flatten() {
-            out.extend_from_slice(r);
-        }
-        Ok(())
-    }
 }
 
 impl Store for RedisStore {
