@@ -2,7 +2,7 @@
 //! a 3 s kill (restarted from the append-only file, and empty). Exact counts, not timings,
 //! so a shared machine serves:
 //!
-//! `cargo test --release --test integration -- --ignored --nocapture outage::table`
+//! `cargo test --test integration -- --ignored --nocapture outage::table::outage_table`
 
 use std::time::Duration;
 
@@ -40,5 +40,84 @@ async fn outage_table() {
     }
     for (_, o) in &rows {
         assert_eq!(o.held, o.admitted);
+    }
+}
+
+/// `cmdstat_<command>` of `INFO commandstats`: calls and microseconds.
+fn commandstat(redis: &RedisServer, command: &str) -> (u64, u64) {
+    let info: String = redis.query(&["INFO", "commandstats"]);
+    let prefix = format!("cmdstat_{command}:");
+    let Some(line) = info.lines().find_map(|l| l.strip_prefix(&prefix)) else {
+        return (0, 0);
+    };
+    let field = |name: &str| {
+        line.split(',')
+            .find_map(|f| f.strip_prefix(name)?.strip_prefix('='))
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(0)
+    };
+    (field("calls"), field("usec"))
+}
+
+/// `n` requests from [`TASKS`] clients, each on `descriptor`.
+async fn requests(s: &Sluice, descriptor: (&'static str, &'static str), n: usize) {
+    let mut tasks = Vec::new();
+    for _ in 0..TASKS {
+        let mut c = s.client().await;
+        tasks.push(tokio::spawn(async move {
+            for _ in 0..n / TASKS {
+                call(&mut c, req("o", vec![desc(&[descriptor])])).await;
+            }
+        }));
+    }
+    for t in tasks {
+        t.await.expect("client");
+    }
+}
+
+/// What ids cost Redis, from `INFO commandstats` (BENCHMARKS.md): script calls, the `SET`s
+/// that record ids, Redis time per script call, and the id keys left (they expire after
+/// 60 s), for strict traffic without and with the fallback, and for batched traffic
+/// (write-backs only).
+///
+/// `cargo test --test integration -- --ignored --nocapture outage::table::id_cost` (counts, and Redis's own time per call: the build of sluice does not matter)
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+#[ignore = "prints BENCHMARKS.md's id cost table; run on demand"]
+async fn id_cost() {
+    avoid_boundary(86_400, 600).await;
+    const N: usize = 20_000;
+    println!(
+        "| traffic ({N} requests, {TASKS} clients) | script calls | id `SET`s | µs per script call | id keys left |"
+    );
+    println!("|---|---|---|---|---|");
+    for (name, descriptor, fallback) in [
+        ("strict, fallback off (no ids)", ("hot", "x"), false),
+        ("strict, `--store-failure-mode local`", ("hot", "x"), true),
+        ("batched, fallback off (write-backs)", ("warm", "x"), false),
+    ] {
+        let redis = RedisServer::start();
+        let mut b = sluice().file("o.yaml", RULES).args([
+            "--redis-url",
+            &redis.url(),
+            "--redis-timeout",
+            "2s",
+        ]);
+        if fallback {
+            b = b.arg("--store-failure-mode=local");
+        }
+        let s = b.start_healthy().await;
+        requests(&s, descriptor, 400).await;
+        let _: () = redis.query(&["CONFIG", "RESETSTAT"]);
+        requests(&s, descriptor, N).await;
+        // The last write-back.
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        let (calls, usec) = commandstat(&redis, "evalsha");
+        let (sets, _) = commandstat(&redis, "set");
+        let ids: Vec<String> = redis.query(&["KEYS", "*:id:*"]);
+        println!(
+            "| {name} | {calls} | {sets} | {:.1} | {} |",
+            usec as f64 / calls.max(1) as f64,
+            ids.len()
+        );
     }
 }

@@ -118,6 +118,7 @@ async fn a_call_sent_again_under_its_id_only_reports() {
     assert_eq!(keys.len(), 3, "{keys:?}");
     for k in &keys {
         let ttl: i64 = env.server.query(&["PTTL", k]);
+        // A request call's 10 s, or a write-back's 60 s.
         assert!(ttl > 0 && ttl <= 60_000, "{k}: {ttl}");
         assert!(
             k.contains(&format!("{{{}}}", tags[0].to_base64url())),

@@ -29,6 +29,44 @@ enum Via {
     Store { carry: u64 },
 }
 
+/// A request call under an id, while it is in flight. Dropped there (the caller's deadline
+/// passed, the client went away: the request's future is dropped mid-call), it holds the
+/// call as a failed one is held: its carried hits sent again under its id, its checks with
+/// none (nobody was answered), so the call, if the store runs it after all, counts once.
+struct Unanswered<'a, 'm> {
+    view: &'a LocalView,
+    id: Option<CallId>,
+    metered: &'a [(usize, &'a super::Metered<'m>)],
+    via: &'a [Via],
+    forced: &'a [Option<Arc<[LimitSpec]>>],
+}
+
+impl Drop for Unanswered<'_, '_> {
+    fn drop(&mut self) {
+        let Some(id) = self.id else {
+            return;
+        };
+        let mut held = Vec::new();
+        for (((_, m), v), f) in self.metered.iter().zip(self.via).zip(self.forced) {
+            if let Via::Store { carry } = v {
+                if let Some(f) = f {
+                    held.push(Held {
+                        tag: m.tag,
+                        limits: f.clone(),
+                        hits: *carry,
+                    });
+                }
+                held.push(Held {
+                    tag: m.tag,
+                    limits: self.view.forced_limits(m.tag, m.limits.as_slice()),
+                    hits: 0,
+                });
+            }
+        }
+        self.view.hold(id, held);
+    }
+}
+
 /// Decide a request with the local view. `batched[i]` says whether `plans[i]` is decided in
 /// batched mode.
 pub async fn decide_with_view<S: Store + ?Sized>(
@@ -136,11 +174,20 @@ pub async fn decide_with_view<S: Store + ?Sized>(
     let sent = view.now_ms();
     // An id when a failure would leave hits to send again: carried ones, or the fallback's.
     let id = (view.options().fallback || forced.iter().any(Option::is_some)).then(CallId::fresh);
+    let unanswered = Unanswered {
+        view,
+        id: id.filter(|_| !checks.is_empty()),
+        metered: &metered,
+        via: &via,
+        forced: &forced,
+    };
     let outcome = match id {
         _ if checks.is_empty() => Ok(()),
         Some(id) => store.run_once(&checks, charge, id, &mut fresh).await,
         None => store.run_with(&checks, charge, &mut fresh).await,
     };
+    // Answered (or failed): the caller is still here.
+    std::mem::forget(unanswered);
     let outcome = outcome.and_then(|()| {
         if fresh.len() == sent_len {
             Ok(())

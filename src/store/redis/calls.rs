@@ -20,17 +20,22 @@ use crate::store::{CallId, StoreError};
 /// long (the SLOWLOG test).
 pub(super) const MAX_LIMITS_PER_CALL: usize = 16;
 
-/// How long Redis keeps a call's id ([`crate::store::Store::run_once`]): longer than the gap between two
-/// sends of one call that both reach Redis: a call queued in a stalled Redis and its hits
-/// written back once it answers (seconds), or a call applied just before a crash and written
-/// back after a restart from the append-only file (the outage). Every id is one key for this
-/// long: at `r` identified calls per second, about `60·r` keys of ~100 bytes.
-const ID_TTL_MS: u64 = 60_000;
+/// How long Redis keeps an id (from the first send that reaches it): longer than the gap
+/// until the last send of the same id, or the hits sent again would count twice.
+/// - A request call ([`crate::store::Store::run_once`]): sent again only when it failed,
+///   with the write-back after the store answers again, a few seconds after a stall or
+///   overload ends; a call applied and persisted just before a crash is covered by a restart
+///   within this time. One key per request call with the fallback on: at `r` calls per
+///   second, about `10·r` keys of ~150 bytes.
+/// - A write-back: sent again at every interval until answered. One key per write-back
+///   call, a few per second per instance.
+pub(super) const REQUEST_ID_TTL_MS: u64 = 10_000;
+pub(super) const WRITE_BACK_ID_TTL_MS: u64 = 60_000;
 
-/// The checks of one store call, and the id they are applied under.
+/// The checks of one store call, and the id they are applied under, with its TTL.
 #[derive(Clone, Copy)]
 pub(super) struct Part<'a, 'c> {
-    pub id: Option<CallId>,
+    pub id: Option<(CallId, u64)>,
     pub checks: &'a [Check<'c>],
 }
 
@@ -173,15 +178,18 @@ impl RedisStore {
                     let i = index[*p];
                     index[*p] += 1;
                     // A dry run writes nothing, not even an id.
-                    let id = part.id.filter(|_| mode != Mode::Dry).map(|id| IdKey {
-                        key: script::id_key(
-                            &self.prefix,
-                            &part.checks[g[0]].tag.to_base64url(),
-                            id.0,
-                            i,
-                        ),
-                        ttl_ms: ID_TTL_MS,
-                    });
+                    let id = part
+                        .id
+                        .filter(|_| mode != Mode::Dry)
+                        .map(|(id, ttl_ms)| IdKey {
+                            key: script::id_key(
+                                &self.prefix,
+                                &part.checks[g[0]].tag.to_base64url(),
+                                id.0,
+                                i,
+                            ),
+                            ttl_ms,
+                        });
                     Invocation::new(ctx, mode, g.iter().map(|&c| &part.checks[c]), id)
                 })
                 .collect()

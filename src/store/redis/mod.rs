@@ -16,7 +16,7 @@
 //!   a connection out of a pool, and never waits longer than `request_timeout` per round trip.
 //! - Time: `TIME` inside the script, or the injected [`Clock`] in local mode.
 //! - Ids ([`Store::run_once`], write-backs): each script call of an identified call records
-//!   its id key (`SET NX PX`, in the slot of its first check, kept `ID_TTL_MS` in
+//!   its id key (`SET NX PX`, in the slot of its first check, kept for the TTLs of
 //!   `calls.rs`) with its hits, and only reports when the key is there already (a resend
 //!   of a call Redis ran but could not answer in time). `header.lua`: segments.
 //!
@@ -47,7 +47,7 @@ use tokio_util::sync::{CancellationToken, DropGuard};
 use crate::limit::{Algorithm, Charge, Check, Clock, LimitResult, LimitSpec, StateTag, Unit};
 use crate::store::{Batch, CallId, Store, StoreError};
 
-use calls::Part;
+use calls::{Part, REQUEST_ID_TTL_MS, WRITE_BACK_ID_TTL_MS};
 pub use config::{
     DEFAULT_KEY_PREFIX, RedisConfig, RedisConfigError, RedisTls, SentinelConfig, TimeSource,
     check_prefix,
@@ -261,7 +261,7 @@ impl Store for RedisStore {
         out: &mut Vec<LimitResult>,
     ) -> Result<(), StoreError> {
         let part = Part {
-            id: Some(id),
+            id: Some((id, REQUEST_ID_TTL_MS)),
             checks,
         };
         self.run_within(&[part], charge, out, self.request_timeout)
@@ -280,7 +280,7 @@ impl Store for RedisStore {
         let parts: Vec<Part<'_, '_>> = batches
             .iter()
             .map(|b| Part {
-                id: Some(b.id),
+                id: Some((b.id, WRITE_BACK_ID_TTL_MS)),
                 checks: b.checks,
             })
             .collect();

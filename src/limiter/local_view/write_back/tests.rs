@@ -23,6 +23,8 @@ enum State {
     Up,
     /// Calls are taken, not answered: queued, failed with a timeout.
     Stalled,
+    /// Calls are taken and never answered: queued, and the caller waits until it gives up.
+    Hung,
 }
 
 /// A call as the store received it.
@@ -80,7 +82,8 @@ impl Stalling {
         charge: Charge,
         out: &mut Vec<LimitResult>,
     ) -> Result<(), StoreError> {
-        if *self.state.lock() == State::Up {
+        let state = *self.state.lock();
+        if state == State::Up {
             return self.apply(id, checks, charge, out).await;
         }
         self.queue.lock().push(Queued {
@@ -91,11 +94,18 @@ impl Stalling {
                 .collect(),
             charge,
         });
+        if state == State::Hung {
+            std::future::pending::<()>().await;
+        }
         Err(StoreError::Timeout(Duration::from_millis(10)))
     }
 
     fn stall(&self) {
         *self.state.lock() = State::Stalled;
+    }
+
+    fn hang(&self) {
+        *self.state.lock() = State::Hung;
     }
 
     /// Answer again; the calls taken meanwhile run now, in order (`run_queue`), or never.
@@ -380,4 +390,29 @@ async fn carried_hits_of_a_lost_call_are_counted_once_without_fallback() {
     // charged by the store as any call that ran; the resend found the id and only reported).
     assert_eq!(l.admitted(), 32);
     assert_eq!(l.store.used(4, &limits).await, 33);
+}
+
+#[tokio::test]
+async fn a_request_dropped_mid_call_holds_its_carried_hits() {
+    let l = lab(false);
+    let limits = hourly(1_000_000);
+    assert!(l.hit(5, &limits, true).await.expect("up"));
+    l.clock.advance(60);
+    assert!(l.hit(5, &limits, true).await.expect("up"));
+    for _ in 0..30 {
+        assert!(l.hit(5, &limits, true).await.expect("local"));
+    }
+    l.clock.advance(2_000);
+    // The next request carries the 30 and never gets an answer: its caller gives up (a
+    // grpc-timeout), dropping it mid-call.
+    l.store.hang();
+    let gave_up = tokio::time::timeout(Duration::from_millis(20), l.hit(5, &limits, true)).await;
+    assert!(gave_up.is_err());
+    assert_eq!(l.view.unwritten(), 30, "held, not lost");
+    // The call never ran: the 30 are written under its id, its own hit (never answered)
+    // fenced off.
+    l.store.resume(false).await;
+    l.settle().await;
+    assert_eq!(l.admitted(), 32);
+    assert_eq!(l.store.used(5, &limits).await, 32);
 }
