@@ -50,16 +50,17 @@ const RECOVERY: Duration = Duration::from_secs(60);
 /// sluice with the fallback on, its Redis deadlines short so that a stall outlasts many of
 /// them (a write-back's is `--redis-connect-timeout` + `--redis-timeout`).
 async fn start(redis: &RedisServer, extra: &[&str]) -> Sluice {
+    start_mode(redis, "local", extra).await
+}
+
+/// [`start`] with `--store-failure-mode <mode>`.
+async fn start_mode(redis: &RedisServer, mode: &str, extra: &[&str]) -> Sluice {
     sluice()
         .file("o.yaml", RULES)
         .args(["--redis-url", &redis.url()])
-        .args([
-            "--redis-timeout",
-            "100ms",
-            "--redis-connect-timeout",
-            "200ms",
-        ])
-        .arg("--store-failure-mode=local")
+        .args(["--redis-timeout", "100ms"])
+        .args(["--redis-connect-timeout", "200ms"])
+        .args(["--store-failure-mode", mode])
         .args(extra.iter().copied())
         .start_healthy()
         .await
