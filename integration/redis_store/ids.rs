@@ -255,3 +255,67 @@ async fn cluster_ids_live_in_the_slot_of_their_call() {
     }
     assert!(ids >= 2, "one id per slot call: {ids}");
 }
+
+/// Redis's own time per script call (`INFO commandstats`, `usec` / `calls`) for one check,
+/// without an id and with one (one more `SET` per call), alternating rounds so that a busy
+/// machine weighs on both alike (BENCHMARKS.md, "Consistency: strict, batched and the
+/// outage"):
+///
+/// `cargo test --test integration -- --ignored --nocapture redis_store::ids::what_an_id_costs_redis`
+#[tokio::test]
+#[ignore = "prints a measurement; run on demand"]
+async fn what_an_id_costs_redis() {
+    let env = Env::new().await;
+    env.at(0);
+    let limits = [spec(Algorithm::FixedWindow, 1_000_000_000, Unit::Hour)];
+    let tags = [tag("cost")];
+    let usec = |env: &Env| -> (u64, u64) {
+        let info: String = env.server.query(&["INFO", "commandstats"]);
+        let line = info
+            .lines()
+            .find_map(|l| l.strip_prefix("cmdstat_evalsha:"))
+            .unwrap_or("");
+        let field = |name: &str| {
+            line.split(',')
+                .find_map(|f| f.strip_prefix(name)?.strip_prefix('='))
+                .and_then(|v| v.parse().ok())
+                .unwrap_or(0)
+        };
+        (field("calls"), field("usec"))
+    };
+    const N: usize = 5_000;
+    let mut totals = [(0u64, 0u64); 2];
+    for _round in 0..4 {
+        for (with_id, total) in totals.iter_mut().enumerate() {
+            let _: () = env.server.query(&["CONFIG", "RESETSTAT"]);
+            for _ in 0..N {
+                let c = checks(&tags, &limits, 1);
+                let mut out = Vec::new();
+                if with_id == 1 {
+                    env.store
+                        .run_once(&c, Charge::Each, CallId::fresh(), &mut out)
+                        .await
+                        .expect("run_once");
+                } else {
+                    env.store.run(&c, &mut out).await.expect("run");
+                }
+            }
+            let (calls, us) = usec(&env);
+            let sets = env.server.command_calls("set");
+            assert_eq!(
+                sets,
+                if with_id == 1 { calls } else { 0 },
+                "one SET per call with an id"
+            );
+            total.0 += calls;
+            total.1 += us;
+        }
+    }
+    let per = |(calls, us): (u64, u64)| us as f64 / calls.max(1) as f64;
+    println!(
+        "one fixed_window check per call, {} calls each: {:.2} µs without an id, {:.2} µs with one",
+        totals[0].0,
+        per(totals[0]),
+        per(totals[1])
+    );
+}
