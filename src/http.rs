@@ -54,7 +54,7 @@ async fn debug_index() -> &'static str {
 }
 
 async fn healthcheck(State(s): State<HttpState>) -> Response {
-    if s.health.is_serving().await {
+    if s.health.check().await {
         (StatusCode::OK, "OK").into_response()
     } else {
         StatusCode::INTERNAL_SERVER_ERROR.into_response()

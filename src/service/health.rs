@@ -1,14 +1,15 @@
 //! Health: gRPC `grpc.health.v1.Health` (service names `""`, `ratelimit` and the full
 //! service name) and `/healthcheck` report the same state, from one source: the state is
 //! evaluated here (the store is ready, a config is loaded when required, the process is not
-//! shutting down), published to the gRPC health service, and `/healthcheck` asks that
-//! service, so the two never disagree. It is evaluated on a timer and at once when
-//! decisions go local or back to the store ([`Health::wake`]).
+//! shutting down) and published to the gRPC health service; `/healthcheck` publishes the
+//! state as it is now, then answers what that service says, so the two never disagree. It
+//! is evaluated on a timer, at once when decisions go local or back to the store
+//! ([`Health::wake`]), and by every `/healthcheck`.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 
-use tokio::sync::Notify;
+use tokio::sync::{Mutex, Notify};
 use tonic_health::ServingStatus;
 use tonic_health::pb::health_check_response::ServingStatus as WireStatus;
 use tonic_health::pb::health_server::Health as _;
@@ -32,8 +33,9 @@ pub struct Health {
     shutting_down: AtomicBool,
     /// The store has been ready since startup (see [`Health::healthy`]).
     store_was_ready: AtomicBool,
-    /// Last published state: 0 none yet, 1 serving, 2 not serving.
-    last: AtomicU8,
+    /// Last published state: 0 none yet, 1 serving, 2 not serving. Held while publishing, so
+    /// two refreshes never interleave their pushes.
+    last: Mutex<u8>,
     /// Wakes the refresher before its next tick.
     changed: Notify,
 }
@@ -51,12 +53,19 @@ impl Health {
             requires_config,
             shutting_down: AtomicBool::new(false),
             store_was_ready: AtomicBool::new(false),
-            last: AtomicU8::new(0),
+            last: Mutex::new(0),
             changed: Notify::new(),
         }
     }
 
-    /// What gRPC health says for the server as a whole (`""`): what `/healthcheck` answers.
+    /// Publish the state as it is now, then say what gRPC health says for the server as a
+    /// whole (`""`): `/healthcheck`'s answer.
+    pub async fn check(&self) -> bool {
+        self.refresh().await;
+        self.is_serving().await
+    }
+
+    /// What gRPC health says for the server as a whole (`""`).
     pub async fn is_serving(&self) -> bool {
         let ask = tonic::Request::new(tonic_health::pb::HealthCheckRequest {
             service: String::new(),
@@ -91,11 +100,13 @@ impl Health {
     /// Publish the current state to the gRPC health service when it changed (called on a
     /// timer and when woken; Watch streams see transitions only).
     pub async fn refresh(&self) {
+        let mut last = self.last.lock().await;
         let healthy = self.evaluate();
         let state = if healthy { 1 } else { 2 };
-        if self.last.swap(state, Ordering::SeqCst) == state {
+        if *last == state {
             return;
         }
+        *last = state;
         tracing::info!(healthy, "health changed");
         let status = if healthy {
             ServingStatus::Serving

@@ -1,194 +1,21 @@
-//! Exactly once through a store that stalls: a memory store behind a switch that, while
-//! stalled, queues every call and fails it (the answer lost), then runs the queue when it
-//! resumes, honouring ids as the Redis script does (the first send of an id applies, later
-//! ones report). After any order of stalls, resumes and resends, the store holds exactly
-//! the hits answered OK.
+//! Exactly once through a store that stalls
+//! (`src/limiter/local_view/write_back/tests/stalling.rs`): after any order of stalls,
+//! resumes and resends, the store holds exactly the hits answered OK.
 
-use std::collections::HashSet;
+mod stalling;
+
 use std::sync::Arc;
 use std::time::Duration;
 
 use parking_lot::Mutex;
 
-use crate::limit::{Charge, Check, LimitResult, LimitSpec, ManualClock, StateTag, Unit};
+use crate::limit::{LimitSpec, ManualClock, StateTag, Unit};
 use crate::limiter::decide_with_view;
 use crate::limiter::{LimitSet, LocalView, Metered, Modes, Outcome, Plan, ViewOptions};
-use crate::store::memory::MemoryStore;
-use crate::store::{Batch, CallId, Store, StoreError};
+use crate::store::StoreError;
+use stalling::Stalling;
 
 const T0: u64 = 1_700_000_000_000 - 1_700_000_000_000 % 3_600_000;
-
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum State {
-    Up,
-    /// Calls are taken, not answered: queued, failed with a timeout.
-    Stalled,
-    /// Calls are taken and never answered: queued, and the caller waits until it gives up.
-    Hung,
-}
-
-/// A call as the store received it.
-struct Queued {
-    id: Option<CallId>,
-    checks: Vec<(StateTag, Vec<LimitSpec>, u64, bool)>,
-    charge: Charge,
-}
-
-struct Stalling {
-    store: MemoryStore,
-    state: Mutex<State>,
-    seen: Mutex<HashSet<CallId>>,
-    queue: Mutex<Vec<Queued>>,
-}
-
-impl Stalling {
-    fn new(clock: Arc<ManualClock>) -> Stalling {
-        Stalling {
-            store: MemoryStore::new(clock),
-            state: Mutex::new(State::Up),
-            seen: Mutex::new(HashSet::new()),
-            queue: Mutex::new(Vec::new()),
-        }
-    }
-
-    /// Run a call: once per id (a repeated id only reports).
-    async fn apply(
-        &self,
-        id: Option<CallId>,
-        checks: &[Check<'_>],
-        charge: Charge,
-        out: &mut Vec<LimitResult>,
-    ) -> Result<(), StoreError> {
-        let first = id.is_none_or(|id| self.seen.lock().insert(id));
-        if first {
-            return self.store.run_with(checks, charge, out).await;
-        }
-        let peeks: Vec<Check<'_>> = checks
-            .iter()
-            .map(|c| Check {
-                cost: 0,
-                refund: false,
-                ..*c
-            })
-            .collect();
-        self.store.run_with(&peeks, Charge::Each, out).await
-    }
-
-    /// Take a call: run it, or queue it and lose its answer.
-    async fn take(
-        &self,
-        id: Option<CallId>,
-        checks: &[Check<'_>],
-        charge: Charge,
-        out: &mut Vec<LimitResult>,
-    ) -> Result<(), StoreError> {
-        let state = *self.state.lock();
-        if state == State::Up {
-            return self.apply(id, checks, charge, out).await;
-        }
-        self.queue.lock().push(Queued {
-            id,
-            checks: checks
-                .iter()
-                .map(|c| (c.tag, c.limits.to_vec(), c.cost, c.refund))
-                .collect(),
-            charge,
-        });
-        if state == State::Hung {
-            std::future::pending::<()>().await;
-        }
-        Err(StoreError::Timeout(Duration::from_millis(10)))
-    }
-
-    fn stall(&self) {
-        *self.state.lock() = State::Stalled;
-    }
-
-    fn hang(&self) {
-        *self.state.lock() = State::Hung;
-    }
-
-    /// Answer again; the calls taken meanwhile run now, in order (`run_queue`), or never.
-    async fn resume(&self, run_queue: bool) {
-        *self.state.lock() = State::Up;
-        let queue = std::mem::take(&mut *self.queue.lock());
-        if !run_queue {
-            return;
-        }
-        for q in queue {
-            let checks: Vec<Check<'_>> = q
-                .checks
-                .iter()
-                .map(|(tag, limits, cost, refund)| Check {
-                    tag: *tag,
-                    limits,
-                    cost: *cost,
-                    refund: *refund,
-                })
-                .collect();
-            let mut out = Vec::new();
-            self.apply(q.id, &checks, q.charge, &mut out)
-                .await
-                .expect("memory");
-        }
-    }
-
-    /// What the store holds for `tag`: the usage a peek reports.
-    async fn used(&self, tag: u128, limits: &[LimitSpec]) -> u64 {
-        let mut out = Vec::new();
-        let check = Check {
-            tag: StateTag(tag),
-            limits,
-            cost: 0,
-            refund: false,
-        };
-        self.store.run(&[check], &mut out).await.expect("memory");
-        out[0].used_before
-    }
-}
-
-impl Store for Stalling {
-    async fn run_with(
-        &self,
-        checks: &[Check<'_>],
-        charge: Charge,
-        out: &mut Vec<LimitResult>,
-    ) -> Result<(), StoreError> {
-        self.take(None, checks, charge, out).await
-    }
-
-    async fn run_once(
-        &self,
-        checks: &[Check<'_>],
-        charge: Charge,
-        id: CallId,
-        out: &mut Vec<LimitResult>,
-    ) -> Result<(), StoreError> {
-        self.take(Some(id), checks, charge, out).await
-    }
-
-    async fn write_back(
-        &self,
-        batches: &[Batch<'_>],
-        out: &mut Vec<LimitResult>,
-    ) -> Result<(), StoreError> {
-        let mut failed = None;
-        for b in batches {
-            if let Err(e) = self.take(Some(b.id), b.checks, Charge::Each, out).await {
-                failed = Some(e);
-            }
-        }
-        failed.map_or(Ok(()), Err)
-    }
-
-    async fn reset(&self, tag: StateTag, limits: &[LimitSpec]) -> Result<u64, StoreError> {
-        self.store.reset(tag, limits).await
-    }
-
-    fn is_ready(&self) -> bool {
-        *self.state.lock() == State::Up
-    }
-}
 
 struct Lab {
     clock: Arc<ManualClock>,
