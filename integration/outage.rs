@@ -204,6 +204,10 @@ pub struct Outcome {
     errors: u64,
     /// `sluice_store_errors_total` counted during the scenario.
     store_errors: f64,
+    /// What sluice says it did (not what the assertions read): hits written back, and
+    /// Redis's script errors.
+    written: f64,
+    script_errors: String,
 }
 
 impl Outcome {
@@ -222,6 +226,13 @@ impl Outcome {
             ),
             errors: tally.errors.load(Ordering::Relaxed),
             store_errors: store_errors(s).await - errors_before,
+            written: s.metric("sluice_batch_written_hits_total").await,
+            script_errors: redis
+                .query::<String>(&["INFO", "commandstats"])
+                .lines()
+                .filter(|l| !l.contains("failed_calls=0") || !l.contains("rejected_calls=0"))
+                .collect::<Vec<_>>()
+                .join(" "),
         }
     }
 }
