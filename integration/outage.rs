@@ -204,9 +204,11 @@ pub struct Outcome {
     errors: u64,
     /// `sluice_store_errors_total` counted during the scenario.
     store_errors: f64,
-    /// What sluice says it did (not what the assertions read): hits written back, and
-    /// Redis's script errors.
+    /// What sluice says it did (not what the assertions read, only shown when they fail):
+    /// hits written back, and Redis's failed commands.
+    #[allow(dead_code)]
     written: f64,
+    #[allow(dead_code)]
     script_errors: String,
 }
 

@@ -10,11 +10,13 @@ use tonic_health::pb::health_client::HealthClient;
 use super::*;
 use crate::support::redis::free_port;
 
-/// gRPC health (`""` and `ratelimit`) and `/healthcheck`, which must agree: serving or not.
-async fn health(s: &Sluice) -> bool {
+/// `/healthcheck` (which publishes the state as it is now), then gRPC health (`""` and
+/// `ratelimit`) right after: serving or not, each.
+async fn health(s: &Sluice) -> [bool; 3] {
+    let http = s.http_get("/healthcheck").await.0 == 200;
     let mut h = HealthClient::new(s.channel().await);
-    let mut grpc = Vec::new();
-    for service in ["", "ratelimit"] {
+    let mut out = [http, false, false];
+    for (i, service) in ["", "ratelimit"].into_iter().enumerate() {
         let r = h
             .check(HealthCheckRequest {
                 service: service.into(),
@@ -22,15 +24,20 @@ async fn health(s: &Sluice) -> bool {
             .await
             .expect("health check")
             .into_inner();
-        grpc.push(r.status == ServingStatus::Serving as i32);
+        out[i + 1] = r.status == ServingStatus::Serving as i32;
     }
-    let http = s.http_get("/healthcheck").await.0 == 200;
-    assert_eq!(grpc, [http, http], "gRPC health and /healthcheck disagree");
-    http
+    out
+}
+
+/// Health while it is not changing: `/healthcheck` and gRPC health agree.
+async fn steady(s: &Sluice) -> bool {
+    let h = health(s).await;
+    assert_eq!(h, [h[0]; 3], "gRPC health and /healthcheck disagree");
+    h[0]
 }
 
 async fn wait_health(s: &Sluice, want: bool) -> bool {
-    wait_for(|| async { health(s).await == want }).await
+    wait_for(|| async { health(s).await == [want; 3] }).await
 }
 
 async fn answered(s: &Sluice) -> bool {
@@ -57,7 +64,7 @@ async fn not_serving_until_redis_was_reachable_then_serving_through_an_outage() 
     // Never reachable: requests are answered locally, health says NOT_SERVING.
     assert!(answered(&s).await);
     assert!(
-        !health(&s).await,
+        !steady(&s).await,
         "NOT_SERVING before Redis was ever reachable"
     );
     assert_eq!(s.metric("sluice_store_degraded").await, 1.0);
@@ -72,7 +79,7 @@ async fn not_serving_until_redis_was_reachable_then_serving_through_an_outage() 
     // Decisions are local; health stays SERVING (read a few times over the outage).
     for _ in 0..10 {
         assert!(
-            health(&s).await,
+            steady(&s).await,
             "SERVING through an outage with the fallback"
         );
         assert!(answered(&s).await);
@@ -82,14 +89,14 @@ async fn not_serving_until_redis_was_reachable_then_serving_through_an_outage() 
         wait_metric(&s, "sluice_store_degraded", 0.0).await,
         "recovered"
     );
-    assert!(health(&s).await);
+    assert!(wait_health(&s, true).await);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn unhealthy_when_degraded_turns_both_at_once() {
     let mut redis = RedisServer::start();
     let s = start(&redis, &["--unhealthy-when-degraded"]).await;
-    assert!(health(&s).await);
+    assert!(steady(&s).await);
     redis.kill();
     assert!(answered(&s).await);
     assert_eq!(s.metric("sluice_store_degraded").await, 1.0);

@@ -5,6 +5,7 @@
 mod stalling;
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use parking_lot::Mutex;
@@ -242,4 +243,84 @@ async fn a_request_dropped_mid_call_holds_its_carried_hits() {
     l.settle().await;
     assert_eq!(l.admitted(), 32);
     assert_eq!(l.store.used(5, &limits).await, 32);
+}
+
+/// Many requests at once, each a strict and a batched descriptor, while every store call
+/// may run and answer, run and lose its answer, wait to run late, or be refused; write-backs
+/// meanwhile. Then the calls still waiting run (or never do): each descriptor holds the hits
+/// answered OK.
+async fn chaos(seed: u64, run_late: bool) {
+    let l = Arc::new(lab(true));
+    let limits = hourly(1_000_000_000);
+    // Warm: the batched descriptor's rate known.
+    l.hits(2, &limits, 1).await;
+    l.clock.advance(60);
+    l.hits(2, &limits, 1).await;
+    let ok = Arc::new([AtomicU64::new(0), AtomicU64::new(2)]);
+    l.store.chaos(seed);
+    let done = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let flusher = {
+        let (l, done) = (l.clone(), done.clone());
+        tokio::spawn(async move {
+            while !done.load(Ordering::Relaxed) {
+                let _ = l.view.flush(&l.store).await;
+                l.clock.advance(40);
+                tokio::time::sleep(Duration::from_millis(1)).await;
+            }
+        })
+    };
+    let mut tasks = Vec::new();
+    for _ in 0..8 {
+        let (l, ok, limits) = (l.clone(), ok.clone(), limits.clone());
+        tasks.push(tokio::spawn(async move {
+            for _ in 0..300 {
+                let plans = [1u128, 2].map(|tag| {
+                    Plan::Metered(Metered {
+                        limits: LimitSet::Rule(&limits),
+                        tag: StateTag(tag),
+                        cost: 1,
+                        refund: false,
+                        shadow: false,
+                        quota: false,
+                        reference_key: None,
+                    })
+                });
+                let d = decide_with_view(
+                    &l.store,
+                    None,
+                    &l.view,
+                    &[false, true],
+                    &plans,
+                    Modes::default(),
+                )
+                .await;
+                if let Ok(d) = d {
+                    for (i, o) in d.outcomes.iter().enumerate() {
+                        if matches!(o, Outcome::Metered(v) if !v.over_limit) {
+                            ok[i].fetch_add(1, Ordering::Relaxed);
+                        }
+                    }
+                }
+                tokio::task::yield_now().await;
+            }
+        }));
+    }
+    for t in tasks {
+        t.await.expect("task");
+    }
+    done.store(true, Ordering::Relaxed);
+    flusher.await.expect("flusher");
+    l.store.stall();
+    l.store.resume(run_late).await;
+    l.settle().await;
+    let admitted = [ok[0].load(Ordering::Relaxed), ok[1].load(Ordering::Relaxed)];
+    let held = [l.store.used(1, &limits).await, l.store.used(2, &limits).await];
+    assert_eq!(held, admitted, "seed {seed}, late calls run: {run_late}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn chaos_counts_each_admitted_hit_once() {
+    for seed in 1..=60 {
+        chaos(seed * 7919, seed % 2 == 0).await;
+    }
 }

@@ -5,6 +5,7 @@
 
 use std::collections::HashSet;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use parking_lot::Mutex;
@@ -20,6 +21,9 @@ enum State {
     Stalled,
     /// Calls are taken and never answered: queued, and the caller waits until it gives up.
     Hung,
+    /// Each call, at random: run and answered; run with its answer lost; queued with its
+    /// answer lost (run on resume, or never); refused without running.
+    Chaos,
 }
 
 /// A call as the store received it.
@@ -34,6 +38,8 @@ pub struct Stalling {
     state: Mutex<State>,
     seen: Mutex<HashSet<CallId>>,
     pub queue: Mutex<Vec<Queued>>,
+    /// xorshift state for [`State::Chaos`].
+    rng: AtomicU64,
 }
 
 impl Stalling {
@@ -43,7 +49,24 @@ impl Stalling {
             state: Mutex::new(State::Up),
             seen: Mutex::new(HashSet::new()),
             queue: Mutex::new(Vec::new()),
+            rng: AtomicU64::new(0x9E37_79B9_7F4A_7C15),
         }
+    }
+
+    /// One of 10, at random (deterministic per seed).
+    fn roll(&self) -> u64 {
+        let mut x = self.rng.load(Ordering::Relaxed);
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        self.rng.store(x, Ordering::Relaxed);
+        x % 10
+    }
+
+    /// Every call from now on at random (see [`State::Chaos`]), from `seed`.
+    pub fn chaos(&self, seed: u64) {
+        self.rng.store(seed.max(1), Ordering::Relaxed);
+        *self.state.lock() = State::Chaos;
     }
 
     /// Run a call: once per id (a repeated id only reports).
@@ -78,6 +101,20 @@ impl Stalling {
         out: &mut Vec<LimitResult>,
     ) -> Result<(), StoreError> {
         let state = *self.state.lock();
+        if state == State::Chaos {
+            match self.roll() {
+                0..=5 => return self.apply(id, checks, charge, out).await,
+                6 => {
+                    let mut lost = Vec::new();
+                    self.apply(id, checks, charge, &mut lost).await?;
+                    return Err(StoreError::Timeout(Duration::from_millis(10)));
+                }
+                9 => return Err(StoreError::Unavailable("refused".into())),
+                // The calls waiting so far run now (a stall ends), this one waits.
+                8 => self.run_queue().await,
+                _ => {}
+            }
+        }
         if state == State::Up {
             return self.apply(id, checks, charge, out).await;
         }
@@ -106,10 +143,16 @@ impl Stalling {
     /// Answer again; the calls taken meanwhile run now, in order (`run_queue`), or never.
     pub async fn resume(&self, run_queue: bool) {
         *self.state.lock() = State::Up;
-        let queue = std::mem::take(&mut *self.queue.lock());
-        if !run_queue {
-            return;
+        if run_queue {
+            self.run_queue().await;
+        } else {
+            self.queue.lock().clear();
         }
+    }
+
+    /// Run the calls taken so far, in order.
+    async fn run_queue(&self) {
+        let queue = std::mem::take(&mut *self.queue.lock());
         for q in queue {
             let checks: Vec<Check<'_>> = q
                 .checks
