@@ -1,5 +1,5 @@
 //! RLQS subscriptions in Redis (`store/quota.rs`): a report batch is settled by calls of
-//! `lua/quota.lua` of at most [`BUCKETS_PER_CALL`] buckets each, all in one pipeline, so
+//! `lua/quota.lua` of at most [`QUOTA_BUCKETS_PER_CALL`] buckets each, all in one pipeline, so
 //! Envoys connected to different replicas share one limit and no call holds Redis longer
 //! than a rate limit check does, whatever the size of the report.
 //!
@@ -37,7 +37,7 @@ use super::{RedisStore, is_connection_error, is_transient};
 use crate::limit::StateTag;
 use crate::quota::Grant;
 use crate::store::StoreError;
-use crate::store::quota::{QuotaReport, Subscriber};
+use crate::store::quota::{QuotaReport, QuotaStore, Subscriber};
 
 /// `lua/quota.lua`.
 pub const QUOTA_SCRIPT: &str = include_str!("../lua/quota.lua");
@@ -49,16 +49,16 @@ static SCRIPT: LazyLock<Script> = LazyLock::new(|| Script::new(QUOTA_SCRIPT));
 /// calls took 0.24 ms on the 2-core test machine under a load average of 4.8, a quarter
 /// of the 1 ms bound the rate limit scripts meet (the SLOWLOG test). The fixed price of a
 /// call is ~17k instructions, so smaller calls cost Redis little more in all (~2% at 16).
-pub const BUCKETS_PER_CALL: usize = 16;
+pub const QUOTA_BUCKETS_PER_CALL: usize = 16;
 
 /// The work a report call may spend (ARGV[7] of `lua/quota.lua`, in its unit: a bucket is
-/// 16 plus six per subscriber): [`BUCKETS_PER_CALL`] buckets of four subscribers each. A
+/// 16 plus six per subscriber): [`QUOTA_BUCKETS_PER_CALL`] buckets of four subscribers each. A
 /// bucket costs more the more Envoys report it, so a call over buckets with many
 /// subscribers stops at this budget and its remaining buckets go in another call.
 const WORK_PER_CALL: u64 = 16 * (16 + 4 * 6 + 4);
 
 /// Most buckets in one leave call (an `HDEL` each, a fifth of a report bucket's cost).
-pub const LEAVES_PER_CALL: usize = 64;
+const LEAVES_PER_CALL: usize = 64;
 
 /// First and longest pause before resending calls that did not run because their slot is
 /// moving (a cluster resharding), within the admin deadline.
@@ -161,12 +161,27 @@ fn classify(e: RedisError) -> StoreError {
     }
 }
 
+impl QuotaStore for RedisStore {
+    async fn report(
+        &self,
+        sub: Subscriber<'_>,
+        reports: &[QuotaReport],
+        out: &mut Vec<Grant>,
+    ) -> Result<(), StoreError> {
+        self.quota_report(sub, reports, out).await
+    }
+
+    async fn leave(&self, sub: &str, buckets: &[StateTag]) -> Result<(), StoreError> {
+        self.quota_leave(sub, buckets).await
+    }
+}
+
 impl RedisStore {
     /// Settle `reports` for `sub` (see the module documentation): calls of at most
-    /// [`BUCKETS_PER_CALL`] buckets in one pipeline; the buckets a call left for its work
+    /// [`QUOTA_BUCKETS_PER_CALL`] buckets in one pipeline; the buckets a call left for its work
     /// budget, or that did not run on a moving slot, in another round trip, until every
     /// bucket is settled or the admin deadline passes.
-    pub(crate) async fn quota_report(
+    async fn quota_report(
         &self,
         sub: Subscriber<'_>,
         reports: &[QuotaReport],
@@ -205,7 +220,7 @@ impl RedisStore {
         };
         // Filled by position: a range cut short by its budget finishes in a later round.
         let mut grants = vec![Grant::default(); reports.len()];
-        let mut pending = chunks(reports.len(), BUCKETS_PER_CALL);
+        let mut pending = chunks(reports.len(), QUOTA_BUCKETS_PER_CALL);
         let mut pause = MOVING_RETRY_MIN;
         let settle = async {
             while !pending.is_empty() {
@@ -253,11 +268,7 @@ impl RedisStore {
 
     /// Remove `sub` from `buckets`: calls of at most [`LEAVES_PER_CALL`] buckets, in one
     /// pipeline.
-    pub(crate) async fn quota_leave(
-        &self,
-        sub: &str,
-        buckets: &[StateTag],
-    ) -> Result<(), StoreError> {
+    async fn quota_leave(&self, sub: &str, buckets: &[StateTag]) -> Result<(), StoreError> {
         if buckets.is_empty() {
             return Ok(());
         }
@@ -321,7 +332,7 @@ mod tests {
         assert_eq!(chunks(0, 16), Vec::<Range<usize>>::new());
         assert_eq!(chunks(16, 16), vec![0..16]);
         assert_eq!(chunks(33, 16), vec![0..16, 16..32, 32..33]);
-        assert_eq!(chunks(10_000, BUCKETS_PER_CALL).len(), 625);
+        assert_eq!(chunks(10_000, QUOTA_BUCKETS_PER_CALL).len(), 625);
     }
 
     #[test]
