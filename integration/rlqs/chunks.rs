@@ -18,7 +18,7 @@ use sluice::store::redis::{
     DEFAULT_KEY_PREFIX, QUOTA_BUCKETS_PER_CALL, RedisConfig, RedisStore, TimeSource, quota_key,
 };
 
-use crate::support::redis::RedisServer;
+use crate::support::redis::{RedisCluster, RedisServer};
 
 /// A subscription lifetime no test outlives: every recorded share is live.
 const TTL_MS: u64 = 3_600_000;
@@ -243,5 +243,123 @@ async fn concurrent_reports_cut_by_the_work_budget_never_over_assign() {
         } else {
             assert!(calls >= whole, "{calls} calls for {whole} chunks");
         }
+    }
+}
+
+/// `INFO commandstats` for `EVALSHA`: (calls, microseconds).
+fn evalsha_stats(server: &RedisServer) -> (u64, u64) {
+    let info: String = server.query(&["INFO", "commandstats"]);
+    let line = info
+        .lines()
+        .find(|l| l.starts_with("cmdstat_evalsha:"))
+        .unwrap_or_default();
+    let field = |name: &str| {
+        line.split([':', ','])
+            .find_map(|kv| kv.strip_prefix(name))
+            .and_then(|v| v.parse::<u64>().ok())
+            .unwrap_or(0)
+    };
+    (field("calls="), field("usec="))
+}
+
+/// What a report of 10 000 buckets costs Redis: one script call per 16 buckets (asserted),
+/// and the Redis CPU per bucket from `INFO commandstats` (printed: a time, not asserted).
+#[tokio::test]
+async fn a_report_is_one_call_per_sixteen_buckets() {
+    let server = RedisServer::start();
+    let clock = Arc::new(ManualClock::starting_now());
+    let store = replica(&server, clock.clone()).await;
+    let n = 10_000;
+    let reports: Vec<QuotaReport> = (0..n)
+        .map(|i| QuotaReport {
+            bucket: StateTag(1 << 40 | i as u128),
+            limit: 1_000,
+            window_ms: 60_000,
+            allowed: 3,
+            demand: 1_500,
+            held: 0,
+        })
+        .collect();
+    // The script's first use answers NOSCRIPT (then loaded and sent again): not counted.
+    let mut out = Vec::new();
+    let warm = [QuotaReport {
+        bucket: StateTag(1),
+        ..reports[0]
+    }];
+    store
+        .report(sub("s:warm"), &warm, &mut out)
+        .await
+        .expect("warm-up");
+    for (what, id) in [
+        ("new buckets", "s:a"),
+        ("a second subscriber", "s:b"),
+        ("refreshed (two subscribers)", "s:a"),
+    ] {
+        server.query::<String>(&["CONFIG", "RESETSTAT"]);
+        let mut out = Vec::new();
+        store
+            .report(sub(id), &reports, &mut out)
+            .await
+            .expect("report");
+        assert_eq!(out.len(), n);
+        let (calls, usec) = evalsha_stats(&server);
+        eprintln!(
+            "{n} buckets, {what}: {calls} script calls, {usec} us in Redis, {:.2} us per bucket",
+            usec as f64 / n as f64
+        );
+        assert_eq!(calls, n.div_ceil(QUOTA_BUCKETS_PER_CALL) as u64);
+    }
+}
+
+/// On a cluster every bucket is in the `{rlqs}` slot: a report's calls go in one pipeline to
+/// that slot's node (the first use of the script there answers `NOSCRIPT`, then it is loaded
+/// and the calls sent again), and leaving reaches every bucket.
+#[tokio::test]
+async fn a_report_on_a_cluster_goes_to_the_node_of_the_rlqs_slot() {
+    let cluster = RedisCluster::start(3);
+    let cfg = RedisConfig {
+        cluster_nodes: cluster.urls(),
+        time_source: TimeSource::Local,
+        request_timeout: Duration::from_secs(2),
+        ..RedisConfig::default()
+    };
+    let store = RedisStore::new(cfg, Arc::new(ManualClock::starting_now())).expect("config");
+    assert!(store.wait_ready(Duration::from_secs(20)).await);
+    let n = 3 * QUOTA_BUCKETS_PER_CALL + 1;
+    let reports: Vec<QuotaReport> = (0..n)
+        .map(|i| QuotaReport {
+            bucket: StateTag(5 << 40 | i as u128),
+            limit: 10,
+            window_ms: 60_000,
+            allowed: 1,
+            demand: 1_000,
+            held: 0,
+        })
+        .collect();
+    let node = cluster.node_for(&quota_key(DEFAULT_KEY_PREFIX, reports[0].bucket));
+    for id in ["c:a", "c:b"] {
+        let mut out = Vec::new();
+        store
+            .report(sub(id), &reports, &mut out)
+            .await
+            .expect("report");
+        assert_eq!(out.len(), n);
+    }
+    let calls = node.command_calls("evalsha");
+    let chunks = n.div_ceil(QUOTA_BUCKETS_PER_CALL) as u64;
+    assert!(
+        (2 * chunks..=3 * chunks).contains(&calls),
+        "{calls} calls on the slot's node"
+    );
+    for r in &reports {
+        assert!(recorded(node, r.bucket) <= r.limit);
+    }
+    let tags: Vec<StateTag> = reports.iter().map(|r| r.bucket).collect();
+    store.leave("c:a", &tags).await.expect("leave");
+    store.leave("c:b", &tags).await.expect("leave");
+    for t in tags {
+        let fields: HashMap<String, String> =
+            node.query(&["HGETALL", &quota_key(DEFAULT_KEY_PREFIX, t)]);
+        assert!(fields.keys().all(|f| f == "w" || f == "u"), "{fields:?}");
     }
 }

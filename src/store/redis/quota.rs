@@ -44,11 +44,13 @@ pub const QUOTA_SCRIPT: &str = include_str!("../lua/quota.lua");
 
 static SCRIPT: LazyLock<Script> = LazyLock::new(|| Script::new(QUOTA_SCRIPT));
 
-/// Most buckets in one report call. A bucket with one subscriber costs ~69k Redis
-/// instructions (callgrind), 16 of them ~1.1M: the slowest of a 10 000-bucket report's
-/// calls took 0.24 ms on the 2-core test machine under a load average of 4.8, a quarter
-/// of the 1 ms bound the rate limit scripts meet (the SLOWLOG test). The fixed price of a
-/// call is ~17k instructions, so smaller calls cost Redis little more in all (~2% at 16).
+/// Most buckets in one report call. A bucket costs Redis 59k–88k instructions (callgrind:
+/// new, and with two subscribers), 16 of them at most ~1.4M: in the SLOWLOG test the
+/// slowest call of a 10 000-bucket report took 0.3–0.4 ms on the 2-core test machine under
+/// a load average of 5 to 12. At 32 buckets it was 0.56–0.58 ms, and only the fourth run
+/// got every call under 1 ms (the bound the rate limit scripts meet): too close on a
+/// loaded machine. A call's fixed price is ~17k instructions, so small calls cost Redis
+/// little more in all (~2% at 16).
 pub const QUOTA_BUCKETS_PER_CALL: usize = 16;
 
 /// The work a report call may spend (ARGV[7] of `lua/quota.lua`, in its unit: a bucket is
