@@ -118,7 +118,7 @@ struct Bucket {
 const BUCKETS_PER_LOCK: usize = 256;
 
 /// The memory store's subscriptions: one map under one lock (reports come every few
-/// seconds per Envoy, not per request), held for at most [`BUCKETS_PER_LOCK`] buckets.
+/// seconds per Envoy, not per request), held for at most `BUCKETS_PER_LOCK` buckets.
 pub struct MemoryQuota {
     clock: Arc<dyn Clock>,
     buckets: Mutex<HashMap<StateTag, Bucket>>,

@@ -53,7 +53,7 @@ static SCRIPT: LazyLock<Script> = LazyLock::new(|| Script::new(QUOTA_SCRIPT));
 /// little more in all (~2% at 16).
 pub const QUOTA_BUCKETS_PER_CALL: usize = 16;
 
-/// The work a report call may spend (ARGV[7] of `lua/quota.lua`, in its unit: a bucket is
+/// The work a report call may spend (`ARGV[7]` of `lua/quota.lua`, in its unit: a bucket is
 /// 16 plus six per subscriber): [`QUOTA_BUCKETS_PER_CALL`] buckets of four subscribers each. A
 /// bucket costs more the more Envoys report it, so a call over buckets with many
 /// subscribers stops at this budget and its remaining buckets go in another call.
