@@ -304,7 +304,9 @@ impl RedisStore {
     }
 
     /// `calls` in one pipeline on a connection of the ring (on a cluster, to the node of the
-    /// `{rlqs}` slot): one value per call, script errors included.
+    /// `{rlqs}` slot): one value per call, script errors included. On a single node the
+    /// connection counts as full meanwhile, so checks go to the others rather than wait
+    /// behind the whole report (the ring has 4 connections by default).
     async fn quota_pipeline(&self, calls: &[QuotaCall]) -> Result<Vec<Value>, StoreError> {
         let lease = self
             .ring
@@ -313,6 +315,7 @@ impl RedisStore {
         let sha = SCRIPT.get_hash();
         match &lease.conn {
             Conn::Single(batcher) => {
+                let _checks_elsewhere = batcher.occupy();
                 let mut conn = batcher.connection();
                 pipeline::evalsha_all(&mut conn, sha, QUOTA_SCRIPT, calls, &[]).await
             }
