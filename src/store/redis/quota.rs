@@ -54,7 +54,8 @@ static SCRIPT: LazyLock<Script> = LazyLock::new(|| Script::new(QUOTA_SCRIPT));
 pub const QUOTA_BUCKETS_PER_CALL: usize = 16;
 
 /// The work a report call may spend (`ARGV[7]` of `lua/quota.lua`, in its unit: a bucket is
-/// 16 plus six per subscriber): [`QUOTA_BUCKETS_PER_CALL`] buckets of four subscribers each. A
+/// 16, plus four for its window and usage, plus six per subscriber):
+/// [`QUOTA_BUCKETS_PER_CALL`] buckets of four subscribers each. A
 /// bucket costs more the more Envoys report it, so a call over buckets with many
 /// subscribers stops at this budget and its remaining buckets go in another call.
 const WORK_PER_CALL: u64 = 16 * (16 + 4 * 6 + 4);
