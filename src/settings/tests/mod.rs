@@ -292,4 +292,5 @@ fn the_admin_listener_is_on_loopback_unless_moved_or_off() {
 }
 
 mod redis;
+mod table;
 mod xds;
