@@ -25,7 +25,6 @@ pub fn check(args: &CheckArgs, settings: &CheckSettings) -> u8 {
     let opts = LoadOptions {
         max_file_bytes: settings.max_config_file_bytes,
         merge_domains: settings.merge_domains,
-        ..LoadOptions::default()
     };
     match RateLimitConfig::load(&args.paths, &opts) {
         Ok(_) => {

@@ -35,11 +35,14 @@ mod logging;
 mod parse;
 mod query;
 mod redis;
+mod redis_input;
 mod redis_url;
 mod resolver;
 mod rlqs;
 mod rules;
 mod telemetry;
+mod their;
+mod trace;
 mod values;
 mod xds;
 
@@ -57,10 +60,8 @@ pub use redis::{RedisSettings, RedisTlsFiles, TimeSource};
 pub use redis_url::RedisType;
 pub use resolver::{Given, Source};
 pub use rlqs::RlqsSettings;
-pub use telemetry::{
-    Mogrifier, StatsdProtocol, StatsdSettings, TelemetrySettings, TracingProtocol,
-    TracingSettings,
-};
+pub use telemetry::{Mogrifier, StatsdProtocol, StatsdSettings, TelemetrySettings};
+pub use trace::{TracingProtocol, TracingSettings};
 pub use xds::{ConfigSource, XdsBackoff, XdsSettings, XdsTls};
 // The operator tools' descriptor syntax, re-exported for `client` (which uses `settings`).
 pub use crate::limit::{Descriptor, parse_descriptor};
@@ -134,7 +135,7 @@ settings! {
         /// the host, set up with envoyproxy/ratelimit's variables, still starts).
         pub admin_addr_explicit: bool = with(|r| Ok(r.given(&ADMIN_ADDR)?.by_sluice())),
         /// `None`: the in-memory store.
-        pub redis: Option<RedisSettings> = with(redis::resolve, redis::RedisInput),
+        pub redis: Option<RedisSettings> = with(redis::resolve, redis_input::RedisInput),
         pub decision: DecisionSettings = group(),
         /// Memory for the local over-limit cache, in bytes: descriptors over their limit are
         /// answered without the store until their denial ends; 0 disables it

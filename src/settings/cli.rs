@@ -9,6 +9,7 @@ use std::path::PathBuf;
 
 use clap::{Args, CommandFactory, FromArgMatches, Parser, Subcommand};
 
+use super::Settings;
 use super::caps::MAX_CONFIG_FILE_BYTES;
 use super::declare::settings;
 use super::env::Env;
@@ -17,7 +18,6 @@ use super::parse::SettingsError;
 use super::query::QueryArgs;
 use super::resolver::{Group, Resolver, table};
 use super::rules::MERGE_DOMAINS;
-use super::Settings;
 
 #[derive(Debug, Parser)]
 #[command(

@@ -5,8 +5,8 @@
 
 use std::time::Duration;
 
-use super::declare::settings;
 use super::decl::Setting;
+use super::declare::settings;
 use super::resolver::Value;
 use super::values::{one_of, positive, ratio};
 use crate::limit::Consistency;
@@ -24,12 +24,18 @@ impl Value for StoreFailureMode {}
 impl Value for Consistency {}
 
 fn consistency(s: &str) -> Result<Consistency, String> {
-    let names = [("strict", Consistency::Strict), ("batched", Consistency::Batched)];
+    let names = [
+        ("strict", Consistency::Strict),
+        ("batched", Consistency::Batched),
+    ];
     one_of(s, &names).ok_or_else(|| format!("'{s}' is not strict or batched"))
 }
 
 fn store_failure_mode(s: &str) -> Result<StoreFailureMode, String> {
-    let names = [("error", StoreFailureMode::Error), ("local", StoreFailureMode::Local)];
+    let names = [
+        ("error", StoreFailureMode::Error),
+        ("local", StoreFailureMode::Local),
+    ];
     one_of(s, &names).ok_or_else(|| format!("'{s}' is not error or local"))
 }
 
@@ -138,6 +144,9 @@ mod tests {
         ] {
             assert!(serve(&[bad]).is_err(), "{bad}");
         }
-        assert!(serve(&["--consistency=eventual"]).is_err(), "unknown consistency");
+        assert!(
+            serve(&["--consistency=eventual"]).is_err(),
+            "unknown consistency"
+        );
     }
 }

@@ -17,7 +17,10 @@ pub enum HeaderStyle {
 impl Value for HeaderStyle {}
 
 fn header_style(s: &str) -> Result<HeaderStyle, String> {
-    let names = [("draft03", HeaderStyle::Draft03), ("ietf", HeaderStyle::Ietf)];
+    let names = [
+        ("draft03", HeaderStyle::Draft03),
+        ("ietf", HeaderStyle::Ietf),
+    ];
     one_of(s, &names).ok_or_else(|| format!("'{s}' is not draft03 or ietf"))
 }
 

@@ -11,99 +11,7 @@ use clap::{Arg, ArgAction};
 
 use super::env::Env;
 use super::parse::SettingsError;
-
-/// One envoyproxy/ratelimit variable a setting reads. Only its name is kept in the binary;
-/// what it does and how the audit probes it are for the tests and the README (`audit`).
-#[derive(Clone, Copy, Debug)]
-pub struct Their {
-    pub name: &'static str,
-    /// What it does here (the README's table of their variables); `None`: the setting's
-    /// own help, with its flag.
-    #[cfg(test)]
-    pub does: Option<&'static str>,
-    /// A valid value that changes the resolved settings (the audit sets it and checks that
-    /// something changed), and the variables it needs beside it.
-    #[cfg(test)]
-    pub probe: &'static str,
-    #[cfg(test)]
-    pub with: &'static [(&'static str, &'static str)],
-    /// For a family of names (`DOG_STATSD_MOGRIFIER_*`): the member the probe sets.
-    #[cfg(test)]
-    pub probe_as: Option<&'static str>,
-    /// Read by a library of theirs (gostats' `STATSD_PROTOCOL`), not by their settings: not
-    /// one of the names the audit accounts for.
-    #[cfg(test)]
-    pub library: bool,
-}
-
-#[cfg(test)]
-impl Their {
-    pub const fn new(name: &'static str, probe: &'static str) -> Their {
-        Their {
-            name,
-            does: None,
-            probe,
-            with: &[],
-            probe_as: None,
-            library: false,
-        }
-    }
-
-    pub const fn does(self, text: &'static str) -> Their {
-        Their {
-            does: Some(text),
-            ..self
-        }
-    }
-
-    pub const fn with(self, companions: &'static [(&'static str, &'static str)]) -> Their {
-        Their {
-            with: companions,
-            ..self
-        }
-    }
-
-    pub const fn probe_as(self, name: &'static str) -> Their {
-        Their {
-            probe_as: Some(name),
-            ..self
-        }
-    }
-
-    pub const fn library(self) -> Their {
-        Their {
-            library: true,
-            ..self
-        }
-    }
-}
-
-#[cfg(not(test))]
-impl Their {
-    pub const fn new(name: &'static str, _probe: &'static str) -> Their {
-        Their { name }
-    }
-
-    pub const fn does(self, _text: &'static str) -> Their {
-        self
-    }
-
-    pub const fn with(self, _companions: &'static [(&'static str, &'static str)]) -> Their {
-        self
-    }
-
-    pub const fn probe_as(self, _name: &'static str) -> Their {
-        self
-    }
-
-    pub const fn library(self) -> Their {
-        self
-    }
-}
-
-impl Their {
-    const EMPTY: Their = Their::new("", "");
-}
+pub use super::their::Their;
 
 /// Most of their variables one setting combines (`RUNTIME_ROOT`, `…_SUBDIRECTORY`,
 /// `…_APPDIRECTORY`).
@@ -147,7 +55,11 @@ pub struct Setting<T> {
 }
 
 impl<T> Setting<T> {
-    const fn new(flag: Option<&'static str>, shape: Shape, parse: fn(&str) -> Result<T, String>) -> Self {
+    const fn new(
+        flag: Option<&'static str>,
+        shape: Shape,
+        parse: fn(&str) -> Result<T, String>,
+    ) -> Self {
         Setting {
             flag,
             value_name: "",
@@ -155,7 +67,7 @@ impl<T> Setting<T> {
             default: None,
             parse,
             values: &[],
-            theirs: [Their::EMPTY; MAX_THEIRS],
+            theirs: [Their::new("", ""); MAX_THEIRS],
             count: 0,
             map: None,
             help: "",
@@ -219,7 +131,10 @@ impl<T> Setting<T> {
 
     /// One more variable of theirs this setting reads.
     pub const fn their(mut self, their: Their) -> Self {
-        assert!(self.count < MAX_THEIRS, "more of their variables than MAX_THEIRS");
+        assert!(
+            self.count < MAX_THEIRS,
+            "more of their variables than MAX_THEIRS"
+        );
         self.theirs[self.count] = their;
         self.count += 1;
         self
@@ -384,7 +299,11 @@ impl<T: Clone + Send + Sync + 'static> Decl for Setting<T> {
         let plain = matches!(d, "true" | "false")
             || d.parse::<f64>().is_ok()
             || humantime::parse_duration(d).is_ok();
-        Some(if plain { d.into() } else { format!("`{d}`").into() })
+        Some(if plain {
+            d.into()
+        } else {
+            format!("`{d}`").into()
+        })
     }
 
     #[cfg(test)]
@@ -392,7 +311,11 @@ impl<T: Clone + Send + Sync + 'static> Decl for Setting<T> {
         if let Some(s) = self.shown_theirs {
             return Some(s.into());
         }
-        let names: Vec<_> = self.their_vars().iter().map(|t| format!("`{}`", t.name)).collect();
+        let names: Vec<_> = self
+            .their_vars()
+            .iter()
+            .map(|t| format!("`{}`", t.name))
+            .collect();
         (!names.is_empty()).then(|| names.join(", ").into())
     }
 

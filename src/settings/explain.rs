@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use clap::Args;
 
 use super::declare::settings;
-use super::redis::CACHE_KEY_PREFIX;
+use super::redis_input::CACHE_KEY_PREFIX;
 use super::rules::{CONFIG, MERGE_DOMAINS};
 use crate::limit::{Descriptor, parse_bucket, parse_descriptor};
 

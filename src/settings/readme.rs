@@ -16,9 +16,10 @@ pub(super) fn lower_first(s: &str) -> String {
     let word: String = s.chars().take_while(|c| c.is_alphabetic()).collect();
     let mut chars = word.chars();
     match chars.next() {
-        Some(first) if first.is_uppercase() && chars.all(char::is_lowercase) => {
-            first.to_lowercase().chain(s[first.len_utf8()..].chars()).collect()
-        }
+        Some(first) if first.is_uppercase() && chars.all(char::is_lowercase) => first
+            .to_lowercase()
+            .chain(s[first.len_utf8()..].chars())
+            .collect(),
         _ => s.to_owned(),
     }
 }
@@ -68,7 +69,10 @@ fn tables() -> (String, String) {
 pub(super) fn check_block(name: &str, expected: &str) {
     let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("README.md");
     let readme = std::fs::read_to_string(&path).expect("README.md");
-    let (begin, end) = (format!("<!-- {name}:begin -->"), format!("<!-- {name}:end -->"));
+    let (begin, end) = (
+        format!("<!-- {name}:begin -->"),
+        format!("<!-- {name}:end -->"),
+    );
     let (Some(b), Some(e)) = (readme.find(&begin), readme.find(&end)) else {
         panic!("README.md has no {begin} … {end} block");
     };

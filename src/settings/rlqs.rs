@@ -5,8 +5,8 @@
 
 use std::time::Duration;
 
-use super::declare::settings;
 use super::decl::Setting;
+use super::declare::settings;
 use super::values::{positive, positive_duration, ratio};
 
 /// A share's floor: 0 to 0.5 (above, two subscribers could not both get theirs).

@@ -1,7 +1,7 @@
 //! Telemetry settings: statsd/DogStatsD (`USE_STATSD`, `STATSD_HOST`, `STATSD_PORT`,
 //! `STATSD_PROTOCOL`, `USE_DOG_STATSD`, `EXTRA_TAGS`, `STATS_FLUSH_INTERVAL`), the
 //! Prometheus mapping file (`PROMETHEUS_MAPPER_YAML`) and OpenTelemetry tracing
-//! (`TRACING_*`; the exporter reads the standard `OTEL_EXPORTER_OTLP_*` itself).
+//! (`trace.rs`).
 //!
 //! statsd is off unless asked for. envoyproxy/ratelimit defaults `USE_STATSD` to true, but
 //! sluice's metrics are Prometheus on `/metrics`, and a default sink that sends to
@@ -18,9 +18,8 @@ use super::declare::settings;
 use super::env::{Env, num_var, var};
 use super::parse::{SettingsError, err};
 use super::resolver::{Given, Group, Resolver, Source, Value};
-use super::values::{
-    boolean, none, positive_duration, ratio, some_boolean, some_path, some_text, text,
-};
+use super::trace::{self, TracingSettings};
+use super::values::{boolean, none, positive_duration, some_boolean, some_path, some_text};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum StatsdProtocol {
@@ -28,16 +27,7 @@ pub enum StatsdProtocol {
     Tcp,
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum TracingProtocol {
-    /// OTLP over HTTP/protobuf (port 4318, `/v1/traces`).
-    Http,
-    /// OTLP over gRPC (port 4317).
-    Grpc,
-}
-
 impl Value for StatsdProtocol {}
-impl Value for TracingProtocol {}
 impl Value for Mogrifier {}
 
 #[derive(Clone, Debug, PartialEq)]
@@ -75,8 +65,6 @@ const DOG_MOGRIFIED: &[(&str, &str)] = &[
     ("DOG_STATSD_MOGRIFIER_A_PATTERN", "^ratelimit\\.(.*)$"),
     ("DOG_STATSD_MOGRIFIER_A_NAME", "rl.$1"),
 ];
-const TRACING: &[(&str, &str)] = &[("TRACING_ENABLED", "true")];
-
 settings! {
     /// statsd, the Prometheus mapping file and tracing.
     #[derive(Clone, Debug, PartialEq)]
@@ -94,7 +82,7 @@ settings! {
                     "statsd_exporter mapping file applied to `/metrics` (`--metrics-mapper`)",
                 ))
         ),
-        pub tracing: Option<TracingSettings> = with(tracing, TracingSwitch, TracingSettings),
+        pub tracing: Option<TracingSettings> = with(trace::tracing, trace::TracingSwitch, TracingSettings),
     }
 }
 
@@ -190,59 +178,6 @@ settings! {
     }
 }
 
-settings! {
-    /// Whether traces are exported.
-    struct TracingSwitch {
-        /// Export OpenTelemetry spans over OTLP
-        on: bool = setting(
-            Setting::switch("tracing")
-                .readme("OpenTelemetry spans over OTLP ([tracing](#tracing))")
-                .same(Their::new("TRACING_ENABLED", "true"))
-        ),
-    }
-}
-
-settings! {
-    /// OpenTelemetry tracing, when on.
-    #[derive(Clone, Debug, PartialEq)]
-    pub struct TracingSettings {
-        /// OTLP transport: http (HTTP/protobuf) or grpc
-        pub protocol: TracingProtocol = setting(
-            Setting::value("tracing-protocol", "PROTOCOL", tracing_protocol)
-                .values(&["http", "grpc"])
-                .default("http")
-                .same(Their::new("TRACING_EXPORTER_PROTOCOL", "grpc").with(TRACING))
-        ),
-        /// Resource attribute `service.name`
-        pub service_name: String = setting(
-            Setting::theirs_only(text)
-                .default("RateLimit")
-                .same(Their::new("TRACING_SERVICE_NAME", "sluice").with(TRACING))
-        ),
-        /// Resource attribute `service.namespace`
-        pub service_namespace: Option<String> = setting(
-            Setting::theirs_only(some_text)
-                .shown_default("none")
-                .same(Their::new("TRACING_SERVICE_NAMESPACE", "edge").with(TRACING))
-        ),
-        /// Resource attribute `service.instance.id` (unset: a random UUID at startup, as
-        /// theirs)
-        pub service_instance_id: Option<String> = setting(
-            Setting::theirs_only(some_text)
-                .shown_default("random UUID")
-                .same(Their::new("TRACING_SERVICE_INSTANCE_ID", "pod-1").with(TRACING).does(
-                    "resource attribute `service.instance.id`; unset: a random UUID",
-                ))
-        ),
-        /// Fraction of new traces sampled; a sampled parent is always followed
-        pub sampling_rate: f64 = setting(
-            Setting::value("tracing-sampling-rate", "RATE", ratio)
-                .default("1")
-                .same(Their::new("TRACING_SAMPLING_RATE", "0.5").with(TRACING))
-        ),
-    }
-}
-
 /// Their `STATSD_PROTOCOL` is read by its prefix (`udp4` is udp).
 fn statsd_protocol(s: &str) -> Result<Option<StatsdProtocol>, String> {
     let p = s.trim().to_ascii_lowercase();
@@ -250,14 +185,6 @@ fn statsd_protocol(s: &str) -> Result<Option<StatsdProtocol>, String> {
         p if p.starts_with("udp") => Ok(Some(StatsdProtocol::Udp)),
         p if p.starts_with("tcp") => Ok(Some(StatsdProtocol::Tcp)),
         p => Err(format!("'{p}' is not udp or tcp")),
-    }
-}
-
-fn tracing_protocol(s: &str) -> Result<TracingProtocol, String> {
-    match s.trim().to_ascii_lowercase().as_str() {
-        "http" => Ok(TracingProtocol::Http),
-        "grpc" => Ok(TracingProtocol::Grpc),
-        p => Err(format!("'{p}' is not http or grpc")),
     }
 }
 
@@ -270,11 +197,13 @@ fn statsd_host_port(env: Env<'_>) -> Result<Option<Option<String>>, SettingsErro
     }
     let host = host.unwrap_or_else(|| "localhost".into());
     let port = port.unwrap_or(8125);
-    Ok(Some(Some(if host.contains(':') && !host.starts_with('[') {
-        format!("[{host}]:{port}")
-    } else {
-        format!("{host}:{port}")
-    })))
+    Ok(Some(Some(
+        if host.contains(':') && !host.starts_with('[') {
+            format!("[{host}]:{port}")
+        } else {
+            format!("{host}:{port}")
+        },
+    )))
 }
 
 fn statsd(r: &Resolver<'_>) -> Result<Option<StatsdSettings>, SettingsError> {
@@ -314,13 +243,6 @@ fn statsd(r: &Resolver<'_>) -> Result<Option<StatsdSettings>, SettingsError> {
         flush_interval: i.flush_interval,
         mogrifiers,
     }))
-}
-
-fn tracing(r: &Resolver<'_>) -> Result<Option<TracingSettings>, SettingsError> {
-    if !TracingSwitch::from_resolver(r)?.on {
-        return Ok(None);
-    }
-    TracingSettings::from_resolver(r).map(Some)
 }
 
 /// `USE_DOG_STATSD_MOGRIFIERS` and the variables of each mogrifier it lists.

@@ -1,6 +1,6 @@
 use super::*;
-use crate::settings::Error;
 use crate::settings::tests::serve;
+use crate::settings::{Error, TracingProtocol};
 
 /// The telemetry settings of `sluice serve` under `pairs`.
 fn resolve_env(pairs: &[(&str, &str)]) -> Result<TelemetrySettings, SettingsError> {

@@ -11,7 +11,9 @@ use super::declare::settings;
 use super::parse::{SettingsError, err};
 use super::resolver::{Group, Resolver, Value};
 use super::rules::CONFIG;
-use super::values::{boolean, duration, number, one_of, pairs, positive, positive_duration, some_path, some_trimmed};
+use super::values::{
+    boolean, duration, number, one_of, pairs, positive, positive_duration, some_path, some_trimmed,
+};
 
 /// Rules from files (`--config`) or from an xDS server.
 #[derive(Clone, Debug, PartialEq, Default)]
@@ -32,9 +34,16 @@ pub(super) enum ConfigType {
 impl Value for ConfigType {}
 
 fn config_type(s: &str) -> Result<ConfigType, String> {
-    let names = [("FILE", ConfigType::File), ("GRPC_XDS_SOTW", ConfigType::Xds)];
-    one_of(s, &names)
-        .ok_or_else(|| format!("'{}' is not FILE or GRPC_XDS_SOTW", s.trim().to_ascii_uppercase()))
+    let names = [
+        ("FILE", ConfigType::File),
+        ("GRPC_XDS_SOTW", ConfigType::Xds),
+    ];
+    one_of(s, &names).ok_or_else(|| {
+        format!(
+            "'{}' is not FILE or GRPC_XDS_SOTW",
+            s.trim().to_ascii_uppercase()
+        )
+    })
 }
 
 const XDS: &[(&str, &str)] = &[("CONFIG_TYPE", "GRPC_XDS_SOTW")];
@@ -194,7 +203,6 @@ impl XdsBackoff {
         Duration::from_secs_f64(d.clamp(min, max))
     }
 }
-
 
 /// The rule source; the xDS settings are read only when `CONFIG_TYPE` selects xDS.
 pub(super) fn source(r: &Resolver<'_>) -> Result<ConfigSource, SettingsError> {

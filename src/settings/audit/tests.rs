@@ -17,7 +17,10 @@ fn their_names() -> Vec<&'static str> {
 
 /// Every entry of the three lists, with the list it is in.
 fn listed() -> Vec<(&'static str, &'static str)> {
-    let mut all: Vec<_> = honoured().iter().map(|(t, _)| (t.name, "honoured")).collect();
+    let mut all: Vec<_> = honoured()
+        .iter()
+        .map(|(t, _)| (t.name, "honoured"))
+        .collect();
     all.extend(REFUSED.iter().map(|r| (r.name, "REFUSED")));
     all.extend(NO_EFFECT.iter().map(|(n, _)| (*n, "NO_EFFECT")));
     all

@@ -13,8 +13,7 @@ use super::env::{Env, host_port, num_var};
 use super::parse::{SettingsError, err};
 use super::resolver::{Given, Group, Resolver, Source};
 use super::values::{
-    duration, duration_or_never, positive, positive_duration, some_address, some_path,
-    some_trimmed,
+    duration, duration_or_never, positive, positive_duration, some_address, some_path, some_trimmed,
 };
 
 const GRPC_TLS: &[(&str, &str)] = &[
@@ -175,7 +174,8 @@ settings! {
 
 /// Theirs: 0 leaves grpc-go's default, no cap.
 fn their_stream_cap(env: Env<'_>) -> Result<Option<u32>, SettingsError> {
-    Ok(num_var::<u32>(env, "GRPC_MAX_CONCURRENT_STREAMS")?.map(|n| if n == 0 { u32::MAX } else { n }))
+    Ok(num_var::<u32>(env, "GRPC_MAX_CONCURRENT_STREAMS")?
+        .map(|n| if n == 0 { u32::MAX } else { n }))
 }
 
 /// TLS is on when asked for (flag or variable), or when certificate flags are given; their

@@ -44,7 +44,8 @@ fn an_injected_environment_sets_sluice_and_their_variables_alike() {
 /// repeated flag.
 #[test]
 fn precedence_is_flag_then_sluice_variable_then_theirs_then_default() {
-    let addr = |args: &[&str], env: &[(&str, &str)]| serve(args, env).unwrap().grpc_addr.to_string();
+    let addr =
+        |args: &[&str], env: &[(&str, &str)]| serve(args, env).unwrap().grpc_addr.to_string();
     let theirs = [("GRPC_HOST", "127.0.0.3"), ("GRPC_PORT", "7003")];
     let mut both = theirs.to_vec();
     both.push(("SLUICE_GRPC_ADDR", "127.0.0.2:7002"));
@@ -54,14 +55,24 @@ fn precedence_is_flag_then_sluice_variable_then_theirs_then_default() {
     assert_eq!(addr(&[], &theirs), "127.0.0.3:7003");
     assert_eq!(addr(&[], &[]), "0.0.0.0:8081");
 
-    let shadow = |args: &[&str], env: &[(&str, &str)]| serve(args, env).unwrap().decision.shadow_mode;
-    assert!(!shadow(&["--shadow-mode=false"], &[("SLUICE_SHADOW_MODE", "true")]));
-    assert!(!shadow(&[], &[("SLUICE_SHADOW_MODE", "f"), ("SHADOW_MODE", "true")]));
+    let shadow =
+        |args: &[&str], env: &[(&str, &str)]| serve(args, env).unwrap().decision.shadow_mode;
+    assert!(!shadow(
+        &["--shadow-mode=false"],
+        &[("SLUICE_SHADOW_MODE", "true")]
+    ));
+    assert!(!shadow(
+        &[],
+        &[("SLUICE_SHADOW_MODE", "f"), ("SHADOW_MODE", "true")]
+    ));
     assert!(shadow(&[], &[("SHADOW_MODE", "T")]));
 
     let config = |args: &[&str], env: &[(&str, &str)]| serve(args, env).unwrap().config_paths;
     let runtime = [("RUNTIME_ROOT", "/srv"), ("SLUICE_CONFIG", "x")];
-    assert_eq!(config(&["--config", "a", "--config", "b,c"], &runtime).len(), 3);
+    assert_eq!(
+        config(&["--config", "a", "--config", "b,c"], &runtime).len(),
+        3
+    );
     assert_eq!(config(&[], &runtime), [PathBuf::from("x")]);
     assert_eq!(config(&[], &runtime[..1]), [PathBuf::from("/srv/config")]);
 }
@@ -79,7 +90,10 @@ fn an_invalid_variable_is_named_whichever_side_set_it() {
     // A flag's value is clap's to refuse, with the same parser's message.
     let e = serve(&["--max-entries", "many"], &[]).unwrap_err();
     assert!(matches!(e, Error::CommandLine(_)), "{e}");
-    assert!(e.to_string().contains("'many' is not a valid number"), "{e}");
+    assert!(
+        e.to_string().contains("'many' is not a valid number"),
+        "{e}"
+    );
 }
 
 /// `check` and `explain` read `--merge-domains`, `--config` and `--cache-key-prefix` with
@@ -96,7 +110,10 @@ fn check_and_explain_share_serves_settings() {
             Err(Error::Setting { command, error }) => {
                 assert_eq!(command, argv[0]);
                 assert_eq!(error.name, "MERGE_DOMAIN_CONFIG");
-                assert!(error.message.contains("'maybe' is not a boolean"), "{error}");
+                assert!(
+                    error.message.contains("'maybe' is not a boolean"),
+                    "{error}"
+                );
             }
             other => panic!("{argv:?}: {other:?}"),
         }
@@ -114,7 +131,10 @@ fn check_and_explain_share_serves_settings() {
     assert!(s.merge_domains);
     assert_eq!(s.config_paths, [PathBuf::from("/srv/config")]);
     let e = run(&argv, &[("CACHE_KEY_PREFIX", "a{b}")]).unwrap_err();
-    assert_eq!(e.setting().map(|e| e.name.as_str()), Some("CACHE_KEY_PREFIX"));
+    assert_eq!(
+        e.setting().map(|e| e.name.as_str()),
+        Some("CACHE_KEY_PREFIX")
+    );
 }
 
 #[test]
@@ -125,7 +145,10 @@ fn every_declaration_parses_its_own_default_and_values() {
         assert!(!d.help().is_empty(), "{:?}: no help", d.flag());
         if let Some(f) = d.flag() {
             assert!(flags.insert(f), "--{f} is declared twice");
-            assert_eq!(sluice_var(f), format!("SLUICE_{}", f.to_uppercase().replace('-', "_")));
+            assert_eq!(
+                sluice_var(f),
+                format!("SLUICE_{}", f.to_uppercase().replace('-', "_"))
+            );
         }
     }
 }
@@ -134,13 +157,10 @@ fn every_declaration_parses_its_own_default_and_values() {
 #[test]
 fn defaults_are_an_empty_command_line() {
     assert_eq!(serve(&[], &[]).unwrap(), Settings::default());
+    // The store's own default, written again as the declaration's literal.
     let s = Settings::default();
     assert_eq!(
         s.caps.memory_max_bytes,
         crate::store::memory::DEFAULT_MAX_BYTES
-    );
-    assert_eq!(
-        s.caps.max_config_file_bytes,
-        crate::config::DEFAULT_MAX_FILE_BYTES
     );
 }
