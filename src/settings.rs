@@ -213,7 +213,20 @@ settings! {
 
 impl Settings {
     /// `sluice serve ARGS` under the environment `env`: the settings the binary would serve
-    /// with. `args` are what follows `serve` (`["--config", "rules/"]`).
+    /// with. `args` are what follows `serve`; `env` is read for `SLUICE_*` and their
+    /// variables alike, and nothing else is.
+    ///
+    /// ```
+    /// use std::collections::HashMap;
+    /// use sluice::settings::Settings;
+    ///
+    /// let env = HashMap::from([("SLUICE_SHADOW_MODE", "true"), ("GRPC_PORT", "9081")]);
+    /// let lookup = |name: &str| env.get(name).map(|v| v.to_string());
+    /// let s = Settings::resolve(["--http-addr", "127.0.0.1:0"], &lookup).unwrap();
+    /// assert!(s.decision.shadow_mode);
+    /// assert_eq!(s.grpc_addr.port(), 9081);
+    /// assert_eq!(s.http_addr.port(), 0);
+    /// ```
     pub fn resolve<I, S>(args: I, env: Env<'_>) -> Result<Settings, Error>
     where
         I: IntoIterator<Item = S>,

@@ -324,6 +324,12 @@ impl<T: Clone + Send + Sync + 'static> Decl for Setting<T> {
         for v in self.default.iter().chain(self.values) {
             (self.parse)(v).map_err(|e| format!("{v}: {e}"))?;
         }
+        if self.map.is_none() && self.count > 1 {
+            return Err("several of their variables, and no `.map` to combine them".into());
+        }
+        if self.flag.is_none() && self.count == 0 {
+            return Err("neither a flag nor a variable of theirs sets it".into());
+        }
         Ok(())
     }
 }
