@@ -175,50 +175,81 @@ impl<'a> Resolver<'a> {
         self.given(d).map(|g| g.value)
     }
 
+    /// The value with where it came from: the flag, else the `SLUICE_*` variable, else
+    /// their variables, else the default.
     pub fn given<T: Value>(&self, d: &Setting<T>) -> Result<Given<T>, SettingsError> {
-        let matched = self.matches.zip(d.flag);
-        if let Some((m, flag)) = matched
-            && m.value_source(flag) == Some(ValueSource::CommandLine)
-        {
-            let values: Vec<T> = m
-                .try_get_many::<T>(flag)
-                .ok()
-                .flatten()
-                .map(|v| v.cloned().collect())
-                .unwrap_or_default();
-            let name = format!("--{flag}");
-            let value = T::join(values).ok_or_else(|| err(&name, "no value"))?;
-            return Ok(Given::at(value, Source::Flag, name));
+        if let Some(g) = self.from_flag(d)? {
+            return Ok(g);
         }
-        if let Some(flag) = d.flag {
-            let name = sluice_var(flag);
-            if let Some(v) = var(self.env, &name) {
-                let value = (d.parse)(&v).map_err(|m| err(&name, m))?;
-                return Ok(Given::at(value, Source::Var, name));
-            }
+        if let Some(g) = self.from_sluice_var(d)? {
+            return Ok(g);
         }
-        let theirs = d.their_vars().first().map(|t| t.name);
-        match (d.map, theirs) {
-            (Some(map), _) => {
-                if let Some(value) = map(self.env)? {
-                    let name = theirs.unwrap_or_default().to_owned();
-                    return Ok(Given::at(value, Source::Theirs, name));
-                }
-            }
-            (None, Some(name)) => {
-                if let Some(v) = var(self.env, name) {
-                    let value = (d.parse)(&v).map_err(|m| err(name, m))?;
-                    return Ok(Given::at(value, Source::Theirs, name.to_owned()));
-                }
-            }
-            (None, None) => {}
+        if let Some(g) = self.from_theirs(d)? {
+            return Ok(g);
         }
-        let name = match d.flag {
-            Some(flag) => format!("--{flag}"),
-            None => theirs.unwrap_or_default().to_owned(),
+        self.from_default(d)
+    }
+
+    /// The parsed command line and the setting's flag, when there are both.
+    fn on_command_line<T: Value>(&self, d: &Setting<T>) -> Option<(&ArgMatches, &'static str)> {
+        self.matches.zip(d.flag)
+    }
+
+    fn from_flag<T: Value>(&self, d: &Setting<T>) -> Result<Option<Given<T>>, SettingsError> {
+        let Some((m, flag)) = self.on_command_line(d) else {
+            return Ok(None);
+        };
+        if m.value_source(flag) != Some(ValueSource::CommandLine) {
+            return Ok(None);
+        }
+        // clap ran the setting's parser on each value.
+        let values: Vec<T> = m
+            .try_get_many::<T>(flag)
+            .ok()
+            .flatten()
+            .map(|v| v.cloned().collect())
+            .unwrap_or_default();
+        let name = format!("--{flag}");
+        let value = T::join(values).ok_or_else(|| err(&name, "no value"))?;
+        Ok(Some(Given::at(value, Source::Flag, name)))
+    }
+
+    fn from_sluice_var<T: Value>(&self, d: &Setting<T>) -> Result<Option<Given<T>>, SettingsError> {
+        let Some(flag) = d.flag else {
+            return Ok(None);
+        };
+        let name = sluice_var(flag);
+        let Some(v) = var(self.env, &name) else {
+            return Ok(None);
+        };
+        let value = (d.parse)(&v).map_err(|m| err(&name, m))?;
+        Ok(Some(Given::at(value, Source::Var, name)))
+    }
+
+    fn from_theirs<T: Value>(&self, d: &Setting<T>) -> Result<Option<Given<T>>, SettingsError> {
+        let Some(first) = d.their_vars().first().map(|t| t.name) else {
+            return Ok(None);
+        };
+        let value = match d.map {
+            Some(map) => map(self.env)?,
+            None => match var(self.env, first) {
+                Some(v) => Some((d.parse)(&v).map_err(|m| err(first, m))?),
+                None => None,
+            },
+        };
+        Ok(value.map(|v| Given::at(v, Source::Theirs, first.to_owned())))
+    }
+
+    fn from_default<T: Value>(&self, d: &Setting<T>) -> Result<Given<T>, SettingsError> {
+        let name = match (d.flag, d.their_vars().first()) {
+            (Some(flag), _) => format!("--{flag}"),
+            (None, Some(t)) => t.name.to_owned(),
+            (None, None) => String::new(),
         };
         // clap parsed the default with the same parser; without a command line, parse it here.
-        let parsed = matched.and_then(|(m, flag)| m.try_get_one::<T>(flag).ok().flatten().cloned());
+        let parsed = self
+            .on_command_line(d)
+            .and_then(|(m, flag)| m.try_get_one::<T>(flag).ok().flatten().cloned());
         let value = match (parsed, d.default) {
             (Some(v), _) => v,
             (None, Some(default)) => (d.parse)(default).map_err(|m| err(&name, m))?,
