@@ -178,16 +178,16 @@ impl<'a> Resolver<'a> {
     /// The value with where it came from: the flag, else the `SLUICE_*` variable, else
     /// their variables, else the default.
     pub fn given<T: Value>(&self, d: &Setting<T>) -> Result<Given<T>, SettingsError> {
-        if let Some(g) = self.from_flag(d)? {
+        if let Some(g) = self.by_flag(d)? {
             return Ok(g);
         }
-        if let Some(g) = self.from_sluice_var(d)? {
+        if let Some(g) = self.by_sluice_var(d)? {
             return Ok(g);
         }
-        if let Some(g) = self.from_theirs(d)? {
+        if let Some(g) = self.by_theirs(d)? {
             return Ok(g);
         }
-        self.from_default(d)
+        self.by_default(d)
     }
 
     /// The parsed command line and the setting's flag, when there are both.
@@ -195,7 +195,7 @@ impl<'a> Resolver<'a> {
         self.matches.zip(d.flag)
     }
 
-    fn from_flag<T: Value>(&self, d: &Setting<T>) -> Result<Option<Given<T>>, SettingsError> {
+    fn by_flag<T: Value>(&self, d: &Setting<T>) -> Result<Option<Given<T>>, SettingsError> {
         let Some((m, flag)) = self.on_command_line(d) else {
             return Ok(None);
         };
@@ -214,7 +214,7 @@ impl<'a> Resolver<'a> {
         Ok(Some(Given::at(value, Source::Flag, name)))
     }
 
-    fn from_sluice_var<T: Value>(&self, d: &Setting<T>) -> Result<Option<Given<T>>, SettingsError> {
+    fn by_sluice_var<T: Value>(&self, d: &Setting<T>) -> Result<Option<Given<T>>, SettingsError> {
         let Some(flag) = d.flag else {
             return Ok(None);
         };
@@ -226,7 +226,7 @@ impl<'a> Resolver<'a> {
         Ok(Some(Given::at(value, Source::Var, name)))
     }
 
-    fn from_theirs<T: Value>(&self, d: &Setting<T>) -> Result<Option<Given<T>>, SettingsError> {
+    fn by_theirs<T: Value>(&self, d: &Setting<T>) -> Result<Option<Given<T>>, SettingsError> {
         let Some(first) = d.their_vars().first().map(|t| t.name) else {
             return Ok(None);
         };
@@ -240,7 +240,7 @@ impl<'a> Resolver<'a> {
         Ok(value.map(|v| Given::at(v, Source::Theirs, first.to_owned())))
     }
 
-    fn from_default<T: Value>(&self, d: &Setting<T>) -> Result<Given<T>, SettingsError> {
+    fn by_default<T: Value>(&self, d: &Setting<T>) -> Result<Given<T>, SettingsError> {
         let name = match (d.flag, d.their_vars().first()) {
             (Some(flag), _) => format!("--{flag}"),
             (None, Some(t)) => t.name.to_owned(),
