@@ -102,6 +102,7 @@ settings! {
                     "`redis://[user:pass@]host:port[/db]`, `rediss://…`, `unix:///path`; \
                      comma-separated nodes for a cluster; `master,host:port,…` for sentinel",
                 )
+                .shown_theirs("`REDIS_URL` + `REDIS_SOCKET_TYPE`, `REDIS_AUTH`, `REDIS_TLS`")
                 .same(Their::new("REDIS_URL", "redis.example:6379").does(
                     "their forms (`host:port`, a socket path, `master,host:port,…`) or a URL \
                      (`--redis-url`); unset: the memory store",
@@ -238,10 +239,13 @@ settings! {
                      (`--redis-per-second-url`)",
                 ))
         ),
-        /// A second Redis for limits whose unit is SECOND, same forms as --redis-url
+        /// A second Redis for descriptors whose limits are all per second, same forms as
+        /// --redis-url; it shares the key prefix, time source, request deadline and TLS files
+        /// of the main one
         pub(super) url: Given<Option<String>> = setting(
             Setting::value("redis-per-second-url", "URL", some_text)
                 .shown_default("off")
+                .shown_theirs("`REDIS_PERSECOND=true` + `REDIS_PERSECOND_URL`")
                 .same(Their::new("REDIS_PERSECOND_URL", "other.example:6380").with(PER_SECOND).does(
                     "as `REDIS_URL`, for the per-second Redis; unset: their default socket",
                 ))
