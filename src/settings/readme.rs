@@ -1,7 +1,7 @@
 //! The README's tables of settings are rendered from the declarations; a test fails when the
 //! README's copy differs, and `SLUICE_BLESS=1 cargo test --lib settings::` rewrites it. A
-//! block is the text between `<!-- NAME:begin -->` and `<!-- NAME:end -->`, so another
-//! document can carry one too ([`check_block`]).
+//! block is the text between `<!-- NAME:begin -->` and `<!-- NAME:end -->` of a Markdown
+//! file, so another document can carry one too ([`check_block`]).
 
 use std::path::PathBuf;
 
@@ -65,16 +65,17 @@ fn tables() -> (String, String) {
     (render(&main), render(&listen))
 }
 
-/// Fails unless the README's block `name` is `expected` (rewrites it under `SLUICE_BLESS`).
-pub(super) fn check_block(name: &str, expected: &str) {
-    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("README.md");
-    let readme = std::fs::read_to_string(&path).expect("README.md");
+/// Fails unless the block `name` of `file` (a path from the repository's root) is
+/// `expected`; under `SLUICE_BLESS` it rewrites the block instead.
+pub(super) fn check_block(file: &str, name: &str, expected: &str) {
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(file);
+    let readme = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{file}: {e}"));
     let (begin, end) = (
         format!("<!-- {name}:begin -->"),
         format!("<!-- {name}:end -->"),
     );
     let (Some(b), Some(e)) = (readme.find(&begin), readme.find(&end)) else {
-        panic!("README.md has no {begin} … {end} block");
+        panic!("{file} has no {begin} … {end} block");
     };
     let inside = b + begin.len();
     let expected = format!("\n{}\n", expected.trim_end());
@@ -83,11 +84,11 @@ pub(super) fn check_block(name: &str, expected: &str) {
     }
     if std::env::var_os("SLUICE_BLESS").is_some() {
         let updated = format!("{}{expected}{}", &readme[..inside], &readme[e..]);
-        std::fs::write(&path, updated).expect("write README.md");
+        std::fs::write(&path, updated).unwrap_or_else(|e| panic!("{file}: {e}"));
         return;
     }
     panic!(
-        "README.md's block {name} differs from the settings' declarations \
+        "{file}'s block {name} differs from the settings' declarations \
          (SLUICE_BLESS=1 cargo test --lib settings:: rewrites it). Expected:\n{expected}"
     );
 }
@@ -95,6 +96,6 @@ pub(super) fn check_block(name: &str, expected: &str) {
 #[test]
 fn the_readme_tables_of_settings_are_the_declarations() {
     let (main, listen) = tables();
-    check_block("settings", &main);
-    check_block("settings-listen", &listen);
+    check_block("README.md", "settings", &main);
+    check_block("README.md", "settings-listen", &listen);
 }

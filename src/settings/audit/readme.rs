@@ -42,7 +42,7 @@ fn render() -> String {
 
 #[test]
 fn the_readme_table_of_their_variables_is_the_lists() {
-    check_block("settings-audit", &render());
+    check_block("README.md", "settings-audit", &render());
 }
 
 /// The migration guide's "Not supported" list holds what is refused, each with its reason.
