@@ -55,7 +55,7 @@ pub use config::{
 use conn::{Backoff, Conn, Ring};
 use connect::Connector;
 use health::Refusals;
-pub use quota::{QUOTA_SCRIPT, quota_key};
+pub use quota::{QUOTA_BUCKETS_PER_CALL, QUOTA_SCRIPT, quota_key};
 use script::Invocation;
 pub use script::SCRIPT;
 

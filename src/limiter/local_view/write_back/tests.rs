@@ -314,7 +314,10 @@ async fn chaos(seed: u64, run_late: bool) {
     l.store.resume(run_late).await;
     l.settle().await;
     let admitted = [ok[0].load(Ordering::Relaxed), ok[1].load(Ordering::Relaxed)];
-    let held = [l.store.used(1, &limits).await, l.store.used(2, &limits).await];
+    let held = [
+        l.store.used(1, &limits).await,
+        l.store.used(2, &limits).await,
+    ];
     assert_eq!(held, admitted, "seed {seed}, late calls run: {run_late}");
 }
 
