@@ -210,13 +210,13 @@ async fn a_hot_key_costs_redis_one_call_per_instance_per_interval() {
 
 /// `--store-failure-mode local`: Redis frozen, killed under traffic and restarted on its
 /// port. No call fails, and once the hits are written back Redis holds exactly the hits
-/// admitted (Redis keeps its own across the restart: its append-only file was written
-/// before the kill). The outage tests (`outage::*`) take this further: short deadlines,
+/// admitted (Redis keeps its own across the restart: its append-only file, `appendfsync
+/// always`, has every write it answered; with `everysec` it may lose its last second). The outage tests (`outage::*`) take this further: short deadlines,
 /// stalls that outlast many of them, kills with calls in flight.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn redis_killed_under_traffic_costs_no_error_and_no_hit() {
     avoid_boundary(3600, 120).await;
-    let mut redis = RedisServer::start_with(&["--appendonly", "yes", "--appendfsync", "everysec"]);
+    let mut redis = RedisServer::start_with(&["--appendonly", "yes", "--appendfsync", "always"]);
     let s = sluice()
         .file("b.yaml", &hot_rule(1_000_000_000, "strict"))
         .redis(redis.url())

@@ -100,6 +100,9 @@ pub struct LocalView {
     keys: AtomicUsize,
     degraded: AtomicBool,
     observer: OnceLock<DegradedObserver>,
+    /// Held while the degraded state changes and the observer is told, so that it is told
+    /// the changes in the order they happen (its gauge ends as the state does).
+    transition: Mutex<()>,
     /// Orders store answers: an answer older than the state it would replace is dropped.
     seq: AtomicU64,
     /// The store's recent latency, in milliseconds (the `d` of the bound).
@@ -305,6 +308,7 @@ impl LocalView {
             keys: AtomicUsize::new(0),
             degraded: AtomicBool::new(false),
             observer: OnceLock::new(),
+            transition: Mutex::new(()),
             seq: AtomicU64::new(1),
             latency_ms: AtomicU64::new(0),
             overflow_logged: AtomicBool::new(false),
@@ -637,7 +641,11 @@ impl LocalView {
     /// The store failed and decisions go local (fallback only); logs the transition and
     /// tells the observer before the first local decision is made.
     pub fn enter_degraded(&self, error: &StoreError) {
-        if self.opts.fallback && !self.degraded.swap(true, Ordering::Relaxed) {
+        if !self.opts.fallback || self.degraded() {
+            return;
+        }
+        let _order = self.transition.lock();
+        if !self.degraded.swap(true, Ordering::Relaxed) {
             tracing::warn!(error = %error, "store failed: deciding locally until it answers (--store-failure-mode local)");
             if let Some(o) = self.observer.get() {
                 o(true);
@@ -646,6 +654,10 @@ impl LocalView {
     }
 
     fn leave_degraded(&self) {
+        if !self.degraded() {
+            return;
+        }
+        let _order = self.transition.lock();
         if self.degraded.swap(false, Ordering::Relaxed) {
             self.overflow_logged.store(false, Ordering::Relaxed);
             tracing::info!("store answers again: decisions go back to it, local hits written back");

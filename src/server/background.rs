@@ -115,6 +115,7 @@ pub(super) fn spawn_batch_flush(
                 tracing::debug!(error = %e, "write-back of local hits failed; kept for the next one");
             }
             published.publish(&view, service.metrics());
+            service.refresh_view_gauges();
         }
     });
 }
@@ -155,9 +156,6 @@ impl Published {
             .inc_by(step(&mut self.flush_errors, s.flush_errors.load(Relaxed)));
         m.written
             .inc_by(step(&mut self.written, s.written_back.load(Relaxed)));
-        m.keys.set(i64::try_from(view.len()).unwrap_or(i64::MAX));
-        m.unwritten
-            .set(i64::try_from(view.unwritten()).unwrap_or(i64::MAX));
     }
 }
 

@@ -193,6 +193,18 @@ impl RateLimitService {
                 .is_some_and(|v| v.options().fallback && !self.unhealthy_when_degraded)
     }
 
+    /// Set the local view's gauges (descriptors held, hits not yet in the store) from the
+    /// view as it is now: before rendering the metrics, so a scrape never reads a value older
+    /// than itself (the batch task also sets them every interval).
+    pub fn refresh_view_gauges(&self) {
+        if let Some(v) = &self.view {
+            let m = &self.metrics.local;
+            m.keys.set(i64::try_from(v.len()).unwrap_or(i64::MAX));
+            m.unwritten
+                .set(i64::try_from(v.unwritten()).unwrap_or(i64::MAX));
+        }
+    }
+
     /// Count a failed store call in `sluice_store_errors_total`: `store` when it is not the
     /// configured store itself (the per-second Redis), and the error's kind. Every failure
     /// counts, whether the request failed with it, the fallback answered instead, or it was
