@@ -137,3 +137,21 @@ impl Health {
             && (!self.requires_config || service.config().config.domain_count() > 0)
     }
 }
+
+/// What health reads of the service (here, beside the one reader).
+impl RateLimitService {
+    /// Whether health may say SERVING with the store not ready: decisions are local
+    /// meanwhile (`--store-failure-mode local`), unless `--unhealthy-when-degraded`.
+    fn serves_without_store(&self) -> bool {
+        !self.settings.reference_keys
+            && self
+                .view
+                .as_ref()
+                .is_some_and(|v| v.options().fallback && !self.unhealthy_when_degraded)
+    }
+
+    /// Degraded, and the operator asked health to say so.
+    fn degraded_unhealthy(&self) -> bool {
+        self.unhealthy_when_degraded && self.view.as_ref().is_some_and(|v| v.degraded())
+    }
+}

@@ -183,16 +183,6 @@ impl RateLimitService {
         self.view.as_ref()
     }
 
-    /// Whether health may say SERVING with the store not ready: decisions are local
-    /// meanwhile (`--store-failure-mode local`), unless `--unhealthy-when-degraded`.
-    pub fn serves_without_store(&self) -> bool {
-        !self.settings.reference_keys
-            && self
-                .view
-                .as_ref()
-                .is_some_and(|v| v.options().fallback && !self.unhealthy_when_degraded)
-    }
-
     /// Set the local view's gauges (descriptors held, hits not yet in the store) from the
     /// view as it is now: before rendering the metrics, so a scrape never reads a value older
     /// than itself (the batch task also sets them every interval).
@@ -214,11 +204,6 @@ impl RateLimitService {
             .store_errors
             .with_label_values(&[store.unwrap_or(self.store.name()), kind])
             .inc();
-    }
-
-    /// Degraded, and the operator asked health to say so.
-    pub fn degraded_unhealthy(&self) -> bool {
-        self.unhealthy_when_degraded && self.view.as_ref().is_some_and(|v| v.degraded())
     }
 
     /// Trace each call and store call (`telemetry::trace`).
