@@ -5,11 +5,10 @@
 //! over the connection ring, with the breaker and error classification; on a cluster, the
 //! calls of a slot that is moving are resent.
 
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use deadpool_redis::redis::cluster_async::ClusterConnection;
-use deadpool_redis::redis::{ErrorKind, RedisError, Script, ServerErrorKind, Value};
+use deadpool_redis::redis::{ErrorKind, RedisError, ServerErrorKind, Value};
 
 use super::conn::Conn;
 use super::script::{self, CallContext, IdKey, Invocation, Mode, parse_reply};
@@ -87,21 +86,17 @@ impl RedisStore {
         let Some(lease) = self.ring.pick() else {
             return Err(StoreError::Unavailable("redis is not connected".to_owned()));
         };
-        let sent = Instant::now();
+        // A call that times out is dropped: before the batcher takes it (single node) or
+        // while redis-rs redirects it (cluster), it is then never sent, so a call its caller
+        // was told failed is not counted later. One already sent is answered to the batcher,
+        // which sees the late reply (`conn.rs`: slow is not dead).
         let done = match &lease.conn {
             Conn::Single(batcher) => {
-                // A call that times out before the batcher takes it is never sent; one
-                // already sent is answered to the batcher, which sees the late reply.
                 tokio::time::timeout_at(deadline.into(), batcher.exec(calls)).await
             }
             Conn::Cluster(c) => {
-                let mut reply = Box::pin(exec_cluster(c.clone(), self.script.clone(), calls));
-                let done = tokio::time::timeout_at(deadline.into(), &mut reply).await;
-                if done.is_err() {
-                    // Followed to its reply, late or never: that tells slow from dead.
-                    self.ring.watch(&lease, sent, reply);
-                }
-                done
+                tokio::time::timeout_at(deadline.into(), self.exec_cluster(c.clone(), &calls))
+                    .await
             }
         };
         let values = match done {
@@ -111,18 +106,15 @@ impl RedisStore {
                 return Err(StoreError::Unavailable(e.to_string()));
             }
             Ok(Err(e)) if e.code().is_some_and(health::is_refusal) => {
-                self.ring.replied(&lease);
                 self.refusals.refused();
                 return Err(StoreError::Unavailable(e.to_string()));
             }
             Ok(Err(e)) if matches!(e.kind(), ErrorKind::Server(k) if is_transient(k)) => {
-                self.ring.replied(&lease);
                 return Err(StoreError::Unavailable(e.to_string()));
             }
             Ok(Err(e)) => return Err(StoreError::Backend(e.to_string())),
             Ok(Ok(values)) => values,
         };
-        self.ring.replied(&lease);
         // Per-command errors that say "wrong server" or "not now" rather than "bad call".
         for v in &values {
             if let Value::ServerError(e) = v {
@@ -272,41 +264,41 @@ impl RedisStore {
     }
 }
 
-/// One `EVALSHA` per call (one per slot), concurrently, on a cluster connection.
-///
-/// A call answered `MOVED`, `ASK` or `TRYAGAIN` did not run: its slot is moving (the client's
-/// map is behind, a node has not heard of the new owner yet, or the call's keys are split
-/// between two nodes mid-`MIGRATE`). redis-rs follows a few redirects itself; past those, the
-/// call is sent again after a short pause rather than failed, until the round trip's deadline
-/// (the caller's, around this) ends it. Resending cannot count a hit twice: the script never
-/// ran. Owns what it uses, so that a call that timed out can be followed to its reply
-/// (`Ring::watch`).
-async fn exec_cluster(
-    conn: ClusterConnection,
-    script: Arc<Script>,
-    calls: Vec<Invocation>,
-) -> Result<Vec<Value>, RedisError> {
-    let calls = calls.iter().map(|call| {
-        let conn = conn.clone();
-        let script = &script;
-        async move {
-            let mut pause = CLUSTER_RETRY_MIN;
-            loop {
-                let mut conn = conn.clone();
-                let mut inv = script.prepare_invoke();
-                inv.key(&call.keys).arg(&call.args);
-                match inv.invoke_async::<Value>(&mut conn).await {
-                    Err(e) if is_slot_moving(&e) => {
-                        tracing::debug!(error = %e, retry_in = ?pause, "cluster slot moving");
-                        tokio::time::sleep(pause).await;
-                        pause = (pause * 2).min(CLUSTER_RETRY_MAX);
+impl RedisStore {
+    /// One `EVALSHA` per call (one per slot), concurrently.
+    ///
+    /// A call answered `MOVED`, `ASK` or `TRYAGAIN` did not run: its slot is moving (the
+    /// client's map is behind, a node has not heard of the new owner yet, or the call's keys
+    /// are split between two nodes mid-`MIGRATE`). redis-rs follows a few redirects itself;
+    /// past those, the call is sent again after a short pause rather than failed, until the
+    /// round trip's deadline (the caller's, around this) ends it. Resending cannot count a
+    /// hit twice: the script never ran.
+    async fn exec_cluster(
+        &self,
+        conn: ClusterConnection,
+        calls: &[Invocation],
+    ) -> Result<Vec<Value>, RedisError> {
+        let calls = calls.iter().map(|call| {
+            let conn = conn.clone();
+            async move {
+                let mut pause = CLUSTER_RETRY_MIN;
+                loop {
+                    let mut conn = conn.clone();
+                    let mut inv = self.script.prepare_invoke();
+                    inv.key(&call.keys).arg(&call.args);
+                    match inv.invoke_async::<Value>(&mut conn).await {
+                        Err(e) if is_slot_moving(&e) => {
+                            tracing::debug!(error = %e, retry_in = ?pause, "cluster slot moving");
+                            tokio::time::sleep(pause).await;
+                            pause = (pause * 2).min(CLUSTER_RETRY_MAX);
+                        }
+                        r => return r,
                     }
-                    r => return r,
                 }
             }
-        }
-    });
-    futures::future::join_all(calls).await.into_iter().collect()
+        });
+        futures::future::join_all(calls).await.into_iter().collect()
+    }
 }
 
 /// First and longest pause before resending a cluster call whose slot is moving.

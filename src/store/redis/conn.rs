@@ -11,17 +11,18 @@
 //! while the reconnect task alone talks to the network. No request ever waits for a connect.
 //!
 //! Slow is not dead. A request that times out says only that *this* request was not answered
-//! in time; under overload most do, while Redis keeps answering. Any reply, late or not, is a
-//! sign of life: a single-node connection's batcher sees every reply, and gives the
-//! connection up only when a pipeline has had no reply for `dead_after` (`batch.rs`); on a
-//! cluster, one timed-out call per connection at a time is followed to its reply
-//! ([`Ring::watch`]), and the connection is dropped only when that call and every other on it
-//! went unanswered for `dead_after`. Dropping a connection that is merely busy would add a
+//! in time; under overload most do, while Redis keeps answering. So a timeout never drops a
+//! connection. A single-node connection's batcher sees every reply, late ones included, and
+//! gives the connection up only when a pipeline has had no reply at all for `dead_after`
+//! (`batch.rs`). A cluster connection is dropped only for errors: redis-rs keeps one
+//! connection per node and follows the cluster's own failovers, and a timed-out call is
+//! dropped rather than followed to its reply, so that redis-rs never sends it again after its
+//! caller was told it failed. Dropping a connection that is merely busy would add a
 //! reconnect (and a script load) to the load, and its replacement would be just as slow.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::time::{Duration, Instant};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::time::Duration;
 
 use deadpool_redis::redis::Script;
 use deadpool_redis::redis::cluster_async::ClusterConnection;
@@ -56,11 +57,6 @@ pub(crate) enum Conn {
 struct Slot {
     /// The connection and the generation it was installed with; `None` while broken.
     conn: Mutex<Option<(u64, Conn)>>,
-    /// When a reply last arrived on it, in time or late (ms since the ring was made; cluster
-    /// connections: a single node's batcher keeps its own).
-    last_reply_ms: AtomicU64,
-    /// A timed-out call on it is being followed to its reply ([`Ring::watch`]).
-    watching: AtomicBool,
 }
 
 /// A connection borrowed for one request, with what is needed to report its fate.
@@ -77,22 +73,17 @@ pub(crate) struct Ring {
     generation: AtomicU64,
     connected: watch::Sender<usize>,
     wake: Notify,
-    /// Silence (no reply at all to a call sent) after which a connection is dead.
-    dead_after: Duration,
     /// Connections dropped as broken (errors, silence), since the ring was made.
     dropped: AtomicU64,
-    epoch: Instant,
     /// Which store this is, in logs (`redis`, `redis_per_second`).
     name: &'static str,
 }
 
 impl Ring {
-    pub fn new(name: &'static str, size: usize, dead_after: Duration) -> Ring {
+    pub fn new(name: &'static str, size: usize) -> Ring {
         let slots = (0..size.max(1))
             .map(|_| Slot {
                 conn: Mutex::new(None),
-                last_reply_ms: AtomicU64::new(0),
-                watching: AtomicBool::new(false),
             })
             .collect();
         Ring {
@@ -101,15 +92,9 @@ impl Ring {
             generation: AtomicU64::new(0),
             connected: watch::Sender::new(0),
             wake: Notify::new(),
-            dead_after,
             dropped: AtomicU64::new(0),
-            epoch: Instant::now(),
             name,
         }
-    }
-
-    fn now_ms(&self) -> u64 {
-        self.epoch.elapsed().as_millis() as u64
     }
 
     /// The connection for the next request; `None` when every connection is down.
@@ -182,52 +167,6 @@ impl Ring {
         self.dropped.load(Ordering::Relaxed)
     }
 
-    /// A reply arrived on the lease's connection.
-    pub fn replied(&self, lease: &Lease) {
-        self.slots[lease.slot]
-            .last_reply_ms
-            .store(self.now_ms(), Ordering::Relaxed);
-    }
-
-    /// A call sent at `sent` on a cluster connection timed out: follow `reply` (the rest of
-    /// that call) for up to `dead_after`. A reply of any kind is a sign of life; none, and no
-    /// other reply on the connection since `sent` either, and the connection is dropped. One
-    /// call per connection is followed at a time (the others are dropped as before), so a
-    /// burst of timeouts costs one task, not one per call.
-    pub fn watch<F, T>(self: &Arc<Self>, lease: &Lease, sent: Instant, reply: F)
-    where
-        F: Future<Output = Result<T, deadpool_redis::redis::RedisError>> + Send + 'static,
-    {
-        let slot = &self.slots[lease.slot];
-        if slot.watching.swap(true, Ordering::AcqRel) {
-            return;
-        }
-        let ring = self.clone();
-        let lease = Lease {
-            slot: lease.slot,
-            generation: lease.generation,
-            conn: lease.conn.clone(),
-        };
-        let waited = sent.elapsed();
-        tokio::spawn(async move {
-            let left = ring.dead_after.saturating_sub(waited);
-            match tokio::time::timeout(left, reply).await {
-                Ok(Err(e)) if e.is_io_error() || e.is_connection_dropped() => ring.broken(&lease),
-                Ok(_) => ring.replied(&lease),
-                Err(_) => {
-                    let sent_ms = sent.saturating_duration_since(ring.epoch).as_millis() as u64;
-                    let last = ring.slots[lease.slot].last_reply_ms.load(Ordering::Relaxed);
-                    if last < sent_ms {
-                        ring.broken(&lease);
-                    }
-                }
-            }
-            ring.slots[lease.slot]
-                .watching
-                .store(false, Ordering::Release);
-        });
-    }
-
     /// Drop the lease's connection (unless it was already replaced) and wake the reconnector.
     pub fn broken(&self, lease: &Lease) {
         let mut guard = self.slots[lease.slot].conn.lock();
@@ -281,7 +220,6 @@ impl Ring {
             if guard.is_none() {
                 *guard = Some((generation, conn));
                 drop(guard);
-                slot.last_reply_ms.store(self.now_ms(), Ordering::Relaxed);
                 self.connected.send_modify(|c| *c += 1);
                 return true;
             }

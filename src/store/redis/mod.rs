@@ -65,8 +65,7 @@ pub struct RedisStore {
     /// Calls refused by a server that will not write (see `health.rs`).
     refusals: Refusals,
     cluster: bool,
-    /// Shared with the cluster calls followed past their timeout (`Ring::watch`).
-    script: Arc<Script>,
+    script: Script,
     clock: Arc<dyn Clock>,
     time_source: TimeSource,
     slack_ms: u64,
@@ -115,7 +114,7 @@ impl RedisStore {
         let pool_size = cfg.pool_size.max(1);
         let cluster = !cfg.cluster_nodes.is_empty() && cfg.sentinel.is_none();
         let connector = Connector::new(&cfg, pool_size)?;
-        let ring = Arc::new(Ring::new(cfg.name, pool_size, cfg.dead_after));
+        let ring = Arc::new(Ring::new(cfg.name, pool_size));
         let script = Script::new(source);
         let stop = CancellationToken::new();
         let backoff = Backoff {
@@ -136,7 +135,7 @@ impl RedisStore {
             ring,
             refusals: Refusals::new(cfg.refusal_grace),
             cluster,
-            script: Arc::new(script),
+            script,
             clock,
             time_source: cfg.time_source,
             slack_ms: cfg.effective_slack_ms(),

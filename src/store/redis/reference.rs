@@ -185,10 +185,7 @@ impl RedisStore {
                 Err(StoreError::Unavailable(e.to_string()))
             }
             Ok(Err(e)) => Err(StoreError::Backend(e.to_string())),
-            Ok(Ok(counts)) if counts.len() == n => {
-                self.ring.replied(&lease);
-                Ok(counts)
-            }
+            Ok(Ok(counts)) if counts.len() == n => Ok(counts),
             Ok(Ok(counts)) => Err(StoreError::Backend(format!(
                 "expected {} counts, got {}",
                 n,
