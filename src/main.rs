@@ -2,10 +2,12 @@
 //! runs `serve`: the process around `server::run` (allocator, logging, runtime, signals).
 
 use std::process::ExitCode;
+use std::sync::Arc;
 
 use anyhow::Context;
 use clap::Parser;
 use sluice::cli;
+use sluice::limit::SystemClock;
 use sluice::server::{self, Listeners};
 use sluice::settings::{Cli, Command, LogFormat, Settings, invocation};
 use tokio_util::sync::CancellationToken;
@@ -47,7 +49,7 @@ fn serve(args: &sluice::settings::ServeArgs) -> anyhow::Result<()> {
         let listeners = Listeners::bind(&settings).await?;
         let shutdown = CancellationToken::new();
         tokio::spawn(wait_for_signal(shutdown.clone()));
-        server::run(settings, listeners, shutdown).await?;
+        server::run(settings, listeners, shutdown, Arc::new(SystemClock)).await?;
         Ok(())
     })
 }

@@ -1,8 +1,9 @@
 //! Wiring: build the store, service, health and config sources, serve the listeners until
 //! `shutdown`, then drain.
 //!
-//! [`run`] takes already-bound listeners, so tests bind port 0 and read the addresses. It
-//! reads as its steps: load the config, build the store and the service, start health and
+//! [`run`] takes already-bound listeners, so tests bind port 0 and read the addresses, and
+//! the clock every part reads time from (the binary passes the system clock; tests a
+//! `limit::ManualClock` they move). It reads as its steps: load the config, build the store and the service, start health and
 //! the background tasks (config sources among them), serve, and drain on shutdown
 //! (`shutdown.rs`). Protocol types stay in `service`: this module only adds the services it
 //! is given to its routers.
@@ -27,7 +28,7 @@ pub use listeners::{Bound, Listeners};
 
 use crate::config::{LoadOptions, RateLimitConfig};
 use crate::http::HttpState;
-use crate::limit::SystemClock;
+use crate::limit::Clock;
 use crate::limiter::{LocalView, OverLimitCache, ViewOptions};
 use crate::metrics::Metrics;
 use crate::metrics::mapper::Mapper;
@@ -55,11 +56,13 @@ pub enum ServerError {
 }
 
 /// Serve until `shutdown` is cancelled, then stop accepting, let in-flight requests finish
-/// (at most `settings.shutdown_grace`) and return.
+/// (at most `settings.shutdown_grace`) and return. `clock` is the time of every window,
+/// cache entry, local view and quota assignment (timeouts and intervals are tokio's).
 pub async fn run(
     settings: Settings,
     listeners: Listeners,
     shutdown: CancellationToken,
+    clock: Arc<dyn Clock>,
 ) -> Result<(), ServerError> {
     for note in &settings.notes {
         tracing::warn!("{note}");
@@ -75,19 +78,19 @@ pub async fn run(
         ConfigSource::Files => load_initial_config(&settings, &opts, &metrics),
         ConfigSource::Xds(_) => None,
     };
-    let store = Arc::new(store::build(&settings)?);
+    let store = Arc::new(store::build(&settings, &clock)?);
     for (name, _, _) in store.redis_pools() {
         metrics.add_store(name);
     }
     tracing::info!(store = store.name(), "store configured");
-    let cache = OverLimitCache::new(settings.local_cache_bytes, Arc::new(SystemClock));
+    let cache = OverLimitCache::new(settings.local_cache_bytes, clock.clone());
     if cache.is_some() {
         tracing::info!(
             bytes = settings.local_cache_bytes,
             "local over-limit cache enabled"
         );
     }
-    let view = local_view(&settings);
+    let view = local_view(&settings, &clock);
     let service = Arc::new(
         RateLimitService::new(
             config,
@@ -112,6 +115,7 @@ pub async fn run(
         service.clone(),
         settings.rlqs.clone(),
         drain.clone(),
+        clock,
     );
     health.refresh().await;
 
@@ -160,7 +164,7 @@ pub async fn run(
 
 /// The local view every instance keeps (cheap while unused: rules may turn `batched` on a
 /// reload), with the store-failure fallback when asked.
-fn local_view(settings: &Settings) -> Option<Arc<LocalView>> {
+fn local_view(settings: &Settings, clock: &Arc<dyn Clock>) -> Option<Arc<LocalView>> {
     let c = &settings.consistency;
     let opts = ViewOptions {
         interval_ms: u64::try_from(c.batch_interval.as_millis()).unwrap_or(u64::MAX),
@@ -175,7 +179,7 @@ fn local_view(settings: &Settings) -> Option<Arc<LocalView>> {
             "store-failure fallback: decisions go local while the store fails"
         );
     }
-    Some(Arc::new(LocalView::new(opts, Arc::new(SystemClock))))
+    Some(Arc::new(LocalView::new(opts, clock.clone())))
 }
 
 /// The registry, with statsd timings when statsd is on and the mapping file when given.

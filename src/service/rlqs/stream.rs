@@ -22,7 +22,7 @@
 
 use std::collections::HashMap;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use envoy_types::pb::envoy::service::rate_limit_quota::v3::rate_limit_quota_response::BucketAction;
 use envoy_types::pb::envoy::service::rate_limit_quota::v3::{
@@ -35,7 +35,7 @@ use super::Shared;
 
 mod lifecycle;
 use super::bucket::{action_name, assign, bucket_descriptor};
-use crate::limit::{Clock, StateTag, SystemClock};
+use crate::limit::StateTag;
 use crate::metrics::quota::UNKNOWN_DOMAIN;
 use crate::quota::{self, Assignment, Policy, Quota};
 use crate::service::ActiveConfig;
@@ -52,11 +52,12 @@ struct Bucket {
     demand: u64,
     /// Allowed since the last store call.
     pending_allowed: u64,
-    /// The last report with requests in it (or the first report): Envoy reports every
-    /// bucket it holds at each interval, traffic or not, so idleness is no requests.
-    last_active: Instant,
-    /// What the Envoy holds, and when it was sent.
-    sent: Option<(Assignment, Instant)>,
+    /// The last report with requests in it (or the first report), in the server clock's
+    /// milliseconds: Envoy reports every bucket it holds at each interval, traffic or not,
+    /// so idleness is no requests.
+    last_active_ms: u64,
+    /// What the Envoy holds, and when it was sent (the server clock's milliseconds).
+    sent: Option<(Assignment, u64)>,
 }
 
 impl Bucket {
@@ -186,7 +187,7 @@ impl Stream {
         {
             self.rematch(&active);
         }
-        let now = Instant::now();
+        let now = self.shared.clock.now_ms();
         let mut batch = Vec::with_capacity(m.bucket_quota_usages.len());
         for u in m.bucket_quota_usages {
             let Some(id) = u.bucket_id.filter(|b| !b.bucket.is_empty()) else {
@@ -248,7 +249,7 @@ impl Stream {
                         tag,
                         demand: 0,
                         pending_allowed: 0,
-                        last_active: now,
+                        last_active_ms: now,
                         sent: None,
                     },
                 );
@@ -258,7 +259,7 @@ impl Stream {
                     quota::demand_milli(u.num_requests_allowed, u.num_requests_denied, elapsed_ms);
                 b.pending_allowed = b.pending_allowed.saturating_add(u.num_requests_allowed);
                 if u.num_requests_allowed > 0 || u.num_requests_denied > 0 {
-                    b.last_active = now;
+                    b.last_active_ms = now;
                 }
             }
             if !batch.contains(&key) {
@@ -334,8 +335,8 @@ impl Stream {
                 return;
             }
         }
-        let now = Instant::now();
-        let now_ms = SystemClock.now_ms();
+        let now_ms = self.shared.clock.now_ms();
+        let ttl_ms = u64::try_from(ttl.as_millis()).unwrap_or(u64::MAX);
         let mut grants = grants.iter();
         let mut actions = Vec::new();
         for k in &keys {
@@ -347,13 +348,13 @@ impl Stream {
                 _ => None,
             };
             b.pending_allowed = 0;
-            let d = quota::decide(b.quota, grant, now_ms, ttl.as_millis() as u64);
+            let d = quota::decide(b.quota, grant, now_ms, ttl_ms);
             let send = match b.sent {
                 None => true,
-                Some((held, at)) => held != d.assignment || now - at >= ttl / 2,
+                Some((held, at)) => held != d.assignment || now_ms.saturating_sub(at) >= ttl_ms / 2,
             };
             if send {
-                b.sent = Some((d.assignment, now));
+                b.sent = Some((d.assignment, now_ms));
                 actions.push((assign(&b.id, d), action_name(d.assignment)));
             }
         }
