@@ -1,5 +1,5 @@
-//! Test support: the real `sluice` binary, real redis-server processes, a real xDS
-//! management server, certificates made with rcgen, and a transcription of
+//! Test support: sluice in process (`in_process`) and the real `sluice` binary, real
+//! redis-server processes, a real xDS management server, certificates made with rcgen, and a transcription of
 //! docs/algorithms.md used as a model.
 
 #![allow(dead_code)]
@@ -9,6 +9,7 @@ pub mod cli;
 pub mod fault_cluster;
 pub mod h2raw;
 pub mod http;
+pub mod in_process;
 pub mod model;
 pub mod model_store;
 pub mod opskit;

@@ -1,0 +1,303 @@
+//! sluice in the test's own process: `server::run` on 127.0.0.1 listeners bound to port 0,
+//! a private rule directory, and a [`ManualClock`] the test moves instead of waiting for
+//! windows to pass on the wall clock.
+//!
+//! Behaviour tests use this; tests whose subject is the binary itself (startup, signals,
+//! environment variables, TLS files, deployment) run the real process (`support::sluice`).
+//! With Redis, the scripts read the injected clock (`--redis-time-source local`), so a test
+//! decides where in a window it stands; only tests about Redis's own clock keep `TIME`
+//! ([`Builder::redis_time`]). Redis expires keys on its own clock whatever the time source:
+//! a clock moved hours ahead still finds the keys of the window it left, which the scripts
+//! treat as an earlier window's state, as they do after a real wait.
+//!
+//! The settings come from an argument vector parsed as the binary parses it ([`settings`]);
+//! envoyproxy/ratelimit's variables come from the builder's own map, never from this
+//! process's environment.
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use clap::Parser;
+use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_service_client::RateLimitServiceClient;
+use sluice::limit::{Clock, ManualClock};
+use sluice::server::{self, Listeners, ServerError};
+use sluice::settings::{Cli, Command, Settings};
+use tempfile::TempDir;
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+use tonic::transport::Channel;
+
+use super::http::{http_request, metric_value};
+use super::sluice::{Client, HEALTHY_WITHIN};
+
+/// Where a test's clock starts: the first second of a UTC day (2023-11-15), so every window
+/// up to a day long has just begun and no test straddles a boundary it did not choose.
+pub const T0_MS: u64 = 1_700_006_400_000 + 1_000;
+
+/// The settings `sluice serve <args>` resolves, reading envoyproxy/ratelimit's variables
+/// from `env` only: the one place the harness turns a command line into [`Settings`].
+pub fn settings(args: &[String], env: &BTreeMap<String, String>) -> Result<Settings, String> {
+    let argv = ["sluice", "serve"]
+        .into_iter()
+        .map(String::from)
+        .chain(args.iter().cloned());
+    let cli = Cli::try_parse_from(argv).map_err(|e| e.to_string())?;
+    let Command::Serve(serve) = cli.command else {
+        return Err("not a serve command line".into());
+    };
+    Settings::resolve(&serve, &|name| env.get(name).cloned()).map_err(|e| e.to_string())
+}
+
+pub struct Builder {
+    files: Vec<(String, String)>,
+    args: Vec<String>,
+    env: BTreeMap<String, String>,
+    clock: Arc<ManualClock>,
+    redis_time: bool,
+}
+
+/// An in-process sluice with the default listeners on loopback port 0 (the admin one too),
+/// and its own clock at [`T0_MS`].
+pub fn in_process() -> Builder {
+    Builder {
+        files: Vec::new(),
+        args: Vec::new(),
+        env: BTreeMap::new(),
+        clock: Arc::new(ManualClock::new(T0_MS)),
+        redis_time: false,
+    }
+}
+
+impl Builder {
+    /// Add a rule file to the private config directory.
+    pub fn file(mut self, name: &str, content: &str) -> Self {
+        self.files.push((name.into(), content.into()));
+        self
+    }
+
+    pub fn arg(mut self, a: impl Into<String>) -> Self {
+        self.args.push(a.into());
+        self
+    }
+
+    pub fn args<S: Into<String>>(mut self, args: impl IntoIterator<Item = S>) -> Self {
+        self.args.extend(args.into_iter().map(Into::into));
+        self
+    }
+
+    /// One of envoyproxy/ratelimit's variables. sluice's own `SLUICE_*` variables are clap's
+    /// and read from the process environment, which tests running in parallel share: a test
+    /// passes the flag instead.
+    pub fn env(mut self, k: &str, v: impl Into<String>) -> Self {
+        assert!(
+            !k.starts_with("SLUICE_"),
+            "{k}: pass the flag to an in-process server"
+        );
+        self.env.insert(k.into(), v.into());
+        self
+    }
+
+    /// Use the Redis store at `url` with the injected clock (`--redis-time-source local`)
+    /// and an operation deadline (`--redis-timeout 2s`) a loaded test machine always meets.
+    pub fn redis(self, url: impl Into<String>) -> Self {
+        self.args(["--redis-url".to_owned(), url.into()])
+            .args(["--redis-timeout", "2s"])
+    }
+
+    /// Keep Redis's own clock (`TIME` in the scripts): for the tests whose subject it is.
+    pub fn redis_time(mut self) -> Self {
+        self.redis_time = true;
+        self
+    }
+
+    /// Share `clock` (several instances on one Redis see the same time).
+    pub fn clock(mut self, clock: Arc<ManualClock>) -> Self {
+        self.clock = clock;
+        self
+    }
+
+    pub async fn start(self) -> Server {
+        self.try_start().await.unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    /// Start, then wait until `/healthcheck` answers 200 (with Redis: once it is connected).
+    pub async fn start_healthy(self) -> Server {
+        let s = self.start().await;
+        assert!(
+            s.wait_healthy(HEALTHY_WITHIN).await,
+            "not healthy within {HEALTHY_WITHIN:?}"
+        );
+        s
+    }
+
+    pub async fn try_start(self) -> Result<Server, String> {
+        let dir = TempDir::new().map_err(|e| e.to_string())?;
+        let config = dir.path().join("config");
+        std::fs::create_dir_all(&config).map_err(|e| e.to_string())?;
+        for (name, content) in &self.files {
+            let p = config.join(name);
+            if let Some(parent) = p.parent() {
+                std::fs::create_dir_all(parent).map_err(|e| e.to_string())?;
+            }
+            std::fs::write(p, content).map_err(|e| e.to_string())?;
+        }
+        let mut args: Vec<String> = vec![
+            "--config".into(),
+            config.display().to_string(),
+            "--grpc-addr".into(),
+            "127.0.0.1:0".into(),
+            "--http-addr".into(),
+            "127.0.0.1:0".into(),
+            "--admin-addr".into(),
+            "127.0.0.1:0".into(),
+        ];
+        let uses_redis = self.args.iter().any(|a| a.starts_with("--redis-url"))
+            || self.env.contains_key("REDIS_URL");
+        if uses_redis && !self.redis_time {
+            args.extend(["--redis-time-source".into(), "local".into()]);
+        }
+        args.extend(self.args);
+        let settings = settings(&args, &self.env)?;
+        let listeners = Listeners::bind(&settings)
+            .await
+            .map_err(|e| format!("bind: {e}"))?;
+        let addr = |b: &server::Bound| b.local_addr().map_err(|e| e.to_string());
+        let grpc = addr(&listeners.grpc)?;
+        let http = addr(&listeners.http)?;
+        let admin = listeners.admin.as_ref().map(addr).transpose()?;
+        let debug = listeners.debug.as_ref().map(addr).transpose()?;
+        let metrics = match &listeners.metrics {
+            Some(m) => Some(m.local_addr().map_err(|e| e.to_string())?),
+            None => None,
+        };
+        let shutdown = CancellationToken::new();
+        let clock: Arc<dyn Clock> = self.clock.clone();
+        let task = tokio::spawn(server::run(settings, listeners, shutdown.clone(), clock));
+        let mut s = Server {
+            grpc,
+            http,
+            admin,
+            debug,
+            metrics,
+            config_dir: config,
+            clock: self.clock,
+            shutdown,
+            task: Some(task),
+            _dir: dir,
+        };
+        s.wait_serving().await?;
+        Ok(s)
+    }
+}
+
+/// A running in-process server; shut down when dropped.
+pub struct Server {
+    pub grpc: SocketAddr,
+    pub http: SocketAddr,
+    pub admin: Option<SocketAddr>,
+    pub debug: Option<SocketAddr>,
+    pub metrics: Option<SocketAddr>,
+    pub config_dir: PathBuf,
+    clock: Arc<ManualClock>,
+    shutdown: CancellationToken,
+    task: Option<JoinHandle<Result<(), ServerError>>>,
+    _dir: TempDir,
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        // `run` drains and stops its background tasks on its own.
+        self.shutdown.cancel();
+    }
+}
+
+impl Server {
+    /// The sockets listen once serving starts: wait for that, or for `run` to fail.
+    async fn wait_serving(&mut self) -> Result<(), String> {
+        let deadline = Instant::now() + HEALTHY_WITHIN;
+        while Instant::now() < deadline {
+            if tokio::net::TcpStream::connect(self.http).await.is_ok() {
+                return Ok(());
+            }
+            if self.task.as_ref().is_some_and(|t| t.is_finished()) {
+                return Err(format!("server::run ended: {:?}", self.stop().await));
+            }
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        Err(format!("not serving within {HEALTHY_WITHIN:?}"))
+    }
+
+    /// The clock the server reads.
+    pub fn clock(&self) -> &Arc<ManualClock> {
+        &self.clock
+    }
+
+    /// Move the server's time forward.
+    pub fn advance(&self, by: Duration) {
+        self.clock.advance(u64::try_from(by.as_millis()).expect("ms"));
+    }
+
+    /// The server's time, in milliseconds since the Unix epoch.
+    pub fn now_ms(&self) -> u64 {
+        self.clock.now_ms()
+    }
+
+    /// Shut down (drain as on SIGTERM) and return what `run` returned.
+    pub async fn stop(&mut self) -> Result<(), String> {
+        self.shutdown.cancel();
+        match self.task.take() {
+            Some(t) => match t.await {
+                Ok(r) => r.map_err(|e| e.to_string()),
+                Err(e) => Err(format!("server task: {e}")),
+            },
+            None => Ok(()),
+        }
+    }
+
+    pub async fn client(&self) -> Client {
+        RateLimitServiceClient::connect(format!("http://{}", self.grpc))
+            .await
+            .expect("connect to sluice")
+    }
+
+    pub async fn channel(&self) -> Channel {
+        tonic::transport::Endpoint::from_shared(format!("http://{}", self.grpc))
+            .expect("endpoint")
+            .connect()
+            .await
+            .expect("connect to sluice")
+    }
+
+    pub fn config_path(&self, name: &str) -> PathBuf {
+        self.config_dir.join(name)
+    }
+
+    pub async fn http_get(&self, path: &str) -> (u16, String) {
+        http_request(self.http, "GET", path, "").await
+    }
+
+    pub async fn http_post(&self, path: &str, body: &str) -> (u16, String) {
+        http_request(self.http, "POST", path, body).await
+    }
+
+    /// Wait until `/healthcheck` answers 200.
+    pub async fn wait_healthy(&self, timeout: Duration) -> bool {
+        let deadline = Instant::now() + timeout;
+        while Instant::now() < deadline {
+            if self.http_get("/healthcheck").await.0 == 200 {
+                return true;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        false
+    }
+
+    /// Read one Prometheus sample (exact name including labels), 0 when absent.
+    pub async fn metric(&self, series: &str) -> f64 {
+        let (_, body) = self.http_get("/metrics").await;
+        metric_value(&body, series).unwrap_or(0.0)
+    }
+}
