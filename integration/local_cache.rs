@@ -188,7 +188,10 @@ async fn stop_increment_their_scenario_on_both_stores() {
         .await;
     their_scenario(&s, true).await;
     // Memory store, without it: key2 keeps counting.
-    let s = in_process().file("another.yaml", their_rules()).start().await;
+    let s = in_process()
+        .file("another.yaml", their_rules())
+        .start()
+        .await;
     their_scenario(&s, false).await;
     // Redis, the flag, with and without the local cache (its denials hold the others too).
     for cache in ["0", "1048576"] {

@@ -22,7 +22,8 @@ use std::time::{Duration, Instant};
 
 use clap::Parser;
 use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_service_client::RateLimitServiceClient;
-use sluice::limit::{Clock, ManualClock};
+use sluice::limit::Clock;
+pub use sluice::limit::ManualClock;
 use sluice::server::{self, Listeners, ServerError};
 use sluice::settings::{Cli, Command, Settings};
 use tempfile::TempDir;
@@ -51,6 +52,11 @@ pub fn settings(args: &[String], env: &BTreeMap<String, String>) -> Result<Setti
     Settings::resolve(&serve, &|name| env.get(name).cloned()).map_err(|e| e.to_string())
 }
 
+/// A clock at [`T0_MS`], to share between instances ([`Builder::clock`]).
+pub fn test_clock() -> Arc<ManualClock> {
+    Arc::new(ManualClock::new(T0_MS))
+}
+
 pub struct Builder {
     files: Vec<(String, String)>,
     args: Vec<String>,
@@ -66,7 +72,7 @@ pub fn in_process() -> Builder {
         files: Vec::new(),
         args: Vec::new(),
         env: BTreeMap::new(),
-        clock: Arc::new(ManualClock::new(T0_MS)),
+        clock: test_clock(),
         redis_time: false,
     }
 }
@@ -237,7 +243,8 @@ impl Server {
 
     /// Move the server's time forward.
     pub fn advance(&self, by: Duration) {
-        self.clock.advance(u64::try_from(by.as_millis()).expect("ms"));
+        self.clock
+            .advance(u64::try_from(by.as_millis()).expect("ms"));
     }
 
     /// The server's time, in milliseconds since the Unix epoch.
