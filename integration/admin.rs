@@ -1,7 +1,7 @@
 //! The admin listener: a descriptor's state per limit, peeked without charging (`GET
-//! /state`) and reset (`DELETE /state`), on the memory store and on a real redis-server, and
-//! its errors, in process; turning it off, its log lines and its address through the real
-//! binary.
+//! /state`) and reset (`DELETE /state`), on the memory store and on a real redis-server,
+//! its errors, its log lines and turning it off, in process; its address when taken, through
+//! the real binary.
 
 use std::net::SocketAddr;
 use std::time::Duration;
@@ -195,7 +195,7 @@ async fn descriptors_without_a_rule_and_bad_queries_are_refused() {
 
 #[tokio::test]
 async fn the_admin_listener_can_be_turned_off() {
-    let s = sluice()
+    let s = in_process()
         .file("shop.yaml", RULES)
         .arg("--admin-addr")
         .arg("off")
@@ -214,7 +214,7 @@ async fn the_admin_listener_can_be_turned_off() {
 
 #[tokio::test]
 async fn resets_are_logged() {
-    let s = sluice().file("shop.yaml", RULES).start().await;
+    let s = in_process().file("shop.yaml", RULES).start().await;
     let (code, _) = admin(s.admin, "DELETE", "domain=shop&descriptor=user=dave").await;
     assert_eq!(code, 200);
     assert!(

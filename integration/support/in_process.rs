@@ -17,19 +17,21 @@
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::path::PathBuf;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use clap::Parser;
 use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_service_client::RateLimitServiceClient;
 use sluice::limit::Clock;
 pub use sluice::limit::ManualClock;
-use sluice::server::{self, Listeners, ServerError};
+use sluice::server::{self, Listeners};
 use sluice::settings::{Cli, Command, Settings};
 use tempfile::TempDir;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 use tonic::transport::Channel;
+use tracing::Dispatch;
+use tracing_subscriber::EnvFilter;
 
 use super::http::{http_request, metric_value};
 use super::sluice::{Client, HEALTHY_WITHIN};
@@ -57,22 +59,39 @@ pub fn test_clock() -> Arc<ManualClock> {
     Arc::new(ManualClock::new(T0_MS))
 }
 
+/// Time passing at the wall clock's pace, starting at [`T0_MS`] when made.
+pub struct RunningClock(Instant);
+
+pub fn running_clock() -> Arc<RunningClock> {
+    Arc::new(RunningClock(Instant::now()))
+}
+
+impl Clock for RunningClock {
+    fn now_ms(&self) -> u64 {
+        T0_MS + u64::try_from(self.0.elapsed().as_millis()).unwrap_or(u64::MAX / 2)
+    }
+}
+
 pub struct Builder {
     files: Vec<(String, String)>,
     args: Vec<String>,
     env: BTreeMap<String, String>,
-    clock: Arc<ManualClock>,
+    clock: Arc<dyn Clock>,
+    /// The same clock when it is one the test moves.
+    manual: Option<Arc<ManualClock>>,
     redis_time: bool,
 }
 
 /// An in-process sluice with the default listeners on loopback port 0 (the admin one too),
 /// and its own clock at [`T0_MS`].
 pub fn in_process() -> Builder {
+    let clock = test_clock();
     Builder {
         files: Vec::new(),
         args: Vec::new(),
         env: BTreeMap::new(),
-        clock: test_clock(),
+        clock: clock.clone(),
+        manual: Some(clock),
         redis_time: false,
     }
 }
@@ -121,7 +140,17 @@ impl Builder {
 
     /// Share `clock` (several instances on one Redis see the same time).
     pub fn clock(mut self, clock: Arc<ManualClock>) -> Self {
+        self.clock = clock.clone();
+        self.manual = Some(clock);
+        self
+    }
+
+    /// Share a clock that runs at the wall clock's pace from [`T0_MS`] ([`running_clock`]):
+    /// for tests whose subject needs time to pass (rates measured by the local view) but
+    /// must not meet a window boundary.
+    pub fn running(mut self, clock: Arc<RunningClock>) -> Self {
         self.clock = clock;
+        self.manual = None;
         self
     }
 
@@ -150,52 +179,130 @@ impl Builder {
             }
             std::fs::write(p, content).map_err(|e| e.to_string())?;
         }
-        let mut args: Vec<String> = vec![
-            "--config".into(),
-            config.display().to_string(),
-            "--grpc-addr".into(),
-            "127.0.0.1:0".into(),
-            "--http-addr".into(),
-            "127.0.0.1:0".into(),
-            "--admin-addr".into(),
-            "127.0.0.1:0".into(),
-        ];
-        let uses_redis = self.args.iter().any(|a| a.starts_with("--redis-url"))
-            || self.env.contains_key("REDIS_URL");
-        if uses_redis && !self.redis_time {
+        // Loopback port 0 for every listener, unless the test says otherwise.
+        let given = |flag: &str| {
+            self.args
+                .iter()
+                .any(|a| a == flag || a.starts_with(&format!("{flag}=")))
+        };
+        let mut args: Vec<String> = vec!["--config".into(), config.display().to_string()];
+        for flag in ["--grpc-addr", "--http-addr", "--admin-addr"] {
+            if !given(flag) {
+                args.extend([flag.into(), "127.0.0.1:0".into()]);
+            }
+        }
+        let uses_redis = given("--redis-url") || self.env.contains_key("REDIS_URL");
+        if uses_redis && !self.redis_time && !given("--redis-time-source") {
             args.extend(["--redis-time-source".into(), "local".into()]);
         }
         args.extend(self.args);
         let settings = settings(&args, &self.env)?;
-        let listeners = Listeners::bind(&settings)
-            .await
-            .map_err(|e| format!("bind: {e}"))?;
-        let addr = |b: &server::Bound| b.local_addr().map_err(|e| e.to_string());
-        let grpc = addr(&listeners.grpc)?;
-        let http = addr(&listeners.http)?;
-        let admin = listeners.admin.as_ref().map(addr).transpose()?;
-        let debug = listeners.debug.as_ref().map(addr).transpose()?;
-        let metrics = match &listeners.metrics {
-            Some(m) => Some(m.local_addr().map_err(|e| e.to_string())?),
-            None => None,
-        };
+        let logs = Logs::default();
+        let runtime = runtime(&settings, &logs)?;
         let shutdown = CancellationToken::new();
-        let clock: Arc<dyn Clock> = self.clock.clone();
-        let task = tokio::spawn(server::run(settings, listeners, shutdown.clone(), clock));
+        let (bound_tx, bound_rx) = tokio::sync::oneshot::channel();
+        let task = runtime.spawn({
+            let shutdown = shutdown.clone();
+            let clock = self.clock.clone();
+            async move {
+                let listeners = match Listeners::bind(&settings).await {
+                    Ok(l) => l,
+                    Err(e) => {
+                        let message = format!("bind: {e}");
+                        let _ = bound_tx.send(Err(message.clone()));
+                        return Err(message);
+                    }
+                };
+                let _ = bound_tx.send(addresses(&listeners));
+                server::run(settings, listeners, shutdown, clock)
+                    .await
+                    .map_err(|e| e.to_string())
+            }
+        });
+        let addrs = bound_rx
+            .await
+            .map_err(|_| "the server task ended before binding".to_string())??;
         let mut s = Server {
-            grpc,
-            http,
-            admin,
-            debug,
-            metrics,
+            grpc: addrs.grpc,
+            http: addrs.http,
+            admin: addrs.admin,
+            debug: addrs.debug,
+            metrics: addrs.metrics,
             config_dir: config,
-            clock: self.clock,
+            clock: self.manual,
+            logs,
             shutdown,
             task: Some(task),
+            runtime: Some(runtime),
             _dir: dir,
         };
         s.wait_serving().await?;
         Ok(s)
+    }
+}
+
+struct Addresses {
+    grpc: SocketAddr,
+    http: SocketAddr,
+    admin: Option<SocketAddr>,
+    debug: Option<SocketAddr>,
+    metrics: Option<SocketAddr>,
+}
+
+fn addresses(l: &Listeners) -> Result<Addresses, String> {
+    let addr = |b: &server::Bound| b.local_addr().map_err(|e| e.to_string());
+    Ok(Addresses {
+        grpc: addr(&l.grpc)?,
+        http: addr(&l.http)?,
+        admin: l.admin.as_ref().map(addr).transpose()?,
+        debug: l.debug.as_ref().map(addr).transpose()?,
+        metrics: match &l.metrics {
+            Some(m) => Some(m.local_addr().map_err(|e| e.to_string())?),
+            None => None,
+        },
+    })
+}
+
+/// The server's own runtime, as the binary has one: the test's calls and the server's work
+/// run concurrently, a test blocking its thread does not stop the server, and the
+/// server's log (JSON lines, at its `--log-level`) is kept for the test, from every thread of
+/// this runtime and no other.
+fn runtime(settings: &Settings, logs: &Logs) -> Result<tokio::runtime::Runtime, String> {
+    let filter = EnvFilter::new(format!("warn,sluice={}", settings.log_level));
+    let sink = logs.clone();
+    let subscriber = tracing_subscriber::fmt()
+        .json()
+        .flatten_event(true)
+        .with_env_filter(filter)
+        .with_writer(move || sink.clone())
+        .finish();
+    let dispatch = Dispatch::new(subscriber);
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .on_thread_start(move || {
+            // The thread's default for its whole life (it belongs to this runtime only).
+            std::mem::forget(tracing::dispatcher::set_default(&dispatch));
+        })
+        .build()
+        .map_err(|e| format!("runtime: {e}"))
+}
+
+/// The log lines of one server.
+#[derive(Clone, Default)]
+struct Logs(Arc<Mutex<Vec<String>>>);
+
+impl std::io::Write for Logs {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        // The formatter writes each event whole.
+        let text = String::from_utf8_lossy(buf);
+        let mut lines = self.0.lock().unwrap();
+        lines.extend(text.lines().map(String::from));
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
     }
 }
 
@@ -207,16 +314,21 @@ pub struct Server {
     pub debug: Option<SocketAddr>,
     pub metrics: Option<SocketAddr>,
     pub config_dir: PathBuf,
-    clock: Arc<ManualClock>,
+    clock: Option<Arc<ManualClock>>,
+    logs: Logs,
     shutdown: CancellationToken,
-    task: Option<JoinHandle<Result<(), ServerError>>>,
+    task: Option<JoinHandle<Result<(), String>>>,
+    runtime: Option<tokio::runtime::Runtime>,
     _dir: TempDir,
 }
 
 impl Drop for Server {
     fn drop(&mut self) {
-        // `run` drains and stops its background tasks on its own.
         self.shutdown.cancel();
+        // Dropped from the test's async context, where a runtime may not block.
+        if let Some(r) = self.runtime.take() {
+            r.shutdown_background();
+        }
     }
 }
 
@@ -229,27 +341,50 @@ impl Server {
                 return Ok(());
             }
             if self.task.as_ref().is_some_and(|t| t.is_finished()) {
-                return Err(format!("server::run ended: {:?}", self.stop().await));
+                let ended = self.stop().await;
+                return Err(format!(
+                    "server::run ended: {ended:?}\n{}",
+                    self.logs().join("\n")
+                ));
             }
             tokio::time::sleep(Duration::from_millis(5)).await;
         }
         Err(format!("not serving within {HEALTHY_WITHIN:?}"))
     }
 
-    /// The clock the server reads.
+    /// The clock the server reads (unless it runs on a [`RunningClock`]).
     pub fn clock(&self) -> &Arc<ManualClock> {
-        &self.clock
+        self.clock
+            .as_ref()
+            .expect("a manual clock (not a RunningClock)")
     }
 
     /// Move the server's time forward.
     pub fn advance(&self, by: Duration) {
-        self.clock
+        self.clock()
             .advance(u64::try_from(by.as_millis()).expect("ms"));
     }
 
     /// The server's time, in milliseconds since the Unix epoch.
     pub fn now_ms(&self) -> u64 {
-        self.clock.now_ms()
+        self.clock().now_ms()
+    }
+
+    /// Every log line so far (JSON, as the binary writes with `--log-format json`).
+    pub fn logs(&self) -> Vec<String> {
+        self.logs.0.lock().unwrap().clone()
+    }
+
+    /// Wait until a log line contains `needle`.
+    pub async fn wait_log(&self, needle: &str, timeout: Duration) -> bool {
+        let deadline = Instant::now() + timeout;
+        while Instant::now() < deadline {
+            if self.logs().iter().any(|l| l.contains(needle)) {
+                return true;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        false
     }
 
     /// Shut down (drain as on SIGTERM) and return what `run` returned.
@@ -257,7 +392,7 @@ impl Server {
         self.shutdown.cancel();
         match self.task.take() {
             Some(t) => match t.await {
-                Ok(r) => r.map_err(|e| e.to_string()),
+                Ok(r) => r,
                 Err(e) => Err(format!("server task: {e}")),
             },
             None => Ok(()),
