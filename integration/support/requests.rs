@@ -108,20 +108,6 @@ pub fn header<'a>(r: &'a RateLimitResponse, name: &str) -> Option<&'a str> {
         .map(|h| h.value.as_str())
 }
 
-/// Sleep until at least `margin` seconds remain in the current epoch-aligned window of
-/// `unit_secs`, so a short test never straddles a boundary.
-pub async fn avoid_boundary(unit_secs: u64, margin: u64) {
-    let now = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap_or_default();
-    let into = now.as_secs() % unit_secs;
-    if unit_secs - into <= margin {
-        let wait = Duration::from_secs(unit_secs - into)
-            - Duration::from_nanos(u64::from(now.subsec_nanos()));
-        tokio::time::sleep(wait + Duration::from_millis(50)).await;
-    }
-}
-
 pub fn write(path: &Path, content: &str) {
     std::fs::write(path, content).expect("write file");
 }
