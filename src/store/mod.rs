@@ -14,18 +14,41 @@ use std::future::Future;
 
 use crate::limit::{Charge, Check, LimitResult, LimitSpec, StateTag};
 
+/// What went wrong below a store, kept as the error's `source()`: the backend's own error
+/// (a Redis error, to downcast), or a message where there is none (`"…".into()`).
+pub type Cause = Box<dyn std::error::Error + Send + Sync>;
+
+/// A backend's error with what it was doing in front (`"{context}: {source}"`), the error
+/// kept as the source.
+#[derive(Debug, thiserror::Error)]
+#[error("{context}: {source}")]
+pub struct Context {
+    pub context: &'static str,
+    #[source]
+    pub source: Cause,
+}
+
+impl Context {
+    pub fn cause(context: &'static str, source: impl Into<Cause>) -> Cause {
+        Box::new(Context {
+            context,
+            source: source.into(),
+        })
+    }
+}
+
 /// Why a store could not decide. Mapped to gRPC `UNAVAILABLE` by the service.
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
     /// The backend is not connected (startup, or reconnecting after a failure).
     #[error("store unavailable: {0}")]
-    Unavailable(String),
+    Unavailable(#[source] Cause),
     /// The backend did not answer within the configured timeout.
     #[error("store timed out after {0:?}")]
     Timeout(std::time::Duration),
     /// The backend answered with an error.
     #[error("store error: {0}")]
-    Backend(String),
+    Backend(#[source] Cause),
     /// An error of one of several stores (the per-second Redis), named.
     #[error("{store}: {error}")]
     In {

@@ -56,7 +56,7 @@ impl RedisStore {
         let sizes: Vec<usize> = calls.iter().map(|c| c.limits).collect();
         // The breaker: with no live connection, fail now rather than connect or wait.
         let Some(lease) = self.ring.pick() else {
-            return Err(StoreError::Unavailable("redis is not connected".to_owned()));
+            return Err(StoreError::Unavailable("redis is not connected".into()));
         };
         let values = match tokio::time::timeout(timeout, self.exec(lease.conn.clone(), calls)).await
         {
@@ -66,16 +66,16 @@ impl RedisStore {
             }
             Ok(Err(e)) if is_connection_error(&e) => {
                 self.ring.broken(&lease);
-                return Err(StoreError::Unavailable(e.to_string()));
+                return Err(StoreError::Unavailable(e.into()));
             }
             Ok(Err(e)) if e.code().is_some_and(health::is_refusal) => {
                 self.refusals.refused();
-                return Err(StoreError::Unavailable(e.to_string()));
+                return Err(StoreError::Unavailable(e.into()));
             }
             Ok(Err(e)) if matches!(e.kind(), ErrorKind::Server(k) if is_transient(k)) => {
-                return Err(StoreError::Unavailable(e.to_string()));
+                return Err(StoreError::Unavailable(e.into()));
             }
-            Ok(Err(e)) => return Err(StoreError::Backend(e.to_string())),
+            Ok(Err(e)) => return Err(StoreError::Backend(e.into())),
             Ok(Ok(values)) => values,
         };
         self.ring.succeeded(&lease);
@@ -93,22 +93,20 @@ impl RedisStore {
                     // reconnect so the name is resolved again.
                     Some(ServerErrorKind::ReadOnly) => {
                         self.ring.broken(&lease);
-                        return Err(StoreError::Unavailable(e.to_string()));
+                        return Err(StoreError::Unavailable(e.clone().into()));
                     }
                     Some(k) if is_transient(k) => {
-                        return Err(StoreError::Unavailable(e.to_string()));
+                        return Err(StoreError::Unavailable(e.clone().into()));
                     }
-                    _ if refused => return Err(StoreError::Unavailable(e.to_string())),
+                    _ if refused => return Err(StoreError::Unavailable(e.clone().into())),
                     _ => {}
                 }
             }
         }
         if values.len() != sizes.len() {
-            return Err(StoreError::Backend(format!(
-                "expected {} replies, got {}",
-                sizes.len(),
-                values.len()
-            )));
+            return Err(StoreError::Backend(
+                format!("expected {} replies, got {}", sizes.len(), values.len()).into(),
+            ));
         }
         let mut out = Vec::with_capacity(sizes.len());
         for (&limits, value) in sizes.iter().zip(&values) {

@@ -50,11 +50,14 @@ impl RedisStore {
         }
         let reply: Vec<i64> = self.quota_call(inv).await?;
         if reply.len() != reports.len() * 4 {
-            return Err(StoreError::Backend(format!(
-                "quota script answered {} values for {} buckets",
-                reply.len(),
-                reports.len()
-            )));
+            return Err(StoreError::Backend(
+                format!(
+                    "quota script answered {} values for {} buckets",
+                    reply.len(),
+                    reports.len()
+                )
+                .into(),
+            ));
         }
         let n = |v: i64| u64::try_from(v).unwrap_or(0);
         out.extend(reply.chunks_exact(4).map(|c| Grant {
@@ -112,7 +115,7 @@ impl RedisStore {
         let lease = self
             .ring
             .pick()
-            .ok_or_else(|| StoreError::Unavailable("redis is not connected".to_owned()))?;
+            .ok_or_else(|| StoreError::Unavailable("redis is not connected".into()))?;
         let call = async {
             match &lease.conn {
                 Conn::Single(batcher) => inv.invoke_async::<T>(&mut batcher.connection()).await,
@@ -120,9 +123,9 @@ impl RedisStore {
             }
             .map_err(|e| {
                 if is_connection_error(&e) {
-                    StoreError::Unavailable(e.to_string())
+                    StoreError::Unavailable(e.into())
                 } else {
-                    StoreError::Backend(e.to_string())
+                    StoreError::Backend(e.into())
                 }
             })
         };
