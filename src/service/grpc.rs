@@ -92,13 +92,11 @@ fn deadline(headers: &http::HeaderMap, arrived: Instant) -> Option<Instant> {
     arrived.checked_add(timeout)
 }
 
-const EXPIRED: &str = "the caller's deadline (grpc-timeout) passed before an answer";
-
 /// A call whose deadline passed before it reached the service: counted, not worked on.
 fn expired(service: &RateLimitService) -> Status {
     service.metrics().total_requests.inc();
     service.metrics().deadline_exceeded.inc();
-    Status::deadline_exceeded(EXPIRED)
+    ServiceError::DeadlineExceeded.to_status()
 }
 
 impl NamedService for RateLimitServer {
@@ -126,7 +124,7 @@ impl Service<http::Request<Body>> for RateLimitServer {
         let in_flight = self.in_flight.clone();
         Box::pin(async move {
             if req.uri().path() != SHOULD_RATE_LIMIT {
-                return Ok(Status::unimplemented("unknown method").into_http());
+                return Ok(ServiceError::UnknownMethod.to_status().into_http());
             }
             let arrived = Instant::now();
             let deadline = deadline(req.headers(), arrived);
@@ -138,11 +136,9 @@ impl Service<http::Request<Body>> for RateLimitServer {
                 service.metrics().total_requests.inc();
                 service.metrics().shed.inc();
                 tracing::debug!(max_in_flight = limits.max_in_flight, "call shed");
-                return Ok(Status::resource_exhausted(format!(
-                    "overloaded: {} calls in flight (--max-in-flight)",
-                    limits.max_in_flight
-                ))
-                .into_http());
+                return Ok(ServiceError::Overloaded(limits.max_in_flight)
+                    .to_status()
+                    .into_http());
             };
             let max = limits.max_request_bytes;
             let mut grpc = Grpc::new(RequestCodec(service.clone()))
@@ -155,7 +151,7 @@ impl Service<http::Request<Body>> for RateLimitServer {
                     Err(_) => {
                         // Counted as a call already if it reached the service.
                         service.metrics().deadline_exceeded.inc();
-                        Status::deadline_exceeded(EXPIRED).into_http()
+                        ServiceError::DeadlineExceeded.to_status().into_http()
                     }
                 },
             };
@@ -242,7 +238,7 @@ impl Encoder for ResponseEncoder {
     fn encode(&mut self, item: RateLimitResponse, buf: &mut EncodeBuf<'_>) -> Result<(), Status> {
         // The buffer grows as needed; encoding into it cannot run out of room.
         item.encode(buf)
-            .map_err(|e| Status::internal(format!("encoding the response: {e}")))
+            .map_err(|e| ServiceError::Encoding(e.to_string()).to_status())
     }
 }
 

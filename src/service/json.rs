@@ -56,9 +56,15 @@ pub async fn handle(service: &RateLimitService, body: &[u8]) -> Reply {
             | ServiceError::Malformed(_)
             | ServiceError::TooLarge),
         ) => text(Outcome::BadRequest, format!("Bad Request: {e}\n")),
-        Err(e @ (ServiceError::Store(_) | ServiceError::NoConfig)) => {
-            text(Outcome::Unavailable, format!("{e}\n"))
-        }
+        // (The last four are the gRPC transport's, never `should_rate_limit`'s.)
+        Err(
+            e @ (ServiceError::Store(_)
+            | ServiceError::NoConfig
+            | ServiceError::DeadlineExceeded
+            | ServiceError::Overloaded(_)
+            | ServiceError::UnknownMethod
+            | ServiceError::Encoding(_)),
+        ) => text(Outcome::Unavailable, format!("{e}\n")),
     }
 }
 

@@ -62,21 +62,42 @@ pub enum ServiceError {
     /// (with `FORCE_START_WITHOUT_INITIAL_CONFIG`). Their message.
     #[error("no rate limit configuration loaded")]
     NoConfig,
+    /// The caller's deadline passed before an answer (before the call was read, or while
+    /// it was worked on).
+    #[error("the caller's deadline (grpc-timeout) passed before an answer")]
+    DeadlineExceeded,
+    /// Shed: `--max-in-flight` calls were already being worked on.
+    #[error("overloaded: {0} calls in flight (--max-in-flight)")]
+    Overloaded(usize),
+    /// A method of the rate limit service this server does not have.
+    #[error("unknown method")]
+    UnknownMethod,
+    /// The response could not be encoded (the buffer grows as needed: not expected).
+    #[error("encoding the response: {0}")]
+    Encoding(String),
 }
 
 impl ServiceError {
-    /// The gRPC status for this error: bad input is the client's problem
-    /// (`INVALID_ARGUMENT`, `RESOURCE_EXHAUSTED` when too big); a store failure is
-    /// `UNAVAILABLE`, so Envoy's `failure_mode_deny` decides. So is a missing config: the
-    /// server cannot decide yet (envoyproxy/ratelimit answers `UNKNOWN` with the same
-    /// message; Envoy treats every error status alike).
+    /// The gRPC status for this error, for `ShouldRateLimit` and RLQS streams alike: bad
+    /// input is the client's problem (`INVALID_ARGUMENT`, `RESOURCE_EXHAUSTED` when too
+    /// big); a store failure is `UNAVAILABLE`, so Envoy's `failure_mode_deny` decides. So is
+    /// a missing config: the server cannot decide yet (envoyproxy/ratelimit answers
+    /// `UNKNOWN` with the same message; Envoy treats every error status alike). A call
+    /// shed under overload is `RESOURCE_EXHAUSTED`, one past its deadline
+    /// `DEADLINE_EXCEEDED`, as gRPC names them.
     pub fn to_status(&self) -> tonic::Status {
+        let message = self.to_string();
         match self {
-            ServiceError::InvalidArgument(m) => tonic::Status::invalid_argument(m.clone()),
-            ServiceError::Malformed(_) => tonic::Status::invalid_argument(self.to_string()),
-            ServiceError::TooLarge => tonic::Status::resource_exhausted(self.to_string()),
-            ServiceError::Store(e) => tonic::Status::unavailable(e.to_string()),
-            ServiceError::NoConfig => tonic::Status::unavailable(self.to_string()),
+            ServiceError::InvalidArgument(_) | ServiceError::Malformed(_) => {
+                tonic::Status::invalid_argument(message)
+            }
+            ServiceError::TooLarge | ServiceError::Overloaded(_) => {
+                tonic::Status::resource_exhausted(message)
+            }
+            ServiceError::Store(_) | ServiceError::NoConfig => tonic::Status::unavailable(message),
+            ServiceError::DeadlineExceeded => tonic::Status::deadline_exceeded(message),
+            ServiceError::UnknownMethod => tonic::Status::unimplemented(message),
+            ServiceError::Encoding(_) => tonic::Status::internal(message),
         }
     }
 }
@@ -283,6 +304,13 @@ impl RateLimitService {
                 self.metrics.redis_error.inc();
                 tracing::debug!(domain = %req.domain, error = %e, "store error");
             }
+            // The gRPC transport's own refusals, counted where they happen.
+            Err(
+                ServiceError::DeadlineExceeded
+                | ServiceError::Overloaded(_)
+                | ServiceError::UnknownMethod
+                | ServiceError::Encoding(_),
+            ) => {}
         }
         result
     }

@@ -38,8 +38,8 @@ use super::bucket::{action_name, assign, bucket_descriptor};
 use crate::limit::StateTag;
 use crate::metrics::quota::UNKNOWN_DOMAIN;
 use crate::quota::{self, Assignment, Policy, Quota};
-use crate::service::ActiveConfig;
 use crate::service::proto::Entry;
+use crate::service::{ActiveConfig, ServiceError};
 use crate::store::quota::{QuotaReport, QuotaStore, Subscriber};
 
 type Out = Sender<Result<RateLimitQuotaResponse, Status>>;
@@ -117,11 +117,11 @@ impl Stream {
                     // tonic's decoder says INTERNAL for bytes that are not the message: the
                     // client's fault, as gRPC names it.
                     Err(e) if e.code() == Code::Internal => {
-                        let status = Status::invalid_argument(format!(
+                        let e = ServiceError::InvalidArgument(format!(
                             "malformed RateLimitQuotaUsageReports: {}",
                             e.message()
                         ));
-                        self.refuse(status, &tx).await;
+                        self.refuse(e, &tx).await;
                         break;
                     }
                     Err(_) => break,
@@ -136,26 +136,31 @@ impl Stream {
         }
     }
 
-    async fn refuse(&self, status: Status, tx: &Out) {
+    async fn refuse(&self, e: ServiceError, tx: &Out) {
         let m = &self.shared.service.metrics.quota;
         m.errors.with_label_values(&["invalid"]).inc();
-        tracing::debug!(stream = %self.id, error = %status.message(), "RLQS stream refused");
-        let _ = tx.send(Err(status)).await;
+        tracing::debug!(stream = %self.id, error = %e, "RLQS stream refused");
+        let _ = tx.send(Err(e.to_status())).await;
     }
 
-    async fn on_report(&mut self, m: RateLimitQuotaUsageReports, tx: &Out) -> Result<(), Status> {
+    async fn on_report(
+        &mut self,
+        m: RateLimitQuotaUsageReports,
+        tx: &Out,
+    ) -> Result<(), ServiceError> {
         let shared = self.shared.clone();
         let limits = &shared.service.settings.limits;
         let active = arc_swap::Guard::into_inner(self.shared.service.config());
         match &self.domain {
             None => {
                 if m.domain.is_empty() {
-                    return Err(Status::invalid_argument(
-                        "the first RateLimitQuotaUsageReports of a stream must name its domain",
+                    return Err(ServiceError::InvalidArgument(
+                        "the first RateLimitQuotaUsageReports of a stream must name its domain"
+                            .into(),
                     ));
                 }
                 if m.domain.len() > limits.max_value_bytes {
-                    return Err(Status::invalid_argument(format!(
+                    return Err(ServiceError::InvalidArgument(format!(
                         "domain over --max-value-bytes ({})",
                         limits.max_value_bytes
                     )));
@@ -168,7 +173,7 @@ impl Stream {
                 self.domain = Some(m.domain.clone());
             }
             Some(d) if !m.domain.is_empty() && *d != m.domain => {
-                return Err(Status::invalid_argument(format!(
+                return Err(ServiceError::InvalidArgument(format!(
                     "domain changed from '{d}' to '{}' within a stream; open a new stream for \
                      another domain",
                     m.domain
@@ -191,12 +196,12 @@ impl Stream {
         let mut batch = Vec::with_capacity(m.bucket_quota_usages.len());
         for u in m.bucket_quota_usages {
             let Some(id) = u.bucket_id.filter(|b| !b.bucket.is_empty()) else {
-                return Err(Status::invalid_argument(
-                    "a BucketQuotaUsage without a bucket_id (or with an empty one)",
+                return Err(ServiceError::InvalidArgument(
+                    "a BucketQuotaUsage without a bucket_id (or with an empty one)".into(),
                 ));
             };
             if id.bucket.len() > limits.max_entries {
-                return Err(Status::invalid_argument(format!(
+                return Err(ServiceError::InvalidArgument(format!(
                     "bucket_id over --max-entries ({})",
                     limits.max_entries
                 )));
@@ -204,14 +209,17 @@ impl Stream {
             if id.bucket.iter().any(|(k, v)| {
                 k.is_empty() || k.len() > limits.max_key_bytes || v.len() > limits.max_value_bytes
             }) {
-                return Err(Status::invalid_argument(
+                return Err(ServiceError::InvalidArgument(
                     "bucket_id with an empty key, or a key or value over --max-key-bytes / \
-                     --max-value-bytes",
+                     --max-value-bytes"
+                        .into(),
                 ));
             }
             let elapsed_ms = match u.time_elapsed {
                 Some(d) if d.seconds < 0 || d.nanos < 0 => {
-                    return Err(Status::invalid_argument("negative time_elapsed"));
+                    return Err(ServiceError::InvalidArgument(
+                        "negative time_elapsed".into(),
+                    ));
                 }
                 Some(d) => Some(
                     u64::try_from(d.seconds)
