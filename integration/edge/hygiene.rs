@@ -89,7 +89,7 @@ async fn idle_and_half_open_connections_are_closed_within_their_timeouts() {
     }
 
     // Well past the 1 s the flags set, and well short of the defaults (a 10 s header
-    // timeout, a 300 s idle timeout): a flag that were ignored leaves connections open.
+    // timeout, a 300 s idle timeout): a flag that was ignored would leave connections open.
     let started = Instant::now();
     let results =
         futures::future::join_all(idle.into_iter().map(|c| closed_within(c, WITHIN))).await;

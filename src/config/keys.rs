@@ -6,8 +6,8 @@
 //! belongs to, and a key may not repeat within one map. Errors are raised at the offending
 //! node so serde_yaml stamps its position.
 //!
-//! Why this file is long: the walk is one serde pass with a seed and visitor per node kind
-//! (top level, map key, value, list element); apart, they would hide how levels nest.
+//! The walk is one serde pass with a seed and visitor per node kind (top level, map key,
+//! value, list element), kept in one file: apart, they would hide how levels nest.
 
 use std::collections::HashSet;
 use std::fmt;

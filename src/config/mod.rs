@@ -381,7 +381,8 @@ pub struct Rule {
     pub replaces: Box<[Arc<str>]>,
     pub shadow_mode: bool,
     pub quota_mode: bool,
-    /// `consistency`; `None`: not written (`--consistency` applies where sound).
+    /// `consistency`: `None` when not written (the `--consistency` default applies where it
+    /// is sound, see `Consistency::sound_for`).
     pub consistency: Option<crate::limit::Consistency>,
     /// `metadata` as a JSON object, returned in dynamic metadata for passed descriptors.
     pub metadata: Option<Arc<serde_json::Map<String, serde_json::Value>>>,
