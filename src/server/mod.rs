@@ -3,10 +3,10 @@
 //!
 //! [`run`] takes already-bound listeners, so tests bind port 0 and read the addresses, and
 //! the clock every part reads time from (the binary passes the system clock; tests a
-//! `limit::ManualClock` they move). It reads as its steps: load the config, build the store and the service, start health and
-//! the background tasks (config sources among them), serve, and drain on shutdown
-//! (`shutdown.rs`). Protocol types stay in `service`: this module only adds the services it
-//! is given to its routers.
+//! `limit::ManualClock` they move). It reads as its steps: load the config, build the store
+//! and the service, start health and the background tasks (config sources among them),
+//! serve, and drain on shutdown (`shutdown.rs`). Protocol types stay in `service`: this
+//! module only adds the services it is given to its routers.
 //!
 //! The initial config, as envoyproxy/ratelimit loads it: rule files with an error do not
 //! stop the server; it serves, every call fails with "no rate limit configuration loaded"
