@@ -1,6 +1,6 @@
 //! `sluice check`, startup failures and the `ratelimit` alias, through the binary.
 
-use crate::support::cli::check;
+use crate::support::cli::{check, command};
 use crate::support::sluice::*;
 
 #[test]
@@ -111,6 +111,43 @@ fn merge_domains_flag() {
     );
     let (ok, out) = check(["--merge-domains", p]);
     assert!(ok, "{out}");
+}
+
+/// Their `MERGE_DOMAIN_CONFIG` (and the settings `check` and `explain` share with `serve`)
+/// is read as `serve` reads it: a value it refuses, they refuse too, as a usage error.
+#[test]
+fn check_and_explain_refuse_a_setting_serve_refuses() {
+    let dir = tempfile::TempDir::new().unwrap();
+    write(
+        &dir.path().join("a.yaml"),
+        "domain: d\ndescriptors:\n  - key: a\n    rate_limit: {unit: second, requests_per_unit: 1}\n",
+    );
+    write(
+        &dir.path().join("b.yaml"),
+        "domain: d\ndescriptors:\n  - key: b\n    rate_limit: {unit: second, requests_per_unit: 1}\n",
+    );
+    let p = dir.path().to_str().unwrap();
+    let explain = ["--config", p, "--domain", "d", "--descriptor", "a=1"];
+    for (sub, args) in [("check", &[p][..]), ("explain", &explain[..])] {
+        let out = command(sub)
+            .args(args)
+            .env("MERGE_DOMAIN_CONFIG", "maybe")
+            .output()
+            .expect("run sluice");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{sub}: {stderr}");
+        assert!(
+            stderr.contains("invalid setting MERGE_DOMAIN_CONFIG: 'maybe' is not a boolean"),
+            "{sub}: {stderr}"
+        );
+        // Their true merges the domain, as `--merge-domains` does.
+        let out = command(sub)
+            .args(args)
+            .env("MERGE_DOMAIN_CONFIG", "true")
+            .output()
+            .expect("run sluice");
+        assert!(out.status.success(), "{sub}: {out:?}");
+    }
 }
 
 #[tokio::test]

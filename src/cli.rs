@@ -3,27 +3,28 @@
 //! returns the process's exit status, so `main.rs` only dispatches. (`serve` stays in
 //! `main.rs`: it is the process itself — allocator, logging, runtime, signals.)
 //!
-//! The work is done elsewhere (`config` loads, `explain` explains, `client` asks); this
-//! module resolves what the command line leaves to the environment (`MERGE_DOMAIN_CONFIG`,
-//! `CACHE_KEY_PREFIX`, as envoyproxy/ratelimit's names) and maps results to exit codes.
+//! The work is done elsewhere (`config` loads, `explain` explains, `client` asks); the
+//! settings each command shares with `serve` (`--merge-domains`, `--config`,
+//! `--cache-key-prefix`, with their variables) come resolved from `settings`, as `serve`'s
+//! do. This module runs the command and maps its result to an exit code.
 
 use crate::config::{ConfigError, LoadOptions, RateLimitConfig};
 use crate::explain::{self, KeyLayout};
-use crate::settings::{CheckArgs, ExplainArgs, QueryArgs, parse_bool};
-use crate::store::redis::{DEFAULT_KEY_PREFIX, check_prefix};
+use crate::settings::{CheckArgs, CheckSettings, ExplainArgs, ExplainSettings, QueryArgs};
+use crate::store::redis::DEFAULT_KEY_PREFIX;
 
 /// Success.
 const OK: u8 = 0;
 /// The rules do not load (check, explain), or the answer is OVER_LIMIT (query).
 const FAILURE: u8 = 1;
-/// A bad argument (explain, query), or a query that got no answer.
-const USAGE: u8 = 2;
+/// A bad argument or setting (check, explain, query), or a query that got no answer.
+pub const USAGE: u8 = 2;
 
 /// `sluice check`: "all rate limit configs ok" and 0, or every error and 1.
-pub fn check(args: &CheckArgs) -> u8 {
+pub fn check(args: &CheckArgs, settings: &CheckSettings) -> u8 {
     let opts = LoadOptions {
-        max_file_bytes: args.max_config_file_bytes,
-        ..merge_domains(args.merge_domains)
+        max_file_bytes: settings.max_config_file_bytes,
+        merge_domains: settings.merge_domains,
     };
     match RateLimitConfig::load(&args.paths, &opts) {
         Ok(_) => {
@@ -39,26 +40,16 @@ pub fn check(args: &CheckArgs) -> u8 {
 
 /// `sluice explain`: 0 with the explanation, 1 when the rules do not load (printed as
 /// `check` prints them), 2 for a bad argument.
-pub fn explain(args: &ExplainArgs) -> u8 {
-    let prefix = args
+pub fn explain(args: &ExplainArgs, settings: &ExplainSettings) -> u8 {
+    let prefix = settings
         .cache_key_prefix
         .clone()
-        .or_else(|| {
-            std::env::var("CACHE_KEY_PREFIX")
-                .ok()
-                .filter(|p| !p.is_empty())
-        })
         .unwrap_or_else(|| DEFAULT_KEY_PREFIX.to_owned());
-    if let Err(e) = check_prefix(&prefix) {
-        eprintln!("sluice: {e}");
-        return USAGE;
-    }
-    let paths = if args.config.is_empty() {
-        vec!["config".into()]
-    } else {
-        args.config.clone()
+    let opts = LoadOptions {
+        merge_domains: settings.merge_domains,
+        ..LoadOptions::default()
     };
-    let config = match RateLimitConfig::load(&paths, &merge_domains(args.merge_domains)) {
+    let config = match RateLimitConfig::load(&settings.config_paths, &opts) {
         Ok(c) => c,
         Err(errors) => {
             print_config_errors(&errors);
@@ -118,17 +109,6 @@ pub fn query(args: &QueryArgs) -> u8 {
             eprintln!("sluice query: {e}");
             USAGE
         }
-    }
-}
-
-/// `--merge-domains`, or envoyproxy/ratelimit's `MERGE_DOMAIN_CONFIG`.
-fn merge_domains(flag: bool) -> LoadOptions {
-    let merge = flag
-        || std::env::var("MERGE_DOMAIN_CONFIG")
-            .is_ok_and(|v| parse_bool("MERGE_DOMAIN_CONFIG", &v).unwrap_or(false));
-    LoadOptions {
-        merge_domains: merge,
-        ..LoadOptions::default()
     }
 }
 

@@ -5,11 +5,10 @@ use std::process::ExitCode;
 use std::sync::Arc;
 
 use anyhow::Context;
-use clap::Parser;
 use sluice::cli;
 use sluice::limit::SystemClock;
 use sluice::server::{self, Listeners};
-use sluice::settings::{Cli, Command, LogFormat, Settings, invocation};
+use sluice::settings::{self, Error, Invocation, LogFormat, Settings};
 use tokio_util::sync::CancellationToken;
 use tracing_subscriber::EnvFilter;
 
@@ -19,23 +18,29 @@ use tracing_subscriber::EnvFilter;
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 fn main() -> ExitCode {
-    let cli = Cli::parse_from(invocation(std::env::args_os().collect()));
-    match cli.command {
-        Command::Check(args) => ExitCode::from(cli::check(&args)),
-        Command::Explain(args) => ExitCode::from(cli::explain(&args)),
-        Command::Query(args) => ExitCode::from(cli::query(&args)),
-        Command::Serve(args) => match serve(&args) {
+    // The one place the process's environment reaches the settings.
+    match settings::resolve(std::env::args_os(), &settings::process_env) {
+        Ok(Invocation::Check(args, s)) => ExitCode::from(cli::check(&args, &s)),
+        Ok(Invocation::Explain(args, s)) => ExitCode::from(cli::explain(&args, &s)),
+        Ok(Invocation::Query(args)) => ExitCode::from(cli::query(&args)),
+        Ok(Invocation::Serve(settings)) => match serve(*settings) {
             Ok(()) => ExitCode::SUCCESS,
             Err(e) => {
                 eprintln!("sluice: {e:#}");
                 ExitCode::FAILURE
             }
         },
+        Err(Error::CommandLine(e)) => e.exit(),
+        Err(Error::Setting { command, error }) => {
+            eprintln!("sluice: {error}");
+            // `serve` fails as any startup error does; the one-shot commands call a bad
+            // setting a usage error, as a bad argument.
+            ExitCode::from(if command == "serve" { 1 } else { cli::USAGE })
+        }
     }
 }
 
-fn serve(args: &sluice::settings::ServeArgs) -> anyhow::Result<()> {
-    let settings = Settings::from_env(args)?;
+fn serve(settings: Settings) -> anyhow::Result<()> {
     init_logging(&settings);
     let mut builder = tokio::runtime::Builder::new_multi_thread();
     if let Some(n) = settings.worker_threads {

@@ -1,247 +1,270 @@
 //! Command line and environment → one [`Settings`].
 //!
-//! Precedence for every setting: command-line flag, then its `SLUICE_*` variable (clap reads
-//! both), then the envoyproxy/ratelimit variable with the same meaning (so their manifests
-//! work unchanged), then the default. Compatibility variables are read through a lookup
-//! function rather than `std::env`, so tests can supply them.
+//! Every setting is declared once, as a field of a `settings!` struct (`declare.rs`): its
+//! flag, its `SLUICE_*` variable (the flag's name in upper case), envoyproxy/ratelimit's
+//! variables that also set it and how their values map, its default, its parser and its
+//! help (the field's doc comment). clap's arguments, `--help`, the README's tables of
+//! settings and the audit of their variables (`audit`) are read from those declarations.
+//!
+//! Precedence for every setting: its flag, then its `SLUICE_*` variable, then their
+//! variable (so their manifests work unchanged), then the default. The environment is a
+//! lookup the caller passes ([`Env`]): [`resolve`] (the binary's whole command line) and
+//! [`Settings::resolve`] (`serve`'s arguments) read it the same way for every command, so a
+//! test resolves `SLUICE_*` and their variables from a map, without the process's.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use clap::{Args, ValueEnum};
-
-/// Default request-size bounds (documented in the README).
-pub const DEFAULT_MAX_DESCRIPTORS: usize = 64;
-pub const DEFAULT_MAX_ENTRIES: usize = 32;
-pub const DEFAULT_MAX_KEY_BYTES: usize = 256;
-pub const DEFAULT_MAX_VALUE_BYTES: usize = 8192;
-pub const DEFAULT_MAX_HITS_ADDEND: u64 = 1_000_000_000;
-/// Default `--max-in-flight`: far above what one instance keeps busy at its capacity (a
-/// few dozen calls at a Redis round trip each), low enough that a burst past capacity is
-/// refused at once rather than queued for seconds.
-pub const DEFAULT_MAX_IN_FLIGHT: usize = 1024;
-
-/// Bounds on one request (oversized input → INVALID_ARGUMENT).
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct RequestLimits {
-    pub max_descriptors: usize,
-    pub max_entries: usize,
-    pub max_key_bytes: usize,
-    pub max_value_bytes: usize,
-    pub max_hits_addend: u64,
-    /// Largest gRPC request message (larger → RESOURCE_EXHAUSTED).
-    pub max_request_bytes: usize,
-    /// Most `ShouldRateLimit` gRPC calls worked on at once; past it a call is shed with
-    /// RESOURCE_EXHAUSTED (0: no bound).
-    pub max_in_flight: usize,
-}
-
-impl Default for RequestLimits {
-    fn default() -> Self {
-        RequestLimits {
-            max_descriptors: DEFAULT_MAX_DESCRIPTORS,
-            max_entries: DEFAULT_MAX_ENTRIES,
-            max_key_bytes: DEFAULT_MAX_KEY_BYTES,
-            max_value_bytes: DEFAULT_MAX_VALUE_BYTES,
-            max_hits_addend: DEFAULT_MAX_HITS_ADDEND,
-            max_request_bytes: DEFAULT_MAX_REQUEST_BYTES,
-            max_in_flight: DEFAULT_MAX_IN_FLIGHT,
-        }
-    }
-}
-
-#[derive(Clone, Debug, PartialEq)]
-pub struct HeaderSettings {
-    pub enabled: bool,
-    pub style: HeaderStyle,
-    pub retry_after: bool,
-    pub limit_header: String,
-    pub remaining_header: String,
-    pub reset_header: String,
-}
-
-impl Default for HeaderSettings {
-    fn default() -> Self {
-        HeaderSettings {
-            enabled: false,
-            style: HeaderStyle::Draft03,
-            retry_after: false,
-            limit_header: "RateLimit-Limit".into(),
-            remaining_header: "RateLimit-Remaining".into(),
-            reset_header: "RateLimit-Reset".into(),
-        }
-    }
-}
-
-/// Decision-affecting options the service reads on every request.
-#[derive(Clone, Debug, PartialEq)]
-pub struct DecisionSettings {
-    pub shadow_mode: bool,
-    pub quota_mode: bool,
-    /// STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT.
-    pub stop_increment: bool,
-    pub near_limit_ratio: f32,
-    pub headers: HeaderSettings,
-    pub dynamic_metadata: bool,
-    pub limits: RequestLimits,
-    /// `--redis-reference-keys`: plans carry envoyproxy/ratelimit's cache key of each
-    /// descriptor, for the Redis store (see `store/redis/reference.rs`).
-    pub reference_keys: bool,
-}
-
-impl Default for DecisionSettings {
-    fn default() -> Self {
-        DecisionSettings {
-            shadow_mode: false,
-            quota_mode: false,
-            stop_increment: false,
-            near_limit_ratio: 0.8,
-            headers: HeaderSettings::default(),
-            dynamic_metadata: false,
-            limits: RequestLimits::default(),
-            reference_keys: false,
-        }
-    }
-}
-
-/// Everything `serve` needs, resolved.
-#[derive(Clone, Debug, PartialEq)]
-pub struct Settings {
-    pub config_paths: Vec<PathBuf>,
-    /// Files at `config_paths` (the default) or an xDS server (CONFIG_TYPE=GRPC_XDS_SOTW).
-    pub config_source: ConfigSource,
-    /// Serve before the first xDS config arrives (FORCE_START_WITHOUT_INITIAL_CONFIG);
-    /// requests fail with "no rate limit configuration loaded" until it does.
-    pub force_start_without_initial_config: bool,
-    pub merge_domains: bool,
-    pub watch_config: bool,
-    pub grpc_addr: SocketAddr,
-    pub http_addr: SocketAddr,
-    pub metrics_addr: Option<SocketAddr>,
-    pub metrics_path: String,
-    /// The admin listener; `None`: disabled.
-    pub admin_addr: Option<SocketAddr>,
-    /// `admin_addr` was chosen (flag or `SLUICE_ADMIN_ADDR`): a taken port stops startup.
-    /// At the default, a taken port only costs the admin listener (a second instance on
-    /// the host, set up with envoyproxy/ratelimit's variables, still starts).
-    pub admin_addr_explicit: bool,
-    /// `None`: the in-memory store.
-    pub redis: Option<RedisSettings>,
-    pub decision: DecisionSettings,
-    pub metrics_max_series: usize,
-    /// Budget of the local over-limit cache, in bytes; 0: disabled.
-    pub local_cache_bytes: usize,
-    pub log_level: String,
-    pub log_format: LogFormat,
-    pub shutdown_grace: Duration,
-    pub shutdown_delay: Duration,
-    /// `None`: one per available CPU.
-    pub worker_threads: Option<usize>,
-    /// Health requires at least one loaded domain (HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED).
-    pub healthy_requires_config: bool,
-    /// statsd, the Prometheus mapping file and tracing (`settings/telemetry.rs`).
-    pub telemetry: TelemetrySettings,
-    /// gRPC TLS, the debug listener, connection timeouts and caps.
-    pub listen: ListenSettings,
-    /// Notes on their variables that have no effect here (`settings/audit`) and on ignored
-    /// combinations, logged once at startup.
-    pub notes: Vec<String>,
-    /// Rule file size, memory store state.
-    pub caps: Caps,
-    /// Default consistency, batching and the store-failure fallback.
-    pub consistency: ConsistencySettings,
-    /// The quota service (RLQS, `settings/rlqs.rs`).
-    pub rlqs: RlqsSettings,
-}
-
-impl Default for Settings {
-    fn default() -> Self {
-        Settings {
-            config_paths: vec![PathBuf::from("config")],
-            config_source: ConfigSource::Files,
-            force_start_without_initial_config: false,
-            merge_domains: false,
-            watch_config: true,
-            grpc_addr: SocketAddr::from(([0, 0, 0, 0], 8081)),
-            http_addr: SocketAddr::from(([0, 0, 0, 0], 8080)),
-            metrics_addr: None,
-            metrics_path: "/metrics".into(),
-            // Loopback only: the admin listener has no authentication.
-            admin_addr: Some(SocketAddr::from(([127, 0, 0, 1], 8082))),
-            admin_addr_explicit: false,
-            redis: None,
-            decision: DecisionSettings::default(),
-            metrics_max_series: 10_000,
-            local_cache_bytes: 0,
-            log_level: "info".into(),
-            log_format: LogFormat::Text,
-            shutdown_grace: Duration::from_secs(10),
-            shutdown_delay: Duration::ZERO,
-            worker_threads: None,
-            healthy_requires_config: false,
-            telemetry: TelemetrySettings::default(),
-            listen: ListenSettings::default(),
-            notes: Vec::new(),
-            caps: Caps::default(),
-            consistency: ConsistencySettings::default(),
-            rlqs: RlqsSettings::default(),
-        }
-    }
-}
+use decl::{Setting, Their};
+use declare::settings;
+use env::host_port;
+use resolver::Resolver;
 
 pub mod audit;
 mod caps;
 mod cli;
-mod compat;
 mod consistency;
+mod decision;
+mod decl;
+mod declare;
 mod env;
 mod explain;
 mod listen;
+mod logging;
 mod parse;
 mod query;
 mod redis;
+mod redis_input;
 mod redis_url;
+mod resolver;
 mod rlqs;
+mod rules;
 mod telemetry;
+mod their;
+mod trace;
+mod values;
 mod xds;
 
-pub use caps::{CapArgs, Caps, DEFAULT_MAX_CONFIG_FILE_BYTES, DEFAULT_MAX_REQUEST_BYTES};
-pub use cli::{CheckArgs, Cli, Command, HeaderStyle, LogFormat, ServeArgs, invocation};
-pub use consistency::{
-    ConsistencyArgs, ConsistencySettings, DEFAULT_BATCH_INTERVAL, StoreFailureMode,
-};
-pub use explain::ExplainArgs;
-pub use listen::{GrpcTlsSettings, ListenArgs, ListenSettings};
+pub use caps::Caps;
+pub use cli::{CheckArgs, CheckSettings, Error, Invocation, invocation, resolve};
+pub use consistency::{ConsistencySettings, StoreFailureMode};
+pub use decision::{DecisionSettings, HeaderSettings, HeaderStyle, RequestLimits};
+pub use env::{Env, process as process_env};
+pub use explain::{ExplainArgs, ExplainSettings};
+pub use listen::{GrpcTlsSettings, ListenSettings};
+pub use logging::LogFormat;
+pub use parse::{SettingsError, parse_addr, parse_bool, parse_duration};
 pub use query::QueryArgs;
+pub use redis::{RedisSettings, RedisTlsFiles, TimeSource};
+pub use redis_url::RedisType;
+pub use resolver::{Given, Source};
+pub use rlqs::RlqsSettings;
+pub use telemetry::{Mogrifier, StatsdProtocol, StatsdSettings, TelemetrySettings};
+pub use trace::{TracingProtocol, TracingSettings};
+pub use xds::{ConfigSource, XdsBackoff, XdsSettings, XdsTls};
 // The operator tools' descriptor syntax, re-exported for `client` (which uses `settings`).
 pub use crate::limit::{Descriptor, parse_descriptor};
 
 use parse::err;
-pub use parse::{SettingsError, parse_addr, parse_bool, parse_duration};
-pub use redis::{RedisArgs, RedisSettings, RedisTlsFiles, TimeSource};
-pub use redis_url::RedisType;
-pub use rlqs::{RlqsArgs, RlqsSettings};
-pub use telemetry::{
-    Mogrifier, StatsdProtocol, StatsdSettings, TelemetryArgs, TelemetrySettings, TracingProtocol,
-    TracingSettings,
-};
-pub use xds::{ConfigSource, XdsBackoff, XdsSettings, XdsTls};
 
-impl Settings {
-    /// Resolve `serve` arguments against compatibility variables read through `env`.
-    pub fn resolve(
-        args: &ServeArgs,
-        env: &dyn Fn(&str) -> Option<String>,
-    ) -> Result<Settings, SettingsError> {
-        compat::resolve(args, env)
-    }
+/// The admin listener; `--admin-addr` set (flag or variable) makes a taken port fatal.
+static ADMIN_ADDR: Setting<Option<SocketAddr>> =
+    Setting::value("admin-addr", "ADDR|off", values::address_or_off)
+        .default("127.0.0.1:8082")
+        .help(
+            "Admin listener (a descriptor's state: GET to peek, DELETE to reset; no \
+             authentication, see the README before exposing it), or `off`",
+        )
+        .readme(
+            "admin listener (`/state`), `off` to disable; no authentication, see \
+             [Operator's tools](#operators-tools). At the default, a port already taken (a \
+             second instance on the host) is a warning and sluice runs without it; an \
+             address set here that cannot be used stops startup",
+        );
 
-    /// Resolve from the process environment.
-    pub fn from_env(args: &ServeArgs) -> Result<Settings, SettingsError> {
-        Settings::resolve(args, &|name| std::env::var(name).ok())
+settings! {
+    /// Everything `serve` needs, resolved.
+    #[derive(Clone, Debug, PartialEq)]
+    pub struct Settings {
+        pub config_paths: Vec<PathBuf> = shared(rules::CONFIG),
+        pub merge_domains: bool = shared(rules::MERGE_DOMAINS),
+        /// Watch config paths and reload when they change
+        pub watch_config: bool = setting(Setting::switch("watch-config").default("true")),
+        /// gRPC listen address
+        pub grpc_addr: SocketAddr = setting(
+            Setting::value("grpc-addr", "ADDR", values::address)
+                .default("0.0.0.0:8081")
+                .map(|env| host_port(env, "GRPC_HOST", "GRPC_PORT", 8081))
+                .their(Their::new("GRPC_HOST", "127.0.0.1").does("host of the gRPC listener (`--grpc-addr`)"))
+                .their(Their::new("GRPC_PORT", "9081").does("port of the gRPC listener (`--grpc-addr`), 8081"))
+        ),
+        /// HTTP listen address for /healthcheck, /json, /metrics, /rlconfig
+        pub http_addr: SocketAddr = setting(
+            Setting::value("http-addr", "ADDR", values::address)
+                .default("0.0.0.0:8080")
+                .map(|env| host_port(env, "HOST", "PORT", 8080))
+                .their(Their::new("HOST", "127.0.0.1").does("host of the HTTP listener (`--http-addr`)"))
+                .their(Their::new("PORT", "9080").does("port of the HTTP listener (`--http-addr`), 8080"))
+        ),
+        /// Separate listener for Prometheus metrics
+        pub metrics_addr: Option<SocketAddr> = setting(
+            Setting::value("metrics-addr", "ADDR", values::some_address)
+                .shown_default("off")
+                .map(prometheus_addr)
+                .shown_theirs("`USE_PROMETHEUS` + `PROMETHEUS_ADDR` (`:9090`)")
+                .their(Their::new("USE_PROMETHEUS", "true").does(
+                    "a separate metrics listener at `PROMETHEUS_ADDR` (`--metrics-addr`); the \
+                     HTTP port serves `/metrics` anyway",
+                ))
+                .their(Their::new("PROMETHEUS_ADDR", ":9191").with(&[("USE_PROMETHEUS", "true")]).does(
+                    "address of the metrics listener `USE_PROMETHEUS` opens, `:9090`",
+                ))
+        ),
+        /// Path of the metrics endpoint on the separate listener
+        pub metrics_path: String = setting(
+            Setting::value("metrics-path", "PATH", metrics_path)
+                .default("/metrics")
+                .same(Their::new("PROMETHEUS_PATH", "/prom").does(
+                    "path of metrics on the `USE_PROMETHEUS` listener (`--metrics-path`), `/metrics`",
+                ))
+        ),
+        pub admin_addr: Option<SocketAddr> = shared(ADMIN_ADDR),
+        /// `admin_addr` was chosen (flag or `SLUICE_ADMIN_ADDR`): a taken port stops startup.
+        /// At the default, a taken port only costs the admin listener (a second instance on
+        /// the host, set up with envoyproxy/ratelimit's variables, still starts).
+        pub admin_addr_explicit: bool = with(|r| Ok(r.given(&ADMIN_ADDR)?.by_sluice())),
+        /// `None`: the in-memory store.
+        pub redis: Option<RedisSettings> = with(redis::resolve, redis_input::RedisInput),
+        pub decision: DecisionSettings = group(),
+        /// Memory for the local over-limit cache, in bytes: descriptors over their limit are
+        /// answered without the store until their denial ends; 0 disables it
+        pub local_cache_bytes: usize = setting(
+            Setting::value("local-cache-size-bytes", "BYTES", values::number)
+                .default("0")
+                .shown_default("0 (off)")
+                .same(Their::new("LOCAL_CACHE_SIZE_IN_BYTES", "1048576"))
+        ),
+        /// Rule file size, memory store state.
+        pub caps: Caps = group(),
+        /// Most series per per-rule metric family; the rest fold into one overflow series
+        pub metrics_max_series: usize = setting(
+            Setting::value("metrics-max-series", "N", values::positive)
+                .default("10000")
+                .shown_default("10 000")
+        ),
+        /// Default consistency, batching and the store-failure fallback.
+        pub consistency: ConsistencySettings = group(),
+        /// Log level: trace, debug, info, warn, error (RUST_LOG filters win when set)
+        pub log_level: String = setting(
+            Setting::value("log-level", "LEVEL", logging::log_level)
+                .default("info")
+                .same(Their::new("LOG_LEVEL", "debug").does(
+                    "`--log-level`; their `fatal` and `panic` mean `error`",
+                ))
+        ),
+        /// Log format: text or json
+        pub log_format: LogFormat = setting(
+            Setting::value("log-format", "FORMAT", logging::log_format)
+                .values(&["text", "json"])
+                .default("text")
+                .same(Their::new("LOG_FORMAT", "json"))
+        ),
+        /// Threads serving requests (unset: one per CPU available to the process)
+        pub worker_threads: Option<usize> = setting(
+            Setting::value("worker-threads", "N", |s| values::positive(s).map(Some))
+                .shown_default("CPUs available")
+        ),
+        /// On SIGTERM: keep serving this long with health NOT_SERVING before closing the
+        /// listeners, so load balancers stop sending first
+        pub shutdown_delay: Duration = setting(
+            Setting::value("shutdown-delay", "DURATION", values::duration).default("0s")
+        ),
+        /// On SIGTERM, after the delay: longest wait for in-flight requests before exiting
+        pub shutdown_grace: Duration = setting(
+            Setting::value("shutdown-grace", "DURATION", values::duration).default("10s")
+        ),
+        /// The quota service (RLQS, `settings/rlqs.rs`).
+        pub rlqs: RlqsSettings = group(),
+        /// Unhealthy while no domain is loaded
+        pub healthy_requires_config: bool = setting(
+            Setting::theirs_only(values::boolean)
+                .default("false")
+                .same(Their::new("HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED", "true"))
+        ),
+        /// Files at `config_paths` (the default) or an xDS server (CONFIG_TYPE=GRPC_XDS_SOTW).
+        pub config_source: ConfigSource = with(xds::source, xds::SourceInput, XdsSettings),
+        /// With xDS: serve before the first config arrives (calls fail with "no rate limit
+        /// configuration loaded" until it does) instead of waiting for it
+        pub force_start_without_initial_config: bool = setting(
+            Setting::theirs_only(values::boolean)
+                .default("false")
+                .same(Their::new("FORCE_START_WITHOUT_INITIAL_CONFIG", "true"))
+        ),
+        /// statsd, the Prometheus mapping file and tracing (`settings/telemetry.rs`).
+        pub telemetry: TelemetrySettings = group(),
+        /// gRPC TLS, the debug listener, connection timeouts and caps.
+        pub listen: ListenSettings = group(),
+        /// Notes on their variables that have no effect here (`settings/audit`) and on
+        /// ignored combinations, logged once at startup.
+        pub notes: Vec<String> = with(|r| Ok(r.take_notes())),
     }
 }
 
+impl Settings {
+    /// `sluice serve ARGS` under the environment `env`: the settings the binary would serve
+    /// with. `args` are what follows `serve`; `env` is read for `SLUICE_*` and their
+    /// variables alike, and nothing else is.
+    ///
+    /// ```
+    /// use std::collections::HashMap;
+    /// use sluice::settings::Settings;
+    ///
+    /// let env = HashMap::from([("SLUICE_SHADOW_MODE", "true"), ("GRPC_PORT", "9081")]);
+    /// let lookup = |name: &str| env.get(name).map(|v| v.to_string());
+    /// let s = Settings::resolve(["--http-addr", "127.0.0.1:0"], &lookup).unwrap();
+    /// assert!(s.decision.shadow_mode);
+    /// assert_eq!(s.grpc_addr.port(), 9081);
+    /// assert_eq!(s.http_addr.port(), 0);
+    /// ```
+    pub fn resolve<I, S>(args: I, env: Env<'_>) -> Result<Settings, Error>
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<std::ffi::OsString>,
+    {
+        cli::serve(args, env)
+    }
+
+    /// The settings, with what spans groups: the store's reference keys reach the decision,
+    /// their variables sluice refuses stop it, and those with no effect are noted.
+    fn from_command_line(r: &Resolver<'_>) -> Result<Settings, SettingsError> {
+        let mut s = <Settings as resolver::Group>::from_resolver(r)?;
+        s.decision.reference_keys = s.redis.as_ref().is_some_and(|r| r.reference_keys);
+        audit::refuse(r.env())?;
+        audit::note(r.env(), &mut s.notes);
+        Ok(s)
+    }
+}
+
+fn metrics_path(s: &str) -> Result<String, String> {
+    if !s.starts_with('/') {
+        return Err("must start with '/'".into());
+    }
+    Ok(s.to_owned())
+}
+
+/// Their Prometheus endpoint: a separate listener that `USE_PROMETHEUS` turns on.
+fn prometheus_addr(env: Env<'_>) -> Result<Option<Option<SocketAddr>>, SettingsError> {
+    if !env::bool_var(env, "USE_PROMETHEUS")?.unwrap_or(false) {
+        return Ok(None);
+    }
+    let addr = env::var(env, "PROMETHEUS_ADDR").unwrap_or_else(|| ":9090".into());
+    values::address(&addr)
+        .map(|a| Some(Some(a)))
+        .map_err(|m| err("PROMETHEUS_ADDR", m))
+}
+
+#[cfg(test)]
+mod readme;
 #[cfg(test)]
 mod tests;

@@ -1,58 +1,37 @@
 //! What sluice's own code makes of a deployment: the settings a command line and
-//! environment resolve to (clap + `Settings::resolve`), whether rule files pass
+//! environment resolve to (`settings::resolve`, the binary's own), whether rule files pass
 //! `sluice check`, and which rules match the descriptors Envoy sends (`Domain::find`).
 //! Reusing the binary's code keeps these tests from drifting from what ships.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
 
-use clap::{CommandFactory, Parser};
 use serde_yaml::Value;
 use sluice::config::{LoadOptions, RateLimitConfig};
-use sluice::settings::{Cli, Command as SluiceCommand, Settings, SettingsError};
+use sluice::settings::{Error, Invocation, Settings};
 
 use super::files::{at, scalar, str_at};
 use crate::support::cli::{check, rule_files};
 
-/// What `sluice <argv>` would run with under `env`, resolved by the binary's code.
-/// `SLUICE_*` variables are turned into their flags, because clap reads them from the
-/// process environment, which a test cannot set for a container.
+/// What `sluice <argv>` would run with under `env`, resolved by the binary's code: the
+/// environment is the map, for `SLUICE_*` and their variables alike.
 pub fn resolve(argv: &[String], env: &BTreeMap<String, String>, what: &str) -> Settings {
     try_resolve(argv, env, what).unwrap_or_else(|e| panic!("{what}: {e}"))
 }
 
-/// [`resolve`], returning the settings error (command-line errors still panic).
+/// [`resolve`], returning the settings error (a command line clap refuses still panics).
 pub fn try_resolve(
     argv: &[String],
     env: &BTreeMap<String, String>,
     what: &str,
-) -> Result<Settings, SettingsError> {
-    let mut args = vec!["sluice".to_string()];
-    args.extend(argv.iter().cloned());
-    let cli = Cli::command();
-    let serve = cli
-        .find_subcommand("serve")
-        .expect("sluice has a serve subcommand");
-    for arg in serve.get_arguments() {
-        let (Some(var), Some(long)) = (arg.get_env(), arg.get_long()) else {
-            continue;
-        };
-        let flag = format!("--{long}");
-        let given = argv
-            .iter()
-            .any(|a| *a == flag || a.starts_with(&format!("{flag}=")));
-        if let Some(value) = var.to_str().and_then(|v| env.get(v))
-            && !given
-        {
-            args.push(format!("{flag}={value}"));
-        }
+) -> Result<Settings, Error> {
+    let argv = std::iter::once("sluice").chain(argv.iter().map(String::as_str));
+    match sluice::settings::resolve(argv, &|name| env.get(name).cloned()) {
+        Ok(Invocation::Serve(s)) => Ok(*s),
+        Ok(other) => panic!("{what}: not `sluice serve`: {other:?}"),
+        Err(e @ Error::Setting { .. }) => Err(e),
+        Err(Error::CommandLine(e)) => panic!("{what}: the command line does not parse: {e}"),
     }
-    let parsed = Cli::try_parse_from(&args)
-        .unwrap_or_else(|e| panic!("{what}: `{}` does not parse: {e}", args.join(" ")));
-    let SluiceCommand::Serve(serve) = parsed.command else {
-        panic!("{what}: `{}` is not `sluice serve`", args.join(" "));
-    };
-    Settings::resolve(&serve, &|name| env.get(name).cloned())
 }
 
 /// `sluice check PATH...` must pass.

@@ -1,7 +1,7 @@
 //! `examples/envoy-gateway/`: Envoy Gateway's configuration with the sluice image, and the
 //! rate limit Deployment Envoy Gateway generates from it. The Deployment's command and
-//! environment are resolved with sluice's own code (`settings::invocation`, clap,
-//! `Settings::resolve`), so what the walkthrough promises is what the binary does; the
+//! environment are resolved with sluice's own code (`settings::invocation`,
+//! `settings::resolve`), so what the walkthrough promises is what the binary does; the
 //! metrics mapping file it mounts is served by the real binary.
 
 use std::collections::BTreeMap;
@@ -57,7 +57,7 @@ fn env() -> BTreeMap<String, String> {
 }
 
 /// What the container runs with: its command through sluice's own argv handling, its
-/// environment through `Settings::resolve`.
+/// environment through `settings::resolve`.
 fn settings() -> &'static Settings {
     static S: OnceLock<Settings> = OnceLock::new();
     S.get_or_init(|| {

@@ -6,7 +6,8 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 /// `sluice SUBCOMMAND` run in the repository root, without the variables that would change
-/// what it reads (`MERGE_DOMAIN_CONFIG`, `CACHE_KEY_PREFIX` and the `SLUICE_*` ones).
+/// what it reads (`MERGE_DOMAIN_CONFIG`, `CACHE_KEY_PREFIX`, `RUNTIME_*` and the `SLUICE_*`
+/// ones).
 pub fn command(subcommand: &str) -> Command {
     let mut c = Command::new(env!("CARGO_BIN_EXE_sluice"));
     c.arg(subcommand).current_dir(env!("CARGO_MANIFEST_DIR"));
@@ -16,6 +17,10 @@ pub fn command(subcommand: &str) -> Command {
         "CACHE_KEY_PREFIX",
         "SLUICE_CACHE_KEY_PREFIX",
         "SLUICE_CONFIG",
+        "SLUICE_MAX_CONFIG_FILE_BYTES",
+        "RUNTIME_ROOT",
+        "RUNTIME_SUBDIRECTORY",
+        "RUNTIME_APPDIRECTORY",
     ] {
         c.env_remove(name);
     }

@@ -10,9 +10,8 @@
 //! a clock moved hours ahead still finds the keys of the window it left, which the scripts
 //! treat as an earlier window's state, as they do after a real wait.
 //!
-//! The settings come from an argument vector parsed as the binary parses it ([`settings`]);
-//! envoyproxy/ratelimit's variables come from the builder's own map, never from this
-//! process's environment.
+//! The settings come from an argument vector resolved as the binary resolves it
+//! ([`settings`]), with the builder's own map as the environment, never this process's.
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -20,12 +19,11 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use clap::Parser;
 use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_service_client::RateLimitServiceClient;
 use sluice::limit::Clock;
 pub use sluice::limit::ManualClock;
 use sluice::server::{self, Listeners};
-use sluice::settings::{Cli, Command, Settings};
+use sluice::settings::Settings;
 use tempfile::TempDir;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
@@ -40,18 +38,11 @@ use super::sluice::{Client, HEALTHY_WITHIN};
 /// up to a day long has just begun and no test straddles a boundary it did not choose.
 pub const T0_MS: u64 = 1_700_006_400_000 + 1_000;
 
-/// The settings `sluice serve <args>` resolves, reading envoyproxy/ratelimit's variables
-/// from `env` only: the one place the harness turns a command line into [`Settings`].
+/// The settings `sluice serve <args>` resolves with `env` as its whole environment
+/// (`SLUICE_*` and envoyproxy/ratelimit's variables alike): the one place the harness turns
+/// a command line into [`Settings`].
 pub fn settings(args: &[String], env: &BTreeMap<String, String>) -> Result<Settings, String> {
-    let argv = ["sluice", "serve"]
-        .into_iter()
-        .map(String::from)
-        .chain(args.iter().cloned());
-    let cli = Cli::try_parse_from(argv).map_err(|e| e.to_string())?;
-    let Command::Serve(serve) = cli.command else {
-        return Err("not a serve command line".into());
-    };
-    Settings::resolve(&serve, &|name| env.get(name).cloned()).map_err(|e| e.to_string())
+    Settings::resolve(args, &|name| env.get(name).cloned()).map_err(|e| e.to_string())
 }
 
 /// A clock at [`T0_MS`], to share between instances ([`Builder::clock`]).
@@ -113,14 +104,9 @@ impl Builder {
         self
     }
 
-    /// One of envoyproxy/ratelimit's variables. sluice's own `SLUICE_*` variables are clap's
-    /// and read from the process environment, which tests running in parallel share: a test
-    /// passes the flag instead.
+    /// A variable of the server's environment (`SLUICE_*` or one of envoyproxy/ratelimit's):
+    /// the server reads these and nothing of this process's environment.
     pub fn env(mut self, k: &str, v: impl Into<String>) -> Self {
-        assert!(
-            !k.starts_with("SLUICE_"),
-            "{k}: pass the flag to an in-process server"
-        );
         self.env.insert(k.into(), v.into());
         self
     }
@@ -191,7 +177,10 @@ impl Builder {
                 args.extend([flag.into(), "127.0.0.1:0".into()]);
             }
         }
-        let uses_redis = given("--redis-url") || self.env.contains_key("REDIS_URL");
+        let uses_redis = given("--redis-url")
+            || ["REDIS_URL", "SLUICE_REDIS_URL"]
+                .iter()
+                .any(|k| self.env.contains_key(*k));
         if uses_redis && !self.redis_time && !given("--redis-time-source") {
             args.extend(["--redis-time-source".into(), "local".into()]);
         }

@@ -2,7 +2,6 @@
 
 use std::path::PathBuf;
 
-use clap::Parser;
 use envoy_types::pb::envoy::config::core::v3::HeaderValue;
 use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_response::{
     DescriptorStatus, RateLimit,
@@ -10,13 +9,13 @@ use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_response::{
 use envoy_types::pb::google::protobuf::Duration;
 
 use super::*;
-use crate::settings::{Cli, Command, parse_descriptor};
+use crate::settings::{Invocation, parse_descriptor, resolve};
 
 fn args(argv: &[&str]) -> QueryArgs {
     let mut full = vec!["sluice", "query"];
     full.extend_from_slice(argv);
-    match Cli::try_parse_from(full).expect("arguments parse").command {
-        Command::Query(q) => *q,
+    match resolve(full, &|_| None).expect("arguments parse") {
+        Invocation::Query(q) => *q,
         _ => panic!("not query"),
     }
 }

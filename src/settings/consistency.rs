@@ -5,20 +5,13 @@
 
 use std::time::Duration;
 
-use clap::{Args, ValueEnum};
-
-use super::Settings;
-use super::parse::{SettingsError, err, parse_duration};
+use super::decl::Setting;
+use super::declare::settings;
+use super::resolver::Value;
+use super::values::{one_of, positive, ratio};
 use crate::limit::Consistency;
 
-/// Default of `--batch-interval`.
-pub const DEFAULT_BATCH_INTERVAL: Duration = Duration::from_millis(100);
-/// Default of `--store-failure-share`.
-pub const DEFAULT_STORE_FAILURE_SHARE: f64 = 0.5;
-/// Default of `--local-view-max-keys`.
-pub const DEFAULT_LOCAL_VIEW_MAX_KEYS: usize = 100_000;
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum, Default)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
 pub enum StoreFailureMode {
     /// A store error is the call's error (gRPC UNAVAILABLE; Envoy's failure_mode_deny decides).
     #[default]
@@ -27,60 +20,75 @@ pub enum StoreFailureMode {
     Local,
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
-pub enum ConsistencyArg {
-    Strict,
-    Batched,
+impl Value for StoreFailureMode {}
+impl Value for Consistency {}
+
+fn consistency(s: &str) -> Result<Consistency, String> {
+    let names = [
+        ("strict", Consistency::Strict),
+        ("batched", Consistency::Batched),
+    ];
+    one_of(s, &names).ok_or_else(|| format!("'{s}' is not strict or batched"))
 }
 
-#[derive(Debug, Args)]
-pub struct ConsistencyArgs {
-    /// Consistency of every rule that does not set `consistency` (where sound: never
-    /// sliding_log): strict (every hit decided by the store) or batched [default: strict]
-    #[arg(long, value_enum, env = "SLUICE_CONSISTENCY")]
-    pub consistency: Option<ConsistencyArg>,
-    /// Batched mode: how often this instance's hits go to the store [default: 100ms]
-    #[arg(long, value_name = "DURATION", env = "SLUICE_BATCH_INTERVAL")]
-    pub batch_interval: Option<String>,
-    /// When the store fails or misses its deadline: error (the call fails) or local (decide
-    /// from the local view, write the hits back when it returns) [default: error]
-    #[arg(long, value_enum, env = "SLUICE_STORE_FAILURE_MODE")]
-    pub store_failure_mode: Option<StoreFailureMode>,
-    /// Store-failure fallback: the share of a limit a key never seen by this instance gets
-    /// while the store is down, 0 to 1 [default: 0.5]
-    #[arg(long, value_name = "RATIO", env = "SLUICE_STORE_FAILURE_SHARE")]
-    pub store_failure_share: Option<f64>,
-    /// Most descriptors the local view keeps (state and hits not yet written back); past it,
-    /// hits of new descriptors are not kept (logged and counted) [default: 100000]
-    #[arg(long, value_name = "N", env = "SLUICE_LOCAL_VIEW_MAX_KEYS")]
-    pub local_view_max_keys: Option<usize>,
-    /// Report NOT_SERVING while decisions are local because the store failed
-    /// [default: false]
-    #[arg(long, num_args = 0..=1, default_missing_value = "true", env = "SLUICE_UNHEALTHY_WHEN_DEGRADED")]
-    pub unhealthy_when_degraded: Option<bool>,
+fn store_failure_mode(s: &str) -> Result<StoreFailureMode, String> {
+    let names = [
+        ("error", StoreFailureMode::Error),
+        ("local", StoreFailureMode::Local),
+    ];
+    one_of(s, &names).ok_or_else(|| format!("'{s}' is not error or local"))
 }
 
-/// Resolved [`ConsistencyArgs`].
-#[derive(Clone, Debug, PartialEq)]
-pub struct ConsistencySettings {
-    pub default: Consistency,
-    pub batch_interval: Duration,
-    pub store_failure_mode: StoreFailureMode,
-    pub store_failure_share: f64,
-    pub local_view_max_keys: usize,
-    pub unhealthy_when_degraded: bool,
+fn batch_interval(s: &str) -> Result<Duration, String> {
+    let i = super::values::duration(s)?;
+    if i < Duration::from_millis(1) || i > Duration::from_secs(60) {
+        return Err("must be between 1ms and 60s".into());
+    }
+    Ok(i)
 }
 
-impl Default for ConsistencySettings {
-    fn default() -> Self {
-        ConsistencySettings {
-            default: Consistency::Strict,
-            batch_interval: DEFAULT_BATCH_INTERVAL,
-            store_failure_mode: StoreFailureMode::Error,
-            store_failure_share: DEFAULT_STORE_FAILURE_SHARE,
-            local_view_max_keys: DEFAULT_LOCAL_VIEW_MAX_KEYS,
-            unhealthy_when_degraded: false,
-        }
+settings! {
+    /// Consistency and the store-failure fallback, resolved.
+    #[derive(Clone, Debug, PartialEq)]
+    pub struct ConsistencySettings {
+        /// Consistency of every rule that does not set `consistency` (where sound: never
+        /// sliding_log): strict (every hit decided by the store) or batched
+        pub default: Consistency = setting(
+            Setting::value("consistency", "MODE", consistency)
+                .values(&["strict", "batched"])
+                .default("strict")
+                .readme(
+                    "`consistency` of every rule that does not set it (`strict` or `batched`; \
+                     `batched` only where sound, never `sliding_log`); see \
+                     [Consistency](#consistency-strict-batched-and-the-store-failure-fallback)",
+                )
+        ),
+        /// Batched mode: how often this instance's hits are written to the store (1ms to 60s)
+        pub batch_interval: Duration = setting(
+            Setting::value("batch-interval", "DURATION", batch_interval).default("100ms")
+        ),
+        /// When the store fails or misses its deadline: error (the call fails, as theirs) or
+        /// local (decide from the local view, write the hits back when it returns)
+        pub store_failure_mode: StoreFailureMode = setting(
+            Setting::value("store-failure-mode", "MODE", store_failure_mode)
+                .values(&["error", "local"])
+                .default("error")
+        ),
+        /// Store-failure fallback: the share of a limit a key never seen by this instance
+        /// gets while the store is down, 0 to 1
+        pub store_failure_share: f64 = setting(
+            Setting::value("store-failure-share", "RATIO", ratio).default("0.5")
+        ),
+        /// Most descriptors the local view keeps (state and hits not yet written back); past
+        /// it, hits of new descriptors admitted during an outage are not kept (logged,
+        /// `sluice_local_view_overflow_total`)
+        pub local_view_max_keys: usize = setting(
+            Setting::value("local-view-max-keys", "N", positive)
+                .default("100000")
+                .shown_default("100 000")
+        ),
+        /// Report NOT_SERVING while decisions are local because the store failed
+        pub unhealthy_when_degraded: bool = setting(Setting::switch("unhealthy-when-degraded")),
     }
 }
 
@@ -92,55 +100,13 @@ impl ConsistencySettings {
     }
 }
 
-pub(super) fn resolve(args: &ConsistencyArgs, s: &mut Settings) -> Result<(), SettingsError> {
-    let c = &mut s.consistency;
-    if let Some(d) = args.consistency {
-        c.default = match d {
-            ConsistencyArg::Strict => Consistency::Strict,
-            ConsistencyArg::Batched => Consistency::Batched,
-        };
-    }
-    if let Some(i) = &args.batch_interval {
-        let i = parse_duration("--batch-interval", i)?;
-        if i < Duration::from_millis(1) || i > Duration::from_secs(60) {
-            return Err(err("--batch-interval", "must be between 1ms and 60s"));
-        }
-        c.batch_interval = i;
-    }
-    if let Some(m) = args.store_failure_mode {
-        c.store_failure_mode = m;
-    }
-    if let Some(share) = args.store_failure_share {
-        if !(0.0..=1.0).contains(&share) {
-            return Err(err("--store-failure-share", "must be between 0 and 1"));
-        }
-        c.store_failure_share = share;
-    }
-    if let Some(n) = args.local_view_max_keys {
-        if n == 0 {
-            return Err(err("--local-view-max-keys", "must be at least 1"));
-        }
-        c.local_view_max_keys = n;
-    }
-    if let Some(u) = args.unhealthy_when_degraded {
-        c.unhealthy_when_degraded = u;
-    }
-    Ok(())
-}
-
 #[cfg(test)]
 mod tests {
-    use clap::Parser;
-
     use super::*;
-    use crate::settings::{Cli, Command};
+    use crate::settings::{Error, Settings};
 
-    fn serve(args: &[&str]) -> Result<Settings, SettingsError> {
-        let argv = [&["sluice", "serve"], args].concat();
-        let Command::Serve(a) = Cli::try_parse_from(argv).expect("parses").command else {
-            panic!("serve");
-        };
-        Settings::resolve(&a, &|_| None)
+    fn serve(args: &[&str]) -> Result<Settings, Error> {
+        Settings::resolve(args, &|_| None)
     }
 
     #[test]
@@ -179,7 +145,7 @@ mod tests {
             assert!(serve(&[bad]).is_err(), "{bad}");
         }
         assert!(
-            Cli::try_parse_from(["sluice", "serve", "--consistency=eventual"]).is_err(),
+            serve(&["--consistency=eventual"]).is_err(),
             "unknown consistency"
         );
     }

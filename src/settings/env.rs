@@ -1,12 +1,18 @@
-//! Reading the environment: the one place that turns a variable into a value, used by
-//! `compat.rs` (which dispatches) and by each group of settings it dispatches to. Kept apart
-//! so the groups do not import the dispatcher that imports them.
+//! The environment as a lookup, and reading one variable of it: the resolver
+//! (`resolver.rs`) and the mappings of envoyproxy/ratelimit's variables use these, and
+//! nothing else in the crate reads the environment for settings.
 
 use std::net::SocketAddr;
 
 use super::parse::{SettingsError, err, parse_addr, parse_bool};
 
-pub(super) type Env<'a> = &'a dyn Fn(&str) -> Option<String>;
+/// The environment: the process's ([`process`]) in the binary, a map in tests.
+pub type Env<'a> = &'a dyn Fn(&str) -> Option<String>;
+
+/// The process's environment (a value that is not UTF-8 reads as unset).
+pub fn process(name: &str) -> Option<String> {
+    std::env::var(name).ok()
+}
 
 /// A non-empty environment value.
 pub(super) fn var(env: Env<'_>, name: &str) -> Option<String> {
@@ -22,11 +28,7 @@ pub(super) fn num_var<T: std::str::FromStr>(
     name: &str,
 ) -> Result<Option<T>, SettingsError> {
     var(env, name)
-        .map(|v| {
-            v.trim()
-                .parse::<T>()
-                .map_err(|_| err(name, format!("'{v}' is not a valid number")))
-        })
+        .map(|v| super::values::number(&v).map_err(|m| err(name, m)))
         .transpose()
 }
 

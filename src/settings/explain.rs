@@ -1,21 +1,18 @@
-//! The arguments of `sluice explain` (the command is `cli::explain`, the work `explain`).
+//! The arguments of `sluice explain` (the command is `cli::explain`, the work `explain`):
+//! what to explain, and the settings it shares with `serve` (where the rules are, how they
+//! load, the Redis key prefix).
 
 use std::path::PathBuf;
 
 use clap::Args;
 
+use super::declare::settings;
+use super::redis_input::CACHE_KEY_PREFIX;
+use super::rules::{CONFIG, MERGE_DOMAINS};
 use crate::limit::{Descriptor, parse_bucket, parse_descriptor};
 
 #[derive(Debug, Args)]
 pub struct ExplainArgs {
-    /// Rule file or directory; repeatable [default: ./config]
-    #[arg(
-        long = "config",
-        value_name = "PATH",
-        env = "SLUICE_CONFIG",
-        value_delimiter = ','
-    )]
-    pub config: Vec<PathBuf>,
     /// The request's domain
     #[arg(long)]
     pub domain: String,
@@ -30,10 +27,15 @@ pub struct ExplainArgs {
     /// Print JSON (the same as the HTTP endpoint /explain) instead of text
     #[arg(long)]
     pub json: bool,
-    /// Prefix of the Redis keys shown [default: sluice:] (also CACHE_KEY_PREFIX)
-    #[arg(long, value_name = "PREFIX", env = "SLUICE_CACHE_KEY_PREFIX")]
-    pub cache_key_prefix: Option<String>,
-    /// Allow one domain to be split over several files (also MERGE_DOMAIN_CONFIG)
-    #[arg(long, env = "SLUICE_MERGE_DOMAINS")]
-    pub merge_domains: bool,
+}
+
+settings! {
+    /// What `sluice explain` shares with `serve`.
+    #[derive(Clone, Debug, PartialEq)]
+    pub struct ExplainSettings {
+        pub config_paths: Vec<PathBuf> = shared(CONFIG),
+        /// `None`: the store's default (`sluice:`).
+        pub cache_key_prefix: Option<String> = shared(CACHE_KEY_PREFIX),
+        pub merge_domains: bool = shared(MERGE_DOMAINS),
+    }
 }

@@ -2,30 +2,59 @@
 //! envoyproxy/ratelimit's `REDIS_URL` (`host:port` or a socket path, with auth, TLS and
 //! socket type in separate variables; `master,host:port,...` for sentinel) turned into URLs.
 
-use super::env::{Env, bool_var, var};
-use super::*;
+use super::parse::{SettingsError, err};
+use super::resolver::{Given, Value};
+use super::values::one_of;
 
 /// Which kind of Redis the URLs name (`--redis-type`, `REDIS_TYPE`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum RedisType {
     Single,
     Cluster,
     Sentinel,
 }
 
-/// Where one Redis deployment's settings come from: the flags given, and the prefix of its
-/// flags (`--redis`, `--redis-per-second`) and of their variables (`REDIS`,
-/// `REDIS_PERSECOND`).
-pub(super) struct Target<'a> {
+/// How their `REDIS_URL` is read (`REDIS_SOCKET_TYPE`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum SocketType {
+    Tcp,
+    Unix,
+}
+
+impl Value for RedisType {}
+impl Value for SocketType {}
+
+/// `single`, `cluster` or `sentinel`, in any case; their message otherwise.
+pub(super) fn redis_type(s: &str) -> Result<Option<RedisType>, String> {
+    let names = [
+        ("single", RedisType::Single),
+        ("cluster", RedisType::Cluster),
+        ("sentinel", RedisType::Sentinel),
+    ];
+    one_of(s, &names)
+        .map(Some)
+        .ok_or_else(|| format!("Unrecognized redis type {}", s.trim().to_ascii_lowercase()))
+}
+
+pub(super) fn socket_type(s: &str) -> Result<Option<SocketType>, String> {
+    let names = [("tcp", SocketType::Tcp), ("unix", SocketType::Unix)];
+    one_of(s, &names)
+        .map(Some)
+        .ok_or_else(|| format!("'{}' is not tcp or unix", s.trim().to_ascii_lowercase()))
+}
+
+/// One Redis deployment's settings, resolved: the prefix of its flags (`--redis`,
+/// `--redis-per-second`) and of their variables (`REDIS`, `REDIS_PERSECOND`) for messages,
+/// its URL as given (sluice's URLs, or their forms), and what reads their forms.
+pub(super) struct Target {
     pub flag: &'static str,
     pub env: &'static str,
-    pub url: Option<&'a str>,
-    pub redis_type: Option<RedisType>,
-    pub auth: Option<&'a str>,
-    pub tls: Option<bool>,
-    pub sentinel_auth: Option<&'a str>,
-    /// Their default address when the backend is Redis but no URL is set.
-    pub default_socket: &'static str,
+    pub url: Given<Option<String>>,
+    pub redis_type: RedisType,
+    pub auth: Option<String>,
+    pub tls: bool,
+    pub sentinel_auth: Option<String>,
+    pub socket: Option<SocketType>,
 }
 
 /// A deployment's addresses, resolved.
@@ -38,68 +67,32 @@ pub(super) struct Urls {
 
 const SENTINEL_FORMAT: &str = "Expected master name and a list of urls for the sentinels, in the format: <redis master name>,<sentinel1>,...,<sentineln>";
 
-/// The deployment's URLs; `None` when no URL is set and `use_default` is false.
-pub(super) fn target_urls(
-    t: &Target<'_>,
-    env: Env<'_>,
-    use_default: bool,
-) -> Result<Option<Urls>, SettingsError> {
-    let name = |suffix: &str| format!("{}_{suffix}", t.env);
+/// The deployment's URLs; `None` when no URL is set.
+pub(super) fn target_urls(t: Target) -> Result<Option<Urls>, SettingsError> {
     let url_flag = format!("{}-url", t.flag);
-    let redis_type = match t.redis_type {
-        Some(r) => r,
-        None => match var(env, &name("TYPE")).map(|t| t.trim().to_ascii_lowercase()) {
-            None => RedisType::Single,
-            Some(t) if t == "single" => RedisType::Single,
-            Some(t) if t == "cluster" => RedisType::Cluster,
-            Some(t) if t == "sentinel" => RedisType::Sentinel,
-            Some(other) => {
-                return Err(err(
-                    &name("TYPE"),
-                    format!("Unrecognized redis type {other}"),
-                ));
-            }
-        },
-    };
-    let (raw, from_flag) = if let Some(u) = t.url {
-        (u.to_owned(), true)
-    } else if let Some(u) = var(env, &name("URL")) {
-        (u, false)
-    } else if use_default {
-        (t.default_socket.to_owned(), false)
-    } else {
+    let from_flag = t.url.by_sluice();
+    let Some(raw) = t.url.value else {
         return Ok(None);
     };
-    let tls = match t.tls {
-        Some(b) => b,
-        None => bool_var(env, &name("TLS"))?.unwrap_or(false),
-    };
-    let auth = t
-        .auth
-        .map(str::to_owned)
-        .or_else(|| var(env, &name("AUTH")));
+    let redis_type = t.redis_type;
     let items = split_urls(&raw);
 
     if redis_type == RedisType::Sentinel {
-        let setting = if from_flag { url_flag } else { name("URL") };
+        let setting = if from_flag { &url_flag } else { &t.url.name };
         let [master, sentinels @ ..] = items.as_slice() else {
-            return Err(err(&setting, SENTINEL_FORMAT));
+            return Err(err(setting, SENTINEL_FORMAT));
         };
         if sentinels.is_empty() {
-            return Err(err(&setting, SENTINEL_FORMAT));
+            return Err(err(setting, SENTINEL_FORMAT));
         }
-        let sentinel_auth = t
-            .sentinel_auth
-            .map(str::to_owned)
-            .or_else(|| var(env, &name("SENTINEL_AUTH")));
-        let scheme = if tls { "rediss" } else { "redis" };
+        let scheme = if t.tls { "rediss" } else { "redis" };
         let urls = sentinels
             .iter()
             .map(|a| {
                 if a.contains("://") {
                     a.clone()
                 } else {
-                    format!("{scheme}://{}{a}", userinfo(sentinel_auth.as_deref()))
+                    format!("{scheme}://{}{a}", userinfo(t.sentinel_auth.as_deref()))
                 }
             })
             .collect();
@@ -107,26 +100,17 @@ pub(super) fn target_urls(
             urls,
             redis_type,
             sentinel_master: Some(master.clone()),
-            master_auth: auth,
+            master_auth: t.auth,
         }));
     }
 
-    let socket = var(env, &name("SOCKET_TYPE")).map(|t| t.trim().to_ascii_lowercase());
     let urls: Vec<String> = if from_flag {
         items
     } else {
         items
             .iter()
-            .map(|u| {
-                compat_url(
-                    u,
-                    &name("SOCKET_TYPE"),
-                    socket.as_deref(),
-                    tls,
-                    auth.as_deref(),
-                )
-            })
-            .collect::<Result<_, _>>()?
+            .map(|u| compat_url(u, t.socket, t.tls, t.auth.as_deref()))
+            .collect()
     };
     if urls.is_empty() {
         return Err(err(&url_flag, "no Redis URL given"));
@@ -143,9 +127,8 @@ pub(super) fn target_urls(
         return Err(err(
             &url_flag,
             format!(
-                "several URLs given; set {}-type cluster ({}=cluster) for a cluster",
-                t.flag,
-                name("TYPE")
+                "several URLs given; set {}-type cluster ({}_TYPE=cluster) for a cluster",
+                t.flag, t.env
             ),
         ));
     }
@@ -193,24 +176,15 @@ fn userinfo(auth: Option<&str>) -> String {
 
 /// Their `REDIS_URL` is `host:port` (tcp) or a socket path (unix), with auth and TLS in
 /// separate variables. Build the equivalent URL.
-fn compat_url(
-    raw: &str,
-    socket_var: &str,
-    socket: Option<&str>,
-    tls: bool,
-    auth: Option<&str>,
-) -> Result<String, SettingsError> {
+fn compat_url(raw: &str, socket: Option<SocketType>, tls: bool, auth: Option<&str>) -> String {
     if raw.contains("://") {
-        return Ok(raw.to_string());
+        return raw.to_string();
     }
     let unix = match socket {
-        Some("tcp") => false,
-        Some("unix") => true,
+        Some(SocketType::Tcp) => false,
+        Some(SocketType::Unix) => true,
         // Their default is unix; a value that looks like host:port is tcp either way.
         None => raw.starts_with('/'),
-        Some(other) => {
-            return Err(err(socket_var, format!("'{other}' is not tcp or unix")));
-        }
     };
     if unix {
         let mut url = format!("unix://{raw}");
@@ -222,10 +196,10 @@ fn compat_url(
                 url.push_str(&format!("?pass={}", pct(pass)));
             }
         }
-        return Ok(url);
+        return url;
     }
     let scheme = if tls { "rediss" } else { "redis" };
-    Ok(format!("{scheme}://{}{raw}", userinfo(auth)))
+    format!("{scheme}://{}{raw}", userinfo(auth))
 }
 
 /// Percent-encode a URL userinfo component.

@@ -1,7 +1,7 @@
 //! Telemetry settings: statsd/DogStatsD (`USE_STATSD`, `STATSD_HOST`, `STATSD_PORT`,
 //! `STATSD_PROTOCOL`, `USE_DOG_STATSD`, `EXTRA_TAGS`, `STATS_FLUSH_INTERVAL`), the
 //! Prometheus mapping file (`PROMETHEUS_MAPPER_YAML`) and OpenTelemetry tracing
-//! (`TRACING_*`; the exporter reads the standard `OTEL_EXPORTER_OTLP_*` itself).
+//! (`trace.rs`).
 //!
 //! statsd is off unless asked for. envoyproxy/ratelimit defaults `USE_STATSD` to true, but
 //! sluice's metrics are Prometheus on `/metrics`, and a default sink that sends to
@@ -13,56 +13,22 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use clap::{Args, ValueEnum};
+use super::decl::{Setting, Their};
+use super::declare::settings;
+use super::env::{Env, num_var, var};
+use super::parse::{SettingsError, err};
+use super::resolver::{Given, Group, Resolver, Source, Value};
+use super::trace::{self, TracingSettings};
+use super::values::{boolean, none, positive_duration, some_boolean, some_path, some_text};
 
-use super::env::{Env, bool_var, num_var, var};
-use super::{SettingsError, err, parse_duration};
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum StatsdProtocol {
     Udp,
     Tcp,
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
-pub enum TracingProtocol {
-    /// OTLP over HTTP/protobuf (port 4318, `/v1/traces`).
-    Http,
-    /// OTLP over gRPC (port 4317).
-    Grpc,
-}
-
-#[derive(Debug, Default, Args)]
-pub struct TelemetryArgs {
-    /// Send statsd to this host:port (also USE_STATSD with STATSD_HOST/STATSD_PORT)
-    #[arg(long, value_name = "HOST:PORT", env = "SLUICE_STATSD_ADDR")]
-    pub statsd_addr: Option<String>,
-    /// statsd transport [default: tcp for statsd as theirs, udp for DogStatsD] (also STATSD_PROTOCOL)
-    #[arg(long, value_enum, env = "SLUICE_STATSD_PROTOCOL")]
-    pub statsd_protocol: Option<StatsdProtocol>,
-    /// DogStatsD: tags as `|#k:v` instead of `.__k=v` name suffixes (also USE_DOG_STATSD)
-    #[arg(long, num_args = 0..=1, default_missing_value = "true", env = "SLUICE_DOGSTATSD")]
-    pub dogstatsd: Option<bool>,
-    /// Tags on every stat, `k:v,k2:v2` (also EXTRA_TAGS)
-    #[arg(long, value_name = "TAGS", env = "SLUICE_STATSD_TAGS")]
-    pub statsd_tags: Option<String>,
-    /// How often counters are sent, as deltas [default: 10s] (also STATS_FLUSH_INTERVAL)
-    #[arg(long, value_name = "DURATION", env = "SLUICE_STATS_FLUSH_INTERVAL")]
-    pub stats_flush_interval: Option<String>,
-    /// statsd_exporter mapping file applied to /metrics (also PROMETHEUS_MAPPER_YAML)
-    #[arg(long, value_name = "PATH", env = "SLUICE_METRICS_MAPPER")]
-    pub metrics_mapper: Option<PathBuf>,
-    /// Export OpenTelemetry traces over OTLP (also TRACING_ENABLED)
-    #[arg(long, num_args = 0..=1, default_missing_value = "true", env = "SLUICE_TRACING")]
-    pub tracing: Option<bool>,
-    /// OTLP transport [default: http] (also TRACING_EXPORTER_PROTOCOL)
-    #[arg(long, value_enum, env = "SLUICE_TRACING_PROTOCOL")]
-    pub tracing_protocol: Option<TracingProtocol>,
-    /// Fraction of new traces sampled; a sampled parent is always followed [default: 1]
-    /// (also TRACING_SAMPLING_RATE)
-    #[arg(long, value_name = "RATE", env = "SLUICE_TRACING_SAMPLING_RATE")]
-    pub tracing_sampling_rate: Option<f64>,
-}
+impl Value for StatsdProtocol {}
+impl Value for Mogrifier {}
 
 #[derive(Clone, Debug, PartialEq)]
 pub struct StatsdSettings {
@@ -87,113 +53,209 @@ pub struct Mogrifier {
     pub tags: Vec<(String, String)>,
 }
 
-#[derive(Clone, Debug, PartialEq)]
-pub struct TracingSettings {
-    pub protocol: TracingProtocol,
-    pub service_name: String,
-    pub service_namespace: Option<String>,
-    /// `None`: a random UUID at startup (theirs).
-    pub service_instance_id: Option<String>,
-    pub sampling_rate: f64,
+const STATSD: &[(&str, &str)] = &[("USE_STATSD", "true")];
+const DOG: &[(&str, &str)] = &[
+    ("USE_DOG_STATSD", "true"),
+    ("DOG_STATSD_MOGRIFIER_A_PATTERN", "^ratelimit\\.(.*)$"),
+    ("DOG_STATSD_MOGRIFIER_A_NAME", "rl.$1"),
+];
+const DOG_MOGRIFIED: &[(&str, &str)] = &[
+    ("USE_DOG_STATSD", "true"),
+    ("USE_DOG_STATSD_MOGRIFIERS", "A"),
+    ("DOG_STATSD_MOGRIFIER_A_PATTERN", "^ratelimit\\.(.*)$"),
+    ("DOG_STATSD_MOGRIFIER_A_NAME", "rl.$1"),
+];
+settings! {
+    /// statsd, the Prometheus mapping file and tracing.
+    #[derive(Clone, Debug, PartialEq)]
+    pub struct TelemetrySettings {
+        pub statsd: Option<StatsdSettings> = with(statsd, StatsdInput, DogMogrifiers),
+        /// statsd_exporter mapping file applied to /metrics
+        pub metrics_mapper: Option<PathBuf> = setting(
+            Setting::value("metrics-mapper", "PATH", some_path)
+                .shown_default("none")
+                .readme(
+                    "statsd_exporter mapping applied to `/metrics` \
+                     ([mapping](#prometheus-mapping-file))",
+                )
+                .same(Their::new("PROMETHEUS_MAPPER_YAML", "/etc/mapper.yaml").does(
+                    "statsd_exporter mapping file applied to `/metrics` (`--metrics-mapper`)",
+                ))
+        ),
+        pub tracing: Option<TracingSettings> = with(trace::tracing, trace::TracingSwitch, TracingSettings),
+    }
 }
 
-#[derive(Clone, Debug, Default, PartialEq)]
-pub struct TelemetrySettings {
-    pub statsd: Option<StatsdSettings>,
-    pub metrics_mapper: Option<PathBuf>,
-    pub tracing: Option<TracingSettings>,
+settings! {
+    /// statsd's flags and their variables, before deciding whether a sink runs.
+    struct StatsdInput {
+        /// Send statsd to this host:port
+        addr: Given<Option<String>> = setting(
+            Setting::value("statsd-addr", "HOST:PORT", some_text)
+                .shown_default("off")
+                .readme(
+                    "send statsd to `host:port` ([statsd](#statsd-and-dogstatsd)); their \
+                     variables turn it on",
+                )
+                .map(statsd_host_port)
+                .shown_theirs("`USE_STATSD`, `STATSD_HOST`, `STATSD_PORT`")
+                .their(Their::new("STATSD_HOST", "statsd.example").does(
+                    "statsd target host, `localhost` (`--statsd-addr`); setting it turns statsd \
+                     on unless `USE_STATSD=false`",
+                ))
+                .their(Their::new("STATSD_PORT", "9125").does(
+                    "statsd target port, 8125; setting it turns statsd on unless \
+                     `USE_STATSD=false`",
+                ))
+        ),
+        /// Send statsd; unset, statsd is off here (theirs: on) unless `STATSD_HOST` or
+        /// `STATSD_PORT` is set
+        use_statsd: Option<bool> = setting(
+            Setting::theirs_only(some_boolean).same(Their::new("USE_STATSD", "true"))
+        ),
+        /// statsd transport, as theirs: tcp for statsd, udp for DogStatsD
+        protocol: Option<StatsdProtocol> = setting(
+            Setting::value("statsd-protocol", "PROTOCOL", statsd_protocol)
+                .values(&["udp", "tcp"])
+                .shown_default("`tcp` (statsd), `udp` (DogStatsD)")
+                .same(Their::new("STATSD_PROTOCOL", "udp").with(STATSD).library())
+        ),
+        /// DogStatsD: tags as `|#k:v` instead of `.__k=v` name suffixes
+        dogstatsd: bool = setting(
+            Setting::switch("dogstatsd").same(Their::new("USE_DOG_STATSD", "true").does(
+                "send DogStatsD (`--dogstatsd`): tags as DogStatsD tags, UDP by default",
+            ))
+        ),
+        /// Tags on every stat, `k:v,k2:v2`
+        tags: Vec<(String, String)> = setting(
+            Setting::value("statsd-tags", "TAGS", tags)
+                .shown_default("none")
+                .same(Their::new("EXTRA_TAGS", "team:rl").with(STATSD))
+        ),
+        /// How often counters are sent, as deltas
+        flush_interval: Duration = setting(
+            Setting::value("stats-flush-interval", "DURATION", positive_duration)
+                .default("10s")
+                .same(Their::new("STATS_FLUSH_INTERVAL", "1s").with(STATSD))
+        ),
+        /// No statsd is sent; Prometheus `/metrics` is still served (theirs empties it too)
+        disable: bool = setting(
+            Setting::theirs_only(boolean)
+                .default("false")
+                .same(Their::new("DISABLE_STATS", "true").with(STATSD).does(
+                    "`true`: no statsd is sent; Prometheus `/metrics` is still served (theirs \
+                     empties it too)",
+                ))
+        ),
+    }
 }
 
-pub(super) fn resolve(a: &TelemetryArgs, env: Env<'_>) -> Result<TelemetrySettings, SettingsError> {
-    Ok(TelemetrySettings {
-        statsd: statsd(a, env)?,
-        metrics_mapper: a
-            .metrics_mapper
-            .clone()
-            .or_else(|| var(env, "PROMETHEUS_MAPPER_YAML").map(PathBuf::from)),
-        tracing: tracing(a, env)?,
-    })
+settings! {
+    /// DogStatsD's renames, read only when DogStatsD is on (as theirs).
+    struct DogMogrifiers {
+        /// DogStatsD renames and tags
+        list: Vec<Mogrifier> = setting(
+            Setting::theirs_only(none)
+                .shown_default("none")
+                .map(mogrifiers)
+                .shown_theirs(
+                    "`USE_DOG_STATSD_MOGRIFIERS`, \
+                     `DOG_STATSD_MOGRIFIER_<NAME>_PATTERN`/`_NAME`/`_TAGS`",
+                )
+                .their(Their::new("USE_DOG_STATSD_MOGRIFIERS", "A").with(DOG).does(
+                    "DogStatsD: the mogrifiers applied to stat names, in the order listed",
+                ))
+                .their(
+                    Their::new("DOG_STATSD_MOGRIFIER_*", "service:$1")
+                        .probe_as("DOG_STATSD_MOGRIFIER_A_TAGS")
+                        .with(DOG_MOGRIFIED)
+                        .does(
+                            "each listed mogrifier's `_PATTERN` (regex), `_NAME` and `_TAGS` \
+                             (`$1`… are its captures)",
+                        ),
+                )
+        ),
+    }
 }
 
-fn statsd(a: &TelemetryArgs, env: Env<'_>) -> Result<Option<StatsdSettings>, SettingsError> {
-    let use_statsd = bool_var(env, "USE_STATSD")?;
-    let use_dog = match a.dogstatsd {
-        Some(d) => Some(d),
-        None => bool_var(env, "USE_DOG_STATSD")?,
-    };
-    if use_statsd == Some(true) && use_dog == Some(true) {
+/// Their `STATSD_PROTOCOL` is read by its prefix (`udp4` is udp).
+fn statsd_protocol(s: &str) -> Result<Option<StatsdProtocol>, String> {
+    let p = s.trim().to_ascii_lowercase();
+    match p {
+        p if p.starts_with("udp") => Ok(Some(StatsdProtocol::Udp)),
+        p if p.starts_with("tcp") => Ok(Some(StatsdProtocol::Tcp)),
+        p => Err(format!("'{p}' is not udp or tcp")),
+    }
+}
+
+/// `STATSD_HOST`/`STATSD_PORT` → `host:port`, when either is set.
+fn statsd_host_port(env: Env<'_>) -> Result<Option<Option<String>>, SettingsError> {
+    let host = var(env, "STATSD_HOST");
+    let port: Option<u16> = num_var(env, "STATSD_PORT")?;
+    if host.is_none() && port.is_none() {
+        return Ok(None);
+    }
+    let host = host.unwrap_or_else(|| "localhost".into());
+    let port = port.unwrap_or(8125);
+    Ok(Some(Some(
+        if host.contains(':') && !host.starts_with('[') {
+            format!("[{host}]:{port}")
+        } else {
+            format!("{host}:{port}")
+        },
+    )))
+}
+
+fn statsd(r: &Resolver<'_>) -> Result<Option<StatsdSettings>, SettingsError> {
+    let i = StatsdInput::from_resolver(r)?;
+    if i.use_statsd == Some(true) && i.dogstatsd {
         return Err(err(
             "USE_DOG_STATSD",
             "unable to use more than one stats sink at the same time. Set one of \
              USE_DOG_STATSD, USE_STATSD",
         ));
     }
-    let host = var(env, "STATSD_HOST");
-    let port = var(env, "STATSD_PORT");
-    let enabled = a.statsd_addr.is_some()
-        || use_dog == Some(true)
-        || match use_statsd {
-            Some(u) => u,
-            None => host.is_some() || port.is_some(),
-        };
-    if !enabled || bool_var(env, "DISABLE_STATS")? == Some(true) {
+    let enabled = i.addr.by_sluice()
+        || i.dogstatsd
+        || i.use_statsd.unwrap_or(i.addr.source == Source::Theirs);
+    if !enabled || i.disable {
         return Ok(None);
     }
-    let addr = match &a.statsd_addr {
-        Some(addr) => addr.trim().to_string(),
-        None => {
-            let port: u16 = num_var(env, "STATSD_PORT")?.unwrap_or(8125);
-            let host = host.unwrap_or_else(|| "localhost".into());
-            if host.contains(':') && !host.starts_with('[') {
-                format!("[{host}]:{port}")
-            } else {
-                format!("{host}:{port}")
-            }
-        }
+    let addr = match i.addr.value {
+        Some(a) => a.trim().to_string(),
+        None => "localhost:8125".into(),
     };
-    let dogstatsd = use_dog == Some(true);
-    let protocol = match a.statsd_protocol {
-        Some(p) => p,
-        None => match var(env, "STATSD_PROTOCOL").map(|p| p.trim().to_ascii_lowercase()) {
-            Some(p) if p.starts_with("udp") => StatsdProtocol::Udp,
-            Some(p) if p.starts_with("tcp") => StatsdProtocol::Tcp,
-            Some(p) => return Err(err("STATSD_PROTOCOL", format!("'{p}' is not udp or tcp"))),
-            // gostats' statsd sink dials tcp; datadog-go sends udp.
-            None if dogstatsd => StatsdProtocol::Udp,
-            None => StatsdProtocol::Tcp,
-        },
-    };
-    let (tags_name, tags) = match &a.statsd_tags {
-        Some(t) => ("--statsd-tags", Some(t.clone())),
-        None => ("EXTRA_TAGS", var(env, "EXTRA_TAGS")),
-    };
-    let flush_interval = match &a.stats_flush_interval {
-        Some(d) => parse_duration("--stats-flush-interval", d)?,
-        None => match var(env, "STATS_FLUSH_INTERVAL") {
-            Some(d) => parse_duration("STATS_FLUSH_INTERVAL", &d)?,
-            None => Duration::from_secs(10),
-        },
-    };
-    if flush_interval.is_zero() {
-        return Err(err("STATS_FLUSH_INTERVAL", "must be more than 0"));
-    }
-    let mogrifiers = match var(env, "USE_DOG_STATSD_MOGRIFIERS") {
-        Some(list) if dogstatsd => mogrifiers(&list, env)?,
-        _ => Vec::new(),
+    // gostats' statsd sink dials tcp; datadog-go sends udp.
+    let protocol = i.protocol.unwrap_or(if i.dogstatsd {
+        StatsdProtocol::Udp
+    } else {
+        StatsdProtocol::Tcp
+    });
+    let mogrifiers = match i.dogstatsd {
+        true => DogMogrifiers::from_resolver(r)?.list,
+        false => Vec::new(),
     };
     Ok(Some(StatsdSettings {
         addr,
         protocol,
-        dogstatsd,
-        tags: parse_tags(tags_name, tags.as_deref().unwrap_or(""))?,
-        flush_interval,
+        dogstatsd: i.dogstatsd,
+        tags: i.tags,
+        flush_interval: i.flush_interval,
         mogrifiers,
     }))
 }
 
+/// `USE_DOG_STATSD_MOGRIFIERS` and the variables of each mogrifier it lists.
+fn mogrifiers(env: Env<'_>) -> Result<Option<Vec<Mogrifier>>, SettingsError> {
+    let Some(list) = var(env, "USE_DOG_STATSD_MOGRIFIERS") else {
+        return Ok(None);
+    };
+    read_mogrifiers(&list, env).map(Some)
+}
+
 /// `DOG_STATSD_MOGRIFIER_<NAME>_PATTERN`, `_NAME` and `_TAGS` for each listed name, with
 /// their checks and messages.
-fn mogrifiers(list: &str, env: Env<'_>) -> Result<Vec<Mogrifier>, SettingsError> {
+fn read_mogrifiers(list: &str, env: Env<'_>) -> Result<Vec<Mogrifier>, SettingsError> {
     let mut out = Vec::new();
     for key in list.split(',').map(str::trim).filter(|k| !k.is_empty()) {
         let prefix = format!("DOG_STATSD_MOGRIFIER_{key}");
@@ -246,12 +308,12 @@ fn mogrifiers(list: &str, env: Env<'_>) -> Result<Vec<Mogrifier>, SettingsError>
 
 /// envconfig's map syntax, as their `EXTRA_TAGS` is read: `k:v,k2:v2`. Values are cleaned
 /// like gostats does before putting them in a name (`.`, `:` and `|` become `_`).
-pub fn parse_tags(name: &str, s: &str) -> Result<Vec<(String, String)>, SettingsError> {
+fn tags(s: &str) -> Result<Vec<(String, String)>, String> {
     let mut tags = Vec::new();
     for pair in s.split(',').map(str::trim).filter(|p| !p.is_empty()) {
         let (k, v) = pair
             .split_once(':')
-            .ok_or_else(|| err(name, format!("invalid map item: \"{pair}\"")))?;
+            .ok_or_else(|| format!("invalid map item: \"{pair}\""))?;
         if k.is_empty() || v.is_empty() {
             continue;
         }
@@ -264,46 +326,6 @@ pub fn parse_tags(name: &str, s: &str) -> Result<Vec<(String, String)>, Settings
     }
     tags.sort();
     Ok(tags)
-}
-
-fn tracing(a: &TelemetryArgs, env: Env<'_>) -> Result<Option<TracingSettings>, SettingsError> {
-    let enabled = match a.tracing {
-        Some(t) => t,
-        None => bool_var(env, "TRACING_ENABLED")?.unwrap_or(false),
-    };
-    if !enabled {
-        return Ok(None);
-    }
-    let protocol = match a.tracing_protocol {
-        Some(p) => p,
-        None => {
-            match var(env, "TRACING_EXPORTER_PROTOCOL").map(|p| p.trim().to_ascii_lowercase()) {
-                None => TracingProtocol::Http,
-                Some(p) if p == "http" => TracingProtocol::Http,
-                Some(p) if p == "grpc" => TracingProtocol::Grpc,
-                Some(p) => {
-                    return Err(err(
-                        "TRACING_EXPORTER_PROTOCOL",
-                        format!("'{p}' is not http or grpc"),
-                    ));
-                }
-            }
-        }
-    };
-    let sampling_rate = match a.tracing_sampling_rate {
-        Some(r) => r,
-        None => num_var(env, "TRACING_SAMPLING_RATE")?.unwrap_or(1.0),
-    };
-    if !(0.0..=1.0).contains(&sampling_rate) {
-        return Err(err("TRACING_SAMPLING_RATE", "must be between 0 and 1"));
-    }
-    Ok(Some(TracingSettings {
-        protocol,
-        service_name: var(env, "TRACING_SERVICE_NAME").unwrap_or_else(|| "RateLimit".into()),
-        service_namespace: var(env, "TRACING_SERVICE_NAMESPACE"),
-        service_instance_id: var(env, "TRACING_SERVICE_INSTANCE_ID"),
-        sampling_rate,
-    }))
 }
 
 #[cfg(test)]

@@ -1,27 +1,14 @@
 use super::*;
-use crate::settings::ServeArgs;
-use clap::Parser;
+use crate::settings::tests::serve;
+use crate::settings::{Error, TracingProtocol};
 
-#[derive(Parser)]
-struct Wrap {
-    #[command(flatten)]
-    serve: ServeArgs,
-}
-
-impl ServeArgs {
-    fn parse_from(args: [&str; 1]) -> ServeArgs {
-        Wrap::parse_from(args).serve
-    }
-}
-
+/// The telemetry settings of `sluice serve` under `pairs`.
 fn resolve_env(pairs: &[(&str, &str)]) -> Result<TelemetrySettings, SettingsError> {
-    let env = |k: &str| {
-        pairs
-            .iter()
-            .find(|(n, _)| *n == k)
-            .map(|(_, v)| v.to_string())
-    };
-    resolve(&TelemetryArgs::default(), &env)
+    match serve(&[], pairs) {
+        Ok(s) => Ok(s.telemetry),
+        Err(Error::Setting { error, .. }) => Err(error),
+        Err(e) => panic!("{e}"),
+    }
 }
 
 #[test]
@@ -81,10 +68,8 @@ fn statsd_errors_name_the_variable() {
 
 #[test]
 fn what_would_change_meaning_is_refused() {
-    let args = ServeArgs::parse_from(["serve"]);
     let k = "PROMETHEUS_RESPONSE_TIME_AS_MILLISECONDS";
-    let env = |n: &str| (n == k).then(|| "true".to_string());
-    let e = crate::settings::Settings::resolve(&args, &env).unwrap_err();
+    let e = resolve_env(&[(k, "true")]).unwrap_err();
     assert_eq!(e.name, k);
 }
 

@@ -1,10 +1,19 @@
 //! Where the rules come from: files (the default), or an xDS management server over
 //! state-of-the-world ADS, with envoyproxy/ratelimit's variables and meanings
-//! (`CONFIG_TYPE=GRPC_XDS_SOTW`, `CONFIG_GRPC_XDS_*`, `XDS_CLIENT_*`), and whether serving
-//! waits for the first config (`FORCE_START_WITHOUT_INITIAL_CONFIG`).
+//! (`CONFIG_TYPE=GRPC_XDS_SOTW`, `CONFIG_GRPC_XDS_*`, `XDS_CLIENT_*`). The xDS settings are
+//! read only when `CONFIG_TYPE` asks for xDS, as theirs.
 
-use super::env::{Env, bool_var, num_var, var};
-use super::*;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use super::decl::{Setting, Their};
+use super::declare::settings;
+use super::parse::{SettingsError, err};
+use super::resolver::{Group, Resolver, Value};
+use super::rules::CONFIG;
+use super::values::{
+    boolean, duration, number, one_of, pairs, positive, positive_duration, some_path, some_trimmed,
+};
 
 /// Rules from files (`--config`) or from an xDS server.
 #[derive(Clone, Debug, PartialEq, Default)]
@@ -15,72 +24,166 @@ pub enum ConfigSource {
     Xds(Box<XdsSettings>),
 }
 
-/// The xDS client (`CONFIG_TYPE=GRPC_XDS_SOTW`).
-#[derive(Clone, Debug, PartialEq)]
-pub struct XdsSettings {
-    /// `host:port`, `http(s)://host:port` or `dns:///host:port` (CONFIG_GRPC_XDS_SERVER_URL).
-    pub server_url: String,
-    /// CONFIG_GRPC_XDS_NODE_ID: the management server keys its snapshots by it.
-    pub node_id: String,
-    /// CONFIG_GRPC_XDS_NODE_METADATA (`k=v,k2=v2`): string fields of the node's metadata.
-    pub node_metadata: Vec<(String, String)>,
-    /// CONFIG_GRPC_XDS_CLIENT_ADDITIONAL_HEADERS (`k:v,k2:v2`): gRPC metadata on the stream.
-    pub headers: Vec<(String, String)>,
-    /// CONFIG_GRPC_XDS_SERVER_USE_TLS and its files.
-    pub tls: Option<XdsTls>,
-    pub backoff: XdsBackoff,
-    /// XDS_CLIENT_MAX_MSG_SIZE_IN_BYTES: largest response accepted (gRPC's default: 4 MiB).
-    pub max_message_bytes: Option<usize>,
+/// The values of `CONFIG_TYPE`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum ConfigType {
+    File,
+    Xds,
 }
 
-impl Default for XdsSettings {
-    fn default() -> Self {
-        XdsSettings {
-            server_url: "localhost:18000".into(),
-            node_id: "default".into(),
-            node_metadata: Vec::new(),
-            headers: Vec::new(),
-            tls: None,
-            backoff: XdsBackoff::default(),
-            max_message_bytes: None,
-        }
+impl Value for ConfigType {}
+
+fn config_type(s: &str) -> Result<ConfigType, String> {
+    let names = [
+        ("FILE", ConfigType::File),
+        ("GRPC_XDS_SOTW", ConfigType::Xds),
+    ];
+    one_of(s, &names).ok_or_else(|| {
+        format!(
+            "'{}' is not FILE or GRPC_XDS_SOTW",
+            s.trim().to_ascii_uppercase()
+        )
+    })
+}
+
+const XDS: &[(&str, &str)] = &[("CONFIG_TYPE", "GRPC_XDS_SOTW")];
+const XDS_TLS: &[(&str, &str)] = &[
+    ("CONFIG_TYPE", "GRPC_XDS_SOTW"),
+    ("CONFIG_GRPC_XDS_SERVER_USE_TLS", "true"),
+];
+const XDS_MTLS: &[(&str, &str)] = &[
+    ("CONFIG_TYPE", "GRPC_XDS_SOTW"),
+    ("CONFIG_GRPC_XDS_SERVER_USE_TLS", "true"),
+    ("CONFIG_GRPC_XDS_CLIENT_TLS_CERT", "/xds/tls.crt"),
+    ("CONFIG_GRPC_XDS_CLIENT_TLS_KEY", "/xds/tls.key"),
+];
+
+settings! {
+    /// The choice of rule source.
+    pub(super) struct SourceInput {
+        /// `FILE` (rule files) or `GRPC_XDS_SOTW` (rules from an xDS server,
+        /// [below](#rules-over-xds))
+        config_type: ConfigType = setting(
+            Setting::theirs_only(config_type)
+                .default("FILE")
+                .same(Their::new("CONFIG_TYPE", "GRPC_XDS_SOTW").does(
+                    "`FILE` (rule files) or `GRPC_XDS_SOTW` (rules from an xDS server)",
+                ))
+        ),
     }
 }
 
-/// TLS to the xDS server. Files are read at each connection, so rotated certificates are
-/// picked up on the next reconnect.
-#[derive(Clone, Debug, PartialEq, Default)]
-pub struct XdsTls {
-    /// CONFIG_GRPC_XDS_CLIENT_TLS_CERT / _KEY: the client certificate (mutual TLS).
-    pub client_cert: Option<PathBuf>,
-    pub client_key: Option<PathBuf>,
-    /// CONFIG_GRPC_XDS_SERVER_TLS_CACERT: the CA that signs the server's certificate
-    /// (the public web roots when unset).
-    pub ca_cert: Option<PathBuf>,
-    /// CONFIG_GRPC_XDS_SERVER_TLS_SAN: the name to verify instead of the URL's host.
-    pub server_name: Option<String>,
+settings! {
+    /// The xDS client (`CONFIG_TYPE=GRPC_XDS_SOTW`).
+    #[derive(Clone, Debug, PartialEq)]
+    pub struct XdsSettings {
+        /// The xDS server: `host:port`, `http(s)://host:port` or `dns:///host:port`
+        pub server_url: String = setting(
+            Setting::theirs_only(trimmed)
+                .default("localhost:18000")
+                .same(Their::new("CONFIG_GRPC_XDS_SERVER_URL", "xds.example:18000").with(XDS))
+        ),
+        /// The node id the server keys its snapshots by
+        pub node_id: String = setting(
+            Setting::theirs_only(trimmed)
+                .default("default")
+                .same(Their::new("CONFIG_GRPC_XDS_NODE_ID", "node-1").with(XDS))
+        ),
+        /// `k=v,k2=v2`: string fields of the node's metadata
+        pub node_metadata: Vec<(String, String)> = setting(
+            Setting::theirs_only(|s| pairs(s, '='))
+                .same(Their::new("CONFIG_GRPC_XDS_NODE_METADATA", "zone=a").with(XDS))
+        ),
+        /// `k:v,k2:v2`: gRPC metadata sent on the xDS stream
+        pub headers: Vec<(String, String)> = setting(
+            Setting::theirs_only(headers)
+                .same(Their::new("CONFIG_GRPC_XDS_CLIENT_ADDITIONAL_HEADERS", "x-team:rl").with(XDS))
+        ),
+        /// CONFIG_GRPC_XDS_SERVER_USE_TLS and its files.
+        pub tls: Option<XdsTls> = with(tls, XdsTlsSwitch, XdsTls),
+        pub backoff: XdsBackoff = group(),
+        /// Largest xDS response accepted, in bytes
+        pub max_message_bytes: Option<usize> = setting(
+            Setting::theirs_only(|s| positive(s).map(Some))
+                .shown_default("4 MiB (gRPC's)")
+                .same(Their::new("XDS_CLIENT_MAX_MSG_SIZE_IN_BYTES", "1048576").with(XDS))
+        ),
+    }
 }
 
-/// Reconnect delays, as their client computes them (jpillora/backoff): attempt `n` waits
-/// `initial × factor^n`, at least `initial` and at most `max`; with jitter, a uniform
-/// draw between `initial` and that. A factor below 1 therefore keeps every delay at
-/// `initial` (their default 0.5 does).
-#[derive(Clone, Debug, PartialEq)]
-pub struct XdsBackoff {
-    pub initial: Duration,
-    pub max: Duration,
-    pub factor: f64,
-    pub jitter: bool,
+settings! {
+    /// Whether the xDS client uses TLS.
+    struct XdsTlsSwitch {
+        /// TLS to the xDS server; the `CONFIG_GRPC_XDS_*_TLS_*` files count only when it is true
+        on: bool = setting(
+            Setting::theirs_only(boolean)
+                .default("false")
+                .same(Their::new("CONFIG_GRPC_XDS_SERVER_USE_TLS", "true").with(XDS))
+        ),
+    }
 }
 
-impl Default for XdsBackoff {
-    fn default() -> Self {
-        XdsBackoff {
-            initial: Duration::from_secs(10),
-            max: Duration::from_secs(60),
-            factor: 0.5,
-            jitter: true,
-        }
+settings! {
+    /// TLS to the xDS server. Files are read at each connection, so rotated certificates are
+    /// picked up on the next reconnect.
+    #[derive(Clone, Debug, PartialEq)]
+    pub struct XdsTls {
+        /// Client certificate to the xDS server (mutual TLS), read at each connection
+        pub client_cert: Option<PathBuf> = setting(
+            Setting::theirs_only(some_path)
+                .same(Their::new("CONFIG_GRPC_XDS_CLIENT_TLS_CERT", "/xds/other.crt").with(XDS_MTLS))
+        ),
+        /// Private key of that client certificate, read at each connection
+        pub client_key: Option<PathBuf> = setting(
+            Setting::theirs_only(some_path)
+                .same(Their::new("CONFIG_GRPC_XDS_CLIENT_TLS_KEY", "/xds/other.key").with(XDS_MTLS))
+        ),
+        /// CA of the xDS server's certificate
+        pub ca_cert: Option<PathBuf> = setting(
+            Setting::theirs_only(some_path)
+                .shown_default("public web roots")
+                .same(Their::new("CONFIG_GRPC_XDS_SERVER_TLS_CACERT", "/xds/ca.crt").with(XDS_TLS))
+        ),
+        /// Name the xDS server's certificate must carry
+        pub server_name: Option<String> = setting(
+            Setting::theirs_only(some_trimmed)
+                .shown_default("the URL's host")
+                .same(Their::new("CONFIG_GRPC_XDS_SERVER_TLS_SAN", "xds.internal").with(XDS_TLS))
+        ),
+    }
+}
+
+settings! {
+    /// Reconnect delays, as their client computes them (jpillora/backoff): attempt `n` waits
+    /// `initial × factor^n`, at least `initial` and at most `max`; with jitter, a uniform
+    /// draw between `initial` and that. A factor below 1 therefore keeps every delay at
+    /// `initial` (their default 0.5 does).
+    #[derive(Clone, Debug, PartialEq)]
+    pub struct XdsBackoff {
+        /// First xDS reconnect delay
+        pub initial: Duration = setting(
+            Setting::theirs_only(positive_duration)
+                .default("10s")
+                .same(Their::new("XDS_CLIENT_BACKOFF_INITIAL_INTERVAL", "1s").with(XDS))
+        ),
+        /// Longest xDS reconnect delay
+        pub max: Duration = setting(
+            Setting::theirs_only(duration)
+                .default("60s")
+                .same(Their::new("XDS_CLIENT_BACKOFF_MAX_INTERVAL", "2m").with(XDS))
+        ),
+        /// Growth factor of the delay (theirs: below 1 the delay stays at the first)
+        pub factor: f64 = setting(
+            Setting::theirs_only(factor)
+                .default("0.5")
+                .same(Their::new("XDS_CLIENT_BACKOFF_RANDOM_FACTOR", "2").with(XDS))
+        ),
+        /// Randomize each reconnect delay
+        pub jitter: bool = setting(
+            Setting::theirs_only(boolean)
+                .default("true")
+                .same(Their::new("XDS_CLIENT_BACKOFF_JITTER", "false").with(XDS))
+        ),
     }
 }
 
@@ -101,95 +204,27 @@ impl XdsBackoff {
     }
 }
 
-pub(super) fn resolve_config_source(
-    args: &ServeArgs,
-    env: Env<'_>,
-    notes: &mut Vec<String>,
-) -> Result<ConfigSource, SettingsError> {
-    let xds = match var(env, "CONFIG_TYPE").map(|t| t.trim().to_ascii_uppercase()) {
-        None => false,
-        Some(t) if t == "FILE" => false,
-        Some(t) if t == "GRPC_XDS_SOTW" => true,
-        Some(t) => {
-            return Err(err(
-                "CONFIG_TYPE",
-                format!("'{t}' is not FILE or GRPC_XDS_SOTW"),
-            ));
-        }
-    };
-    if !xds {
+/// The rule source; the xDS settings are read only when `CONFIG_TYPE` selects xDS.
+pub(super) fn source(r: &Resolver<'_>) -> Result<ConfigSource, SettingsError> {
+    if SourceInput::from_resolver(r)?.config_type == ConfigType::File {
         return Ok(ConfigSource::Files);
     }
-    if !args.config.is_empty() {
-        notes.push("--config ignored: CONFIG_TYPE=GRPC_XDS_SOTW takes the rules from xDS".into());
+    if r.given(&CONFIG)?.by_sluice() {
+        r.note("--config ignored: CONFIG_TYPE=GRPC_XDS_SOTW takes the rules from xDS".into());
     }
-    let mut x = XdsSettings::default();
-    if let Some(u) = var(env, "CONFIG_GRPC_XDS_SERVER_URL") {
-        x.server_url = u.trim().to_string();
-    }
-    if let Some(id) = var(env, "CONFIG_GRPC_XDS_NODE_ID") {
-        x.node_id = id.trim().to_string();
-    }
-    if let Some(m) = var(env, "CONFIG_GRPC_XDS_NODE_METADATA") {
-        x.node_metadata = pairs("CONFIG_GRPC_XDS_NODE_METADATA", &m, '=')?;
-    }
-    if let Some(h) = var(env, "CONFIG_GRPC_XDS_CLIENT_ADDITIONAL_HEADERS") {
-        x.headers = pairs("CONFIG_GRPC_XDS_CLIENT_ADDITIONAL_HEADERS", &h, ':')?;
-        for (k, _) in &mut x.headers {
-            // gRPC metadata keys are lower case on the wire.
-            *k = k.to_ascii_lowercase();
-        }
-    }
-    x.tls = xds_tls(env)?;
-    let b = &mut x.backoff;
-    if let Some(d) = var(env, "XDS_CLIENT_BACKOFF_INITIAL_INTERVAL") {
-        b.initial = parse_duration("XDS_CLIENT_BACKOFF_INITIAL_INTERVAL", &d)?;
-    }
-    if let Some(d) = var(env, "XDS_CLIENT_BACKOFF_MAX_INTERVAL") {
-        b.max = parse_duration("XDS_CLIENT_BACKOFF_MAX_INTERVAL", &d)?;
-    }
-    if let Some(f) = num_var::<f64>(env, "XDS_CLIENT_BACKOFF_RANDOM_FACTOR")? {
-        if !(f.is_finite() && f > 0.0) {
-            return Err(err(
-                "XDS_CLIENT_BACKOFF_RANDOM_FACTOR",
-                format!("{f} must be a positive number (the delay's growth factor)"),
-            ));
-        }
-        b.factor = f;
-    }
-    if let Some(j) = bool_var(env, "XDS_CLIENT_BACKOFF_JITTER")? {
-        b.jitter = j;
-    }
-    if b.initial.is_zero() {
-        return Err(err(
-            "XDS_CLIENT_BACKOFF_INITIAL_INTERVAL",
-            "must be above zero",
-        ));
-    }
-    x.max_message_bytes = num_var::<usize>(env, "XDS_CLIENT_MAX_MSG_SIZE_IN_BYTES")?;
-    if x.max_message_bytes == Some(0) {
-        return Err(err(
-            "XDS_CLIENT_MAX_MSG_SIZE_IN_BYTES",
-            "must be above zero",
-        ));
-    }
+    let x = XdsSettings::from_resolver(r)?;
     if x.server_url.is_empty() {
         return Err(err("CONFIG_GRPC_XDS_SERVER_URL", "must not be empty"));
     }
     Ok(ConfigSource::Xds(Box::new(x)))
 }
 
-fn xds_tls(env: Env<'_>) -> Result<Option<XdsTls>, SettingsError> {
-    if !bool_var(env, "CONFIG_GRPC_XDS_SERVER_USE_TLS")?.unwrap_or(false) {
+/// The TLS files count only with `CONFIG_GRPC_XDS_SERVER_USE_TLS=true`, as theirs.
+fn tls(r: &Resolver<'_>) -> Result<Option<XdsTls>, SettingsError> {
+    if !XdsTlsSwitch::from_resolver(r)?.on {
         return Ok(None);
     }
-    let path = |name| var(env, name).map(|p| PathBuf::from(p.trim()));
-    let tls = XdsTls {
-        client_cert: path("CONFIG_GRPC_XDS_CLIENT_TLS_CERT"),
-        client_key: path("CONFIG_GRPC_XDS_CLIENT_TLS_KEY"),
-        ca_cert: path("CONFIG_GRPC_XDS_SERVER_TLS_CACERT"),
-        server_name: var(env, "CONFIG_GRPC_XDS_SERVER_TLS_SAN").map(|s| s.trim().to_string()),
-    };
+    let tls = XdsTls::from_resolver(r)?;
     if tls.client_cert.is_some() != tls.client_key.is_some() {
         return Err(err(
             "CONFIG_GRPC_XDS_CLIENT_TLS_CERT",
@@ -199,17 +234,25 @@ fn xds_tls(env: Env<'_>) -> Result<Option<XdsTls>, SettingsError> {
     Ok(Some(tls))
 }
 
-/// `k<sep>v,k2<sep>v2`; empty entries are skipped, an entry without `sep` is an error.
-fn pairs(name: &str, s: &str, sep: char) -> Result<Vec<(String, String)>, SettingsError> {
-    s.split(',')
-        .map(str::trim)
-        .filter(|e| !e.is_empty())
-        .map(|e| match e.split_once(sep) {
-            Some((k, v)) if !k.trim().is_empty() => Ok((k.trim().into(), v.trim().into())),
-            _ => Err(err(
-                name,
-                format!("'{e}' is not key{sep}value (expected k{sep}v,k2{sep}v2)"),
-            )),
-        })
-        .collect()
+fn trimmed(s: &str) -> Result<String, String> {
+    Ok(s.trim().to_owned())
+}
+
+/// gRPC metadata keys are lower case on the wire.
+fn headers(s: &str) -> Result<Vec<(String, String)>, String> {
+    let mut h = pairs(s, ':')?;
+    for (k, _) in &mut h {
+        *k = k.to_ascii_lowercase();
+    }
+    Ok(h)
+}
+
+fn factor(s: &str) -> Result<f64, String> {
+    let f: f64 = number(s)?;
+    if !(f.is_finite() && f > 0.0) {
+        return Err(format!(
+            "{f} must be a positive number (the delay's growth factor)"
+        ));
+    }
+    Ok(f)
 }

@@ -3,23 +3,21 @@
 //!
 //! Every name they read (`tests/data/envoyproxy-ratelimit-settings.txt`, from their
 //! `src/settings/settings.go`) is in exactly one of three lists:
-//! - [`HONOURED`]: read by the resolution code with their meaning (a value sluice cannot
-//!   honour, such as `BACKEND_TYPE=memcache`, is refused where the variable is read, and the
-//!   entry says so);
+//! - honoured: declared by a setting that reads it with their meaning (the table of settings,
+//!   `settings!` structs; a value sluice cannot honour, such as `BACKEND_TYPE=memcache`, is
+//!   refused by that setting's parser); the list is the declarations' (`honoured()`);
 //! - [`REFUSED`]: startup stops, naming the variable and the reason, when it is set to a
 //!   value that would change behaviour;
 //! - [`NO_EFFECT`]: sluice already behaves one fixed way; when set, a note saying so is
 //!   logged once at startup.
 //!
 //! The lists are what the code acts on, so they cannot drift from it: [`refuse`] and
-//! [`note`] walk them at resolution, the tests (`tests.rs`) check every honoured name
-//! against `Settings::resolve` and every list against the data file, and the README's table
-//! of their variables is rendered from them (`readme.rs`).
+//! [`note`] walk them at resolution, the tests (`tests.rs`) set every honoured name to its
+//! declared probe value and check that the resolved settings change, hold every list to the
+//! data file, and render the README's table of their variables from them (`readme.rs`).
 
-mod honoured;
 mod refused;
 
-pub use honoured::HONOURED;
 pub use refused::{NO_EFFECT, REFUSED};
 
 use super::env::{Env, var};
@@ -78,8 +76,31 @@ pub fn is_pattern(name: &str) -> bool {
     name.ends_with('*')
 }
 
+/// Their variables the settings declare, each with what it does here and its probe, in the
+/// order of the table.
 #[cfg(test)]
-mod probes;
+fn honoured() -> Vec<(&'static super::decl::Their, String)> {
+    let table = super::resolver::table::<super::Settings>();
+    let mut out = Vec::new();
+    for d in table {
+        for t in d.theirs().iter().filter(|t| !t.library) {
+            let help = super::readme::lower_first(d.help());
+            // The default, unless it goes without saying (off, false, none).
+            let default = match d.shown_default() {
+                Some(v) if !matches!(&*v, "false" | "none" | "off") => format!(", {v}"),
+                _ => String::new(),
+            };
+            let does = match (t.does, d.flag()) {
+                (Some(does), _) => does.to_owned(),
+                (None, Some(flag)) => format!("{help} (`--{flag}`){default}"),
+                (None, None) => format!("{help}{default}"),
+            };
+            out.push((t, does));
+        }
+    }
+    out
+}
+
 #[cfg(test)]
 mod readme;
 #[cfg(test)]

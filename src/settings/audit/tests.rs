@@ -3,11 +3,8 @@
 
 use std::collections::{BTreeMap, HashMap};
 
-use clap::Parser;
-
-use super::probes::PROBES;
 use super::*;
-use crate::settings::{Cli, Command, Settings};
+use crate::settings::Settings;
 
 /// The names of `tests/data/envoyproxy-ratelimit-settings.txt`.
 fn their_names() -> Vec<&'static str> {
@@ -20,21 +17,25 @@ fn their_names() -> Vec<&'static str> {
 
 /// Every entry of the three lists, with the list it is in.
 fn listed() -> Vec<(&'static str, &'static str)> {
-    let mut all: Vec<_> = HONOURED.iter().map(|(n, _)| (*n, "HONOURED")).collect();
+    let mut all: Vec<_> = honoured()
+        .iter()
+        .map(|(t, _)| (t.name, "honoured"))
+        .collect();
     all.extend(REFUSED.iter().map(|r| (r.name, "REFUSED")));
     all.extend(NO_EFFECT.iter().map(|(n, _)| (*n, "NO_EFFECT")));
     all
 }
 
+/// `sluice serve` with only their variables `env`.
 fn resolve(env: &[(&str, &str)]) -> Result<Settings, SettingsError> {
-    let Command::Serve(args) = Cli::parse_from(["sluice", "serve"]).command else {
-        panic!("not serve")
-    };
     let env: HashMap<String, String> = env
         .iter()
         .map(|(k, v)| (k.to_string(), v.to_string()))
         .collect();
-    Settings::resolve(&args, &|k| env.get(k).cloned())
+    Settings::resolve::<_, &str>([], &|k| env.get(k).cloned()).map_err(|e| match e {
+        crate::settings::Error::Setting { error, .. } => error,
+        other => panic!("the command line is not refused: {other}"),
+    })
 }
 
 /// `with`, then `name=value` (replacing a companion of the same name).
@@ -115,33 +116,16 @@ fn patterns_are_only_honoured() {
     }
 }
 
-fn probe_matches(entry: &str, name: &str) -> bool {
-    match entry.strip_suffix('*') {
-        Some(prefix) => name.starts_with(prefix) && name.len() > prefix.len(),
-        None => entry == name,
-    }
-}
-
-#[test]
-fn every_honoured_name_has_a_probe_and_every_probe_a_name() {
-    for (entry, _) in HONOURED {
-        assert!(
-            PROBES.iter().any(|(n, _, _)| probe_matches(entry, n)),
-            "no probe for {entry} in probes.rs"
-        );
-    }
-    for (name, _, _) in PROBES {
-        assert!(
-            HONOURED.iter().any(|(e, _)| probe_matches(e, name)),
-            "probe {name} matches no HONOURED entry"
-        );
-    }
-}
-
 #[test]
 fn every_honoured_name_changes_the_resolved_settings() {
     let mut bad = Vec::new();
-    for (name, value, with) in PROBES {
+    for (t, _) in honoured() {
+        let (name, value, with) = (t.probe_as.unwrap_or(t.name), t.probe, t.with);
+        assert!(
+            t.probe_as.is_some() == is_pattern(t.name),
+            "{}: a family of names probes one member (`probe_as`), a name itself",
+            t.name
+        );
         let base = resolve(with);
         let set = resolve(&with_set(with, name, value));
         match (base, set) {

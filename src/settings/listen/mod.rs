@@ -7,68 +7,30 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use clap::Args;
+use super::decl::{Setting, Their};
+use super::declare::settings;
+use super::env::{Env, host_port, num_var};
+use super::parse::{SettingsError, err};
+use super::resolver::{Given, Group, Resolver, Source};
+use super::values::{
+    duration, duration_or_never, positive, positive_duration, some_address, some_path, some_trimmed,
+};
 
-use super::env::{Env, bool_var, host_port, num_var, var};
-use super::parse::{SettingsError, err, parse_addr, parse_duration};
-
-#[derive(Debug, Default, Args)]
-pub struct ListenArgs {
-    /// Serve gRPC over TLS [default: false; on when --grpc-tls-cert is given]
-    /// (also GRPC_SERVER_USE_TLS)
-    #[arg(long, num_args = 0..=1, default_missing_value = "true", env = "SLUICE_GRPC_TLS")]
-    pub grpc_tls: Option<bool>,
-    /// gRPC TLS certificate chain, PEM; reloaded when it changes (also GRPC_SERVER_TLS_CERT)
-    #[arg(long, value_name = "PATH", env = "SLUICE_GRPC_TLS_CERT")]
-    pub grpc_tls_cert: Option<PathBuf>,
-    /// gRPC TLS private key, PEM; reloaded when it changes (also GRPC_SERVER_TLS_KEY)
-    #[arg(long, value_name = "PATH", env = "SLUICE_GRPC_TLS_KEY")]
-    pub grpc_tls_key: Option<PathBuf>,
-    /// CA certificates for client certificates: clients must present one that chains to
-    /// them (mutual TLS) (also GRPC_CLIENT_TLS_CACERT)
-    #[arg(long, value_name = "PATH", env = "SLUICE_GRPC_TLS_CLIENT_CA")]
-    pub grpc_tls_client_ca: Option<PathBuf>,
-    /// Name (DNS or IP) every client certificate must be valid for (also GRPC_CLIENT_TLS_SAN)
-    #[arg(long, value_name = "NAME", env = "SLUICE_GRPC_TLS_CLIENT_SAN")]
-    pub grpc_tls_client_san: Option<String>,
-    /// Send GOAWAY to a gRPC connection after this age, ±10% (0: never), so clients
-    /// reconnect and spread over new instances [default: 24h] (also GRPC_MAX_CONNECTION_AGE)
-    #[arg(long, value_name = "DURATION", env = "SLUICE_GRPC_MAX_CONNECTION_AGE")]
-    pub grpc_max_connection_age: Option<String>,
-    /// After that GOAWAY, close the connection this long after, in-flight requests or not
-    /// [default: 1h] (also GRPC_MAX_CONNECTION_AGE_GRACE)
-    #[arg(
-        long,
-        value_name = "DURATION",
-        env = "SLUICE_GRPC_MAX_CONNECTION_AGE_GRACE"
-    )]
-    pub grpc_max_connection_age_grace: Option<String>,
-    /// Concurrent requests (HTTP/2 streams) per gRPC connection, advertised to clients
-    /// [default: 1024] (also GRPC_MAX_CONCURRENT_STREAMS, where 0 means no cap)
-    #[arg(long, value_name = "N", env = "SLUICE_GRPC_MAX_CONCURRENT_STREAMS")]
-    pub grpc_max_concurrent_streams: Option<u32>,
-    /// Debug listener: /rlconfig and an index, as envoyproxy/ratelimit's debug port
-    /// [default: off] (also DEBUG_HOST/DEBUG_PORT)
-    #[arg(long, value_name = "ADDR", env = "SLUICE_DEBUG_ADDR")]
-    pub debug_addr: Option<String>,
-    /// Most open connections per listener; accepting pauses at the cap [default: 10000]
-    #[arg(long, value_name = "N", env = "SLUICE_MAX_CONNECTIONS")]
-    pub max_connections: Option<usize>,
-    /// A new connection must complete its TLS handshake and send the HTTP/2 preface, and an
-    /// HTTP/1 client each request's headers, within this [default: 10s]
-    #[arg(long, value_name = "DURATION", env = "SLUICE_HEADER_TIMEOUT")]
-    pub header_timeout: Option<String>,
-    /// Close connections with no request in flight for this long (0: never) [default: 5m]
-    #[arg(long, value_name = "DURATION", env = "SLUICE_IDLE_TIMEOUT")]
-    pub idle_timeout: Option<String>,
-    /// HTTP/2 keepalive: PING a connection this often (0: never) [default: 60s]
-    #[arg(long, value_name = "DURATION", env = "SLUICE_HTTP2_KEEPALIVE_INTERVAL")]
-    pub http2_keepalive_interval: Option<String>,
-    /// HTTP/2 keepalive: close a connection whose PING is not answered within this
-    /// [default: 20s]
-    #[arg(long, value_name = "DURATION", env = "SLUICE_HTTP2_KEEPALIVE_TIMEOUT")]
-    pub http2_keepalive_timeout: Option<String>,
-}
+const GRPC_TLS: &[(&str, &str)] = &[
+    ("GRPC_SERVER_USE_TLS", "true"),
+    ("GRPC_SERVER_TLS_CERT", "/certs/tls.crt"),
+    ("GRPC_SERVER_TLS_KEY", "/certs/tls.key"),
+];
+const GRPC_TLS_FILES: &[(&str, &str)] = &[
+    ("GRPC_SERVER_TLS_CERT", "/certs/tls.crt"),
+    ("GRPC_SERVER_TLS_KEY", "/certs/tls.key"),
+];
+const GRPC_MTLS: &[(&str, &str)] = &[
+    ("GRPC_SERVER_USE_TLS", "true"),
+    ("GRPC_SERVER_TLS_CERT", "/certs/tls.crt"),
+    ("GRPC_SERVER_TLS_KEY", "/certs/tls.key"),
+    ("GRPC_CLIENT_TLS_CACERT", "/certs/ca.crt"),
+];
 
 /// The gRPC listener's TLS files.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -81,191 +43,180 @@ pub struct GrpcTlsSettings {
     pub client_san: Option<String>,
 }
 
-#[derive(Clone, Debug, PartialEq)]
-pub struct ListenSettings {
-    /// `None`: plaintext gRPC.
-    pub grpc_tls: Option<GrpcTlsSettings>,
-    pub debug_addr: Option<SocketAddr>,
-    pub max_connections: usize,
-    pub header_timeout: Duration,
-    /// `None`: never.
-    pub idle_timeout: Option<Duration>,
-    pub grpc_max_concurrent_streams: u32,
-    /// `None`: no keepalive PINGs.
-    pub http2_keepalive_interval: Option<Duration>,
-    pub http2_keepalive_timeout: Duration,
-    /// `None`: never.
-    pub grpc_max_connection_age: Option<Duration>,
-    pub grpc_max_connection_age_grace: Duration,
-}
-
-impl Default for ListenSettings {
-    fn default() -> Self {
-        ListenSettings {
-            grpc_tls: None,
-            debug_addr: None,
-            max_connections: 10_000,
-            header_timeout: Duration::from_secs(10),
-            idle_timeout: Some(Duration::from_secs(300)),
-            grpc_max_concurrent_streams: 1024,
-            http2_keepalive_interval: Some(Duration::from_secs(60)),
-            http2_keepalive_timeout: Duration::from_secs(20),
-            // envoyproxy/ratelimit's defaults.
-            grpc_max_connection_age: Some(Duration::from_secs(24 * 3600)),
-            grpc_max_connection_age_grace: Duration::from_secs(3600),
-        }
-    }
-}
-
-/// A duration flag, else a compatibility variable, else `default`.
-fn duration(
-    flag: (&str, &Option<String>),
-    compat: Option<&str>,
-    env: Env<'_>,
-    default: Duration,
-) -> Result<Duration, SettingsError> {
-    if let Some(v) = flag.1 {
-        return parse_duration(flag.0, v);
-    }
-    match compat.and_then(|name| var(env, name).map(|v| (name, v))) {
-        Some((name, v)) => parse_duration(name, &v),
-        None => Ok(default),
-    }
-}
-
-/// Zero means "never".
-fn never_if_zero(d: Duration) -> Option<Duration> {
-    (!d.is_zero()).then_some(d)
-}
-
-pub(super) fn resolve_listen(
-    args: &ListenArgs,
-    env: Env<'_>,
-    notes: &mut Vec<String>,
-) -> Result<ListenSettings, SettingsError> {
-    let d = ListenSettings::default();
-    let mut s = ListenSettings {
-        grpc_tls: resolve_tls(args, env, notes)?,
-        debug_addr: match &args.debug_addr {
-            Some(a) => Some(parse_addr("--debug-addr", a)?),
-            None => host_port(env, "DEBUG_HOST", "DEBUG_PORT", 6070)?,
-        },
-        ..d.clone()
-    };
-    s.max_connections = args.max_connections.unwrap_or(d.max_connections);
-    if s.max_connections == 0 {
-        return Err(err("--max-connections", "must be at least 1"));
-    }
-    s.header_timeout = duration(
-        ("--header-timeout", &args.header_timeout),
-        None,
-        env,
-        d.header_timeout,
-    )?;
-    if s.header_timeout.is_zero() {
-        return Err(err("--header-timeout", "must be more than 0"));
-    }
-    s.idle_timeout = never_if_zero(duration(
-        ("--idle-timeout", &args.idle_timeout),
-        None,
-        env,
-        Duration::from_secs(300),
-    )?);
-    s.grpc_max_concurrent_streams = match args.grpc_max_concurrent_streams {
-        Some(0) => return Err(err("--grpc-max-concurrent-streams", "must be at least 1")),
-        Some(n) => n,
-        // Theirs: 0 leaves grpc-go's default, no cap.
-        None => match num_var::<u32>(env, "GRPC_MAX_CONCURRENT_STREAMS")? {
-            Some(0) => u32::MAX,
-            Some(n) => n,
-            None => d.grpc_max_concurrent_streams,
-        },
-    };
-    s.http2_keepalive_interval = never_if_zero(duration(
-        ("--http2-keepalive-interval", &args.http2_keepalive_interval),
-        None,
-        env,
-        Duration::from_secs(60),
-    )?);
-    s.http2_keepalive_timeout = duration(
-        ("--http2-keepalive-timeout", &args.http2_keepalive_timeout),
-        None,
-        env,
-        d.http2_keepalive_timeout,
-    )?;
-    if s.http2_keepalive_timeout.is_zero() {
-        return Err(err("--http2-keepalive-timeout", "must be more than 0"));
-    }
-    s.grpc_max_connection_age = never_if_zero(duration(
-        ("--grpc-max-connection-age", &args.grpc_max_connection_age),
-        Some("GRPC_MAX_CONNECTION_AGE"),
-        env,
-        Duration::from_secs(24 * 3600),
-    )?);
-    s.grpc_max_connection_age_grace = duration(
-        (
-            "--grpc-max-connection-age-grace",
-            &args.grpc_max_connection_age_grace,
+settings! {
+    /// Listener settings, resolved.
+    #[derive(Clone, Debug, PartialEq)]
+    pub struct ListenSettings {
+        /// `None`: plaintext gRPC.
+        pub grpc_tls: Option<GrpcTlsSettings> = with(resolve_tls, GrpcTlsInput),
+        /// Send GOAWAY to a gRPC connection after this age, ±10% (0: never), so clients
+        /// reconnect and spread over new instances
+        pub grpc_max_connection_age: Option<Duration> = setting(
+            Setting::value("grpc-max-connection-age", "DURATION", duration_or_never)
+                .default("24h")
+                .same(Their::new("GRPC_MAX_CONNECTION_AGE", "1h").does(
+                    "GOAWAY to a gRPC connection after this age ±10% \
+                     (`--grpc-max-connection-age`), 24h; `0`: never",
+                ))
         ),
-        Some("GRPC_MAX_CONNECTION_AGE_GRACE"),
-        env,
-        d.grpc_max_connection_age_grace,
-    )?;
-    Ok(s)
+        /// After that GOAWAY, close the connection this long after, requests in flight or not
+        pub grpc_max_connection_age_grace: Duration = setting(
+            Setting::value("grpc-max-connection-age-grace", "DURATION", duration)
+                .default("1h")
+                .same(Their::new("GRPC_MAX_CONNECTION_AGE_GRACE", "5m").does(
+                    "after that GOAWAY, close the connection this much later, requests in \
+                     flight or not (`--grpc-max-connection-age-grace`), 1h",
+                ))
+        ),
+        /// Concurrent requests (HTTP/2 streams) per gRPC connection, advertised to clients as
+        /// `SETTINGS_MAX_CONCURRENT_STREAMS`
+        pub grpc_max_concurrent_streams: u32 = setting(
+            Setting::value("grpc-max-concurrent-streams", "N", positive)
+                .default("1024")
+                .map(their_stream_cap)
+                .shown_theirs("`GRPC_MAX_CONCURRENT_STREAMS` (`0`: no cap)")
+                .their(Their::new("GRPC_MAX_CONCURRENT_STREAMS", "16").does(
+                    "requests in flight per gRPC connection (`--grpc-max-concurrent-streams`); \
+                     `0`: no cap, as theirs; unset: 1024",
+                ))
+        ),
+        /// Debug listener: /rlconfig and an index, as envoyproxy/ratelimit's debug port
+        pub debug_addr: Option<SocketAddr> = setting(
+            Setting::value("debug-addr", "ADDR", some_address)
+                .shown_default("off")
+                .map(|env| Ok(host_port(env, "DEBUG_HOST", "DEBUG_PORT", 6070)?.map(Some)))
+                .shown_theirs("`DEBUG_HOST`, `DEBUG_PORT` (`0.0.0.0`, 6070)")
+                .their(Their::new("DEBUG_HOST", "127.0.0.1").does(
+                    "host of the debug listener (`--debug-addr`: `/rlconfig`); off unless it or \
+                     `DEBUG_PORT` is set (theirs always listens)",
+                ))
+                .their(Their::new("DEBUG_PORT", "6071").does(
+                    "port of the debug listener (`--debug-addr`), 6070; off unless it or \
+                     `DEBUG_HOST` is set",
+                ))
+        ),
+        /// Most open connections per listener; accepting pauses at the cap
+        pub max_connections: usize = setting(
+            Setting::value("max-connections", "N", positive)
+                .default("10000")
+                .shown_default("10 000")
+        ),
+        /// A new connection must complete its TLS handshake and send the HTTP/2 preface, and
+        /// an HTTP/1 client each request's headers, within this
+        pub header_timeout: Duration = setting(
+            Setting::value("header-timeout", "DURATION", positive_duration).default("10s")
+        ),
+        /// Close connections with no request in flight for this long (0: never)
+        pub idle_timeout: Option<Duration> = setting(
+            Setting::value("idle-timeout", "DURATION", duration_or_never).default("5m")
+        ),
+        /// HTTP/2 keepalive: PING a connection this often (0: never)
+        pub http2_keepalive_interval: Option<Duration> = setting(
+            Setting::value("http2-keepalive-interval", "DURATION", duration_or_never)
+                .default("60s")
+        ),
+        /// HTTP/2 keepalive: close a connection whose PING is not answered within this
+        pub http2_keepalive_timeout: Duration = setting(
+            Setting::value("http2-keepalive-timeout", "DURATION", positive_duration)
+                .default("20s")
+        ),
+    }
 }
 
-fn resolve_tls(
-    args: &ListenArgs,
-    env: Env<'_>,
-    notes: &mut Vec<String>,
-) -> Result<Option<GrpcTlsSettings>, SettingsError> {
-    let flag_files = args.grpc_tls_cert.is_some() || args.grpc_tls_key.is_some();
-    let enabled = match args.grpc_tls {
-        Some(b) => b,
-        None if flag_files => true,
-        None => bool_var(env, "GRPC_SERVER_USE_TLS")?.unwrap_or(false),
+settings! {
+    /// The gRPC TLS flags and their variables, before deciding whether TLS is on.
+    struct GrpcTlsInput {
+        /// Serve gRPC over TLS (1.2 and 1.3, ALPN `h2`); on when --grpc-tls-cert is given
+        tls: Given<bool> = setting(
+            Setting::switch("grpc-tls")
+                .shown_default("false; true when `--grpc-tls-cert` is given")
+                .same(Their::new("GRPC_SERVER_USE_TLS", "true").with(GRPC_TLS_FILES).does(
+                    "gRPC over TLS (`--grpc-tls`); `GRPC_SERVER_TLS_*` and `GRPC_CLIENT_TLS_*` \
+                     count only when it is true, as theirs",
+                ))
+        ),
+        /// gRPC TLS certificate chain, PEM, leaf first; reloaded when it changes
+        cert: Given<Option<PathBuf>> = setting(
+            Setting::value("grpc-tls-cert", "PATH", some_path)
+                .same(Their::new("GRPC_SERVER_TLS_CERT", "/certs/other.crt").with(GRPC_TLS).does(
+                    "gRPC certificate chain, PEM (`--grpc-tls-cert`), reloaded when it changes",
+                ))
+        ),
+        /// gRPC TLS private key, PEM (PKCS#8, PKCS#1 or SEC1); reloaded when it changes
+        key: Given<Option<PathBuf>> = setting(
+            Setting::value("grpc-tls-key", "PATH", some_path)
+                .same(Their::new("GRPC_SERVER_TLS_KEY", "/certs/other.key").with(GRPC_TLS).does(
+                    "private key of the gRPC certificate, PEM (`--grpc-tls-key`), reloaded when \
+                     it changes",
+                ))
+        ),
+        /// Mutual TLS: clients must present a certificate that chains to these CA
+        /// certificates
+        client_ca: Given<Option<PathBuf>> = setting(
+            Setting::value("grpc-tls-client-ca", "PATH", some_path)
+                .shown_default("none")
+                .same(Their::new("GRPC_CLIENT_TLS_CACERT", "/certs/ca.crt").with(GRPC_TLS).does(
+                    "mutual TLS: client certificates must chain to this CA \
+                     (`--grpc-tls-client-ca`), reloaded too",
+                ))
+        ),
+        /// Name (DNS or IP) every client certificate must be valid for (wildcards allowed in
+        /// the certificate)
+        client_san: Given<Option<String>> = setting(
+            Setting::value("grpc-tls-client-san", "NAME", some_trimmed)
+                .shown_default("none")
+                .same(Their::new("GRPC_CLIENT_TLS_SAN", "envoy.example").with(GRPC_MTLS).does(
+                    "name every client certificate must be valid for (`--grpc-tls-client-san`)",
+                ))
+        ),
+    }
+}
+
+/// Theirs: 0 leaves grpc-go's default, no cap.
+fn their_stream_cap(env: Env<'_>) -> Result<Option<u32>, SettingsError> {
+    Ok(num_var::<u32>(env, "GRPC_MAX_CONCURRENT_STREAMS")?
+        .map(|n| if n == 0 { u32::MAX } else { n }))
+}
+
+/// TLS is on when asked for (flag or variable), or when certificate flags are given; their
+/// files count only with their `GRPC_SERVER_USE_TLS=true` (or sluice's switch).
+fn resolve_tls(r: &Resolver<'_>) -> Result<Option<GrpcTlsSettings>, SettingsError> {
+    let i = GrpcTlsInput::from_resolver(r)?;
+    let flag_files = i.cert.by_sluice() || i.key.by_sluice();
+    let enabled = match i.tls.source {
+        Source::Flag | Source::Var => i.tls.value,
+        _ if flag_files => true,
+        _ => i.tls.value,
     };
-    let path = |flag: &Option<PathBuf>, name: &str| {
-        flag.clone().or_else(|| var(env, name).map(PathBuf::from))
-    };
-    let cert = path(&args.grpc_tls_cert, "GRPC_SERVER_TLS_CERT");
-    let key = path(&args.grpc_tls_key, "GRPC_SERVER_TLS_KEY");
-    let client_ca = path(&args.grpc_tls_client_ca, "GRPC_CLIENT_TLS_CACERT");
-    let client_san = args
-        .grpc_tls_client_san
-        .clone()
-        .or_else(|| var(env, "GRPC_CLIENT_TLS_SAN"))
-        .map(|s| s.trim().to_string());
     if !enabled {
-        if args.grpc_tls_client_ca.is_some() || args.grpc_tls_client_san.is_some() {
+        if i.client_ca.by_sluice() || i.client_san.by_sluice() {
             return Err(err(
                 "--grpc-tls-client-ca",
                 "mutual TLS needs TLS: add --grpc-tls-cert and --grpc-tls-key",
             ));
         }
         // Their semantics: the files are ignored unless GRPC_SERVER_USE_TLS is true.
-        for name in [
-            "GRPC_SERVER_TLS_CERT",
-            "GRPC_SERVER_TLS_KEY",
-            "GRPC_CLIENT_TLS_CACERT",
-            "GRPC_CLIENT_TLS_SAN",
-        ] {
-            if var(env, name).is_some() {
-                notes.push(format!(
-                    "{name} ignored: GRPC_SERVER_USE_TLS is not true, gRPC is plaintext"
-                ));
-            }
+        let theirs = [
+            (i.cert.source, &i.cert.name),
+            (i.key.source, &i.key.name),
+            (i.client_ca.source, &i.client_ca.name),
+            (i.client_san.source, &i.client_san.name),
+        ];
+        for (_, name) in theirs.iter().filter(|(s, _)| *s == Source::Theirs) {
+            r.note(format!(
+                "{name} ignored: GRPC_SERVER_USE_TLS is not true, gRPC is plaintext"
+            ));
         }
         return Ok(None);
     }
-    let (Some(cert), Some(key)) = (cert, key) else {
+    let (Some(cert), Some(key)) = (i.cert.value, i.key.value) else {
         return Err(err(
             "--grpc-tls-cert",
             "gRPC TLS needs a certificate and a key (--grpc-tls-cert and --grpc-tls-key, \
              or GRPC_SERVER_TLS_CERT and GRPC_SERVER_TLS_KEY)",
         ));
     };
-    if client_san.is_some() && client_ca.is_none() {
+    if i.client_san.value.is_some() && i.client_ca.value.is_none() {
         return Err(err(
             "--grpc-tls-client-san",
             "a required client SAN needs client certificates: set --grpc-tls-client-ca \
@@ -275,8 +226,8 @@ fn resolve_tls(
     Ok(Some(GrpcTlsSettings {
         cert,
         key,
-        client_ca,
-        client_san,
+        client_ca: i.client_ca.value,
+        client_san: i.client_san.value,
     }))
 }
 

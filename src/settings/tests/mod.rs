@@ -6,24 +6,24 @@
 use std::collections::HashMap;
 use std::path::Path;
 
-use clap::Parser;
-
 use super::*;
 
-/// `sluice serve ARGS` resolved against the compatibility variables `env` (the settings
-/// tests of every group use it).
-pub(super) fn serve(args: &[&str], env: &[(&str, &str)]) -> Result<Settings, SettingsError> {
-    let mut argv = vec!["sluice", "serve"];
-    argv.extend_from_slice(args);
-    let cli = Cli::try_parse_from(argv).expect("arguments parse");
-    let Command::Serve(serve) = cli.command else {
-        panic!("not serve")
-    };
+/// `sluice serve ARGS` resolved under the environment `env`, a map: the process's is never
+/// read (the settings tests of every group use it).
+pub(super) fn serve(args: &[&str], env: &[(&str, &str)]) -> Result<Settings, Error> {
     let env: HashMap<String, String> = env
         .iter()
         .map(|(k, v)| (k.to_string(), v.to_string()))
         .collect();
-    Settings::resolve(&serve, &|k| env.get(k).cloned())
+    Settings::resolve(args, &|k| env.get(k).cloned())
+}
+
+/// [`serve`]'s settings error (a command line clap refuses fails the test).
+pub(super) fn setting_error(args: &[&str], env: &[(&str, &str)]) -> SettingsError {
+    match serve(args, env) {
+        Err(Error::Setting { error, .. }) => error,
+        other => panic!("not a settings error: {other:?}"),
+    }
 }
 
 #[test]
@@ -292,4 +292,5 @@ fn the_admin_listener_is_on_loopback_unless_moved_or_off() {
 }
 
 mod redis;
+mod table;
 mod xds;

@@ -50,7 +50,7 @@ pub use config::{
 use conn::{Backoff, Conn, Ring};
 use connect::Connector;
 use health::Refusals;
-pub use quota::{QUOTA_SCRIPT, quota_key};
+pub use quota::{QUOTA_BUCKETS_PER_CALL, QUOTA_SCRIPT, quota_key};
 pub use script::SCRIPT;
 use script::{CallContext, Invocation, Mode};
 

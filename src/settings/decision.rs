@@ -1,0 +1,156 @@
+//! What every request's decision reads: the modes (shadow, quota, stop-increment), the
+//! near-limit threshold, the response's headers and metadata, and the bounds of one request.
+
+use super::decl::{Setting, Their};
+use super::declare::settings;
+use super::resolver::Value;
+use super::values::{number, one_of, positive, ratio, text};
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum HeaderStyle {
+    /// `RateLimit-Limit`, `RateLimit-Remaining`, `RateLimit-Reset` (envoyproxy/ratelimit).
+    Draft03,
+    /// `RateLimit-Policy` and `RateLimit` (draft-ietf-httpapi-ratelimit-headers).
+    Ietf,
+}
+
+impl Value for HeaderStyle {}
+
+fn header_style(s: &str) -> Result<HeaderStyle, String> {
+    let names = [
+        ("draft03", HeaderStyle::Draft03),
+        ("ietf", HeaderStyle::Ietf),
+    ];
+    one_of(s, &names).ok_or_else(|| format!("'{s}' is not draft03 or ietf"))
+}
+
+settings! {
+    /// Decision-affecting options the service reads on every request.
+    #[derive(Clone, Debug, PartialEq)]
+    pub struct DecisionSettings {
+        /// Never deny: overall OVER_LIMIT becomes OK
+        pub shadow_mode: bool = setting(
+            Setting::switch("shadow-mode").same(Their::new("SHADOW_MODE", "true"))
+        ),
+        /// Every rule is a quota rule
+        pub quota_mode: bool = setting(
+            Setting::switch("quota-mode").same(Their::new("QUOTA_MODE", "true"))
+        ),
+        /// When any descriptor of a request is over its limit, charge no other descriptor of it
+        pub stop_increment: bool = setting(
+            Setting::switch("stop-increment-when-over-limit")
+                .same(Their::new("STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT", "true"))
+                .readme(
+                    "when any descriptor of a request is over its limit, no other descriptor \
+                     of it is charged (see \
+                     [Redis cost](#redis-cost-local-over-limit-cache-and-stop-increment))",
+                )
+        ),
+        /// Fraction of a limit above which hits count as `near_limit` (the metric's threshold)
+        pub near_limit_ratio: f32 = setting(
+            Setting::value("near-limit-ratio", "RATIO", ratio)
+                .default("0.8")
+                .same(Their::new("NEAR_LIMIT_RATIO", "0.5"))
+        ),
+        pub headers: HeaderSettings = group(),
+        /// Rule metadata in the response's dynamic metadata
+        pub dynamic_metadata: bool = setting(
+            Setting::switch("response-dynamic-metadata")
+                .same(Their::new("RESPONSE_DYNAMIC_METADATA", "true"))
+        ),
+        pub limits: RequestLimits = group(),
+        /// `--redis-reference-keys`: plans carry envoyproxy/ratelimit's cache key of each
+        /// descriptor, for the Redis store (see `store/redis/reference.rs`); set from the
+        /// Redis settings.
+        pub reference_keys: bool = with(|_| Ok(false)),
+    }
+}
+
+settings! {
+    /// The rate limit headers of a response.
+    #[derive(Clone, Debug, PartialEq)]
+    pub struct HeaderSettings {
+        /// Add rate limit response headers (RateLimit-Limit/-Remaining/-Reset, or the IETF
+        /// draft's)
+        pub enabled: bool = setting(
+            Setting::switch("response-headers")
+                .same(Their::new("LIMIT_RESPONSE_HEADERS_ENABLED", "true"))
+        ),
+        /// Header style: draft03 (RateLimit-Limit/-Remaining/-Reset, their format) or ietf
+        /// (RateLimit-Policy + RateLimit, current IETF draft)
+        pub style: HeaderStyle = setting(
+            Setting::value("response-headers-style", "STYLE", header_style)
+                .values(&["draft03", "ietf"])
+                .default("draft03")
+        ),
+        /// Add Retry-After to OVER_LIMIT responses
+        pub retry_after: bool = setting(Setting::switch("retry-after-header")),
+        /// Name of the limit header
+        pub limit_header: String = setting(
+            Setting::theirs_only(text)
+                .default("RateLimit-Limit")
+                .same(Their::new("LIMIT_LIMIT_HEADER", "X-Limit"))
+        ),
+        /// Name of the remaining header
+        pub remaining_header: String = setting(
+            Setting::theirs_only(text)
+                .default("RateLimit-Remaining")
+                .same(Their::new("LIMIT_REMAINING_HEADER", "X-Remaining"))
+        ),
+        /// Name of the reset header
+        pub reset_header: String = setting(
+            Setting::theirs_only(text)
+                .default("RateLimit-Reset")
+                .same(Their::new("LIMIT_RESET_HEADER", "X-Reset"))
+        ),
+    }
+}
+
+settings! {
+    /// Bounds on one request (oversized input → INVALID_ARGUMENT).
+    #[derive(Clone, Debug, PartialEq, Eq)]
+    pub struct RequestLimits {
+        /// Most descriptors one request may carry
+        pub max_descriptors: usize = setting(
+            Setting::value("max-descriptors", "N", number).default("64")
+        ),
+        /// Most entries one descriptor may carry
+        pub max_entries: usize = setting(
+            Setting::value("max-entries", "N", number).default("32")
+        ),
+        /// Longest descriptor entry key, in bytes
+        pub max_key_bytes: usize = setting(
+            Setting::value("max-key-bytes", "BYTES", number).default("256")
+        ),
+        /// Longest descriptor entry value (and domain), in bytes
+        pub max_value_bytes: usize = setting(
+            Setting::value("max-value-bytes", "BYTES", number).default("8192")
+        ),
+        /// Largest hits_addend accepted (a request's cost)
+        pub max_hits_addend: u64 = setting(
+            Setting::value("max-hits-addend", "N", number)
+                .default("1000000000")
+                .shown_default("10⁹")
+        ),
+        /// Largest gRPC request message, in bytes; a larger one is refused with
+        /// RESOURCE_EXHAUSTED
+        pub max_request_bytes: usize = setting(
+            Setting::value("max-request-bytes", "BYTES", positive)
+                .default("4194304")
+                .shown_default("4 MiB")
+        ),
+        /// Most ShouldRateLimit gRPC calls worked on at once; past it a call is shed at once
+        /// with RESOURCE_EXHAUSTED (0: no bound). The default is far above what one instance
+        /// keeps busy at its capacity (a few dozen calls at a Redis round trip each), low
+        /// enough that a burst past capacity is refused at once rather than queued for
+        /// seconds.
+        pub max_in_flight: usize = setting(
+            Setting::value("max-in-flight", "N", number)
+                .default("1024")
+                .readme(
+                    "`ShouldRateLimit` gRPC calls worked on at once; past it a call is shed at \
+                     once with `RESOURCE_EXHAUSTED` (0: no bound); see [Overload](#overload)",
+                )
+        ),
+    }
+}

@@ -1,0 +1,49 @@
+//! Where the rule files are and how they are read: `--config` (their `RUNTIME_*` layout)
+//! and `--merge-domains`, which `serve`, `check` and `explain` all read, declared once here.
+
+use std::path::PathBuf;
+
+use super::decl::{Setting, Their};
+use super::env::{Env, var};
+use super::parse::SettingsError;
+use super::values::paths;
+
+/// `--config`: rule files or directories.
+pub(super) static CONFIG: Setting<Vec<PathBuf>> = Setting::repeated("config", "PATH", paths)
+    .default("config")
+    .shown_default("`./config`")
+    .help("Rule file or directory; repeatable, or comma-separated")
+    .readme(
+        "rule files or directories (their layout: `ROOT/SUBDIRECTORY/APPDIRECTORY`); \
+         repeatable, or comma-separated",
+    )
+    .map(runtime_dir)
+    .shown_theirs("`RUNTIME_ROOT`/`RUNTIME_SUBDIRECTORY`/`RUNTIME_APPDIRECTORY`")
+    .their(Their::new("RUNTIME_ROOT", "/srv/runtime").does(
+        "rule files are read from `RUNTIME_ROOT/RUNTIME_SUBDIRECTORY/RUNTIME_APPDIRECTORY` \
+         (`--config`)",
+    ))
+    .their(Their::new("RUNTIME_SUBDIRECTORY", "ratelimit").does("see `RUNTIME_ROOT`"))
+    .their(Their::new("RUNTIME_APPDIRECTORY", "rules").does("see `RUNTIME_ROOT`; `config`"));
+
+/// `--merge-domains`.
+pub(super) static MERGE_DOMAINS: Setting<bool> = Setting::switch("merge-domains")
+    .help("Allow one domain to be split over several files")
+    .same(Their::new("MERGE_DOMAIN_CONFIG", "true"));
+
+/// Their layout: the rule files live in ROOT/SUBDIRECTORY/APPDIRECTORY, with their defaults
+/// for the parts not set.
+fn runtime_dir(env: Env<'_>) -> Result<Option<Vec<PathBuf>>, SettingsError> {
+    let root = var(env, "RUNTIME_ROOT");
+    let sub = var(env, "RUNTIME_SUBDIRECTORY");
+    let app = var(env, "RUNTIME_APPDIRECTORY");
+    if root.is_none() && sub.is_none() && app.is_none() {
+        return Ok(None);
+    }
+    let mut dir = PathBuf::from(root.unwrap_or_else(|| "/srv/runtime_data/current".into()));
+    if let Some(sub) = sub {
+        dir.push(sub);
+    }
+    dir.push(app.unwrap_or_else(|| "config".into()));
+    Ok(Some(vec![dir]))
+}
