@@ -187,10 +187,10 @@ impl Builder {
         args.extend(self.args);
         let settings = settings(&args, &self.env)?;
         let logs = Logs::default();
-        let runtime = runtime(&settings, &logs)?;
+        let runtime = ServerRuntime(Some(runtime(&settings, &logs)?));
         let shutdown = CancellationToken::new();
         let (bound_tx, bound_rx) = tokio::sync::oneshot::channel();
-        let task = runtime.spawn({
+        let task = runtime.handle().spawn({
             let shutdown = shutdown.clone();
             let clock = self.clock.clone();
             async move {
@@ -222,7 +222,7 @@ impl Builder {
             logs,
             shutdown,
             task: Some(task),
-            runtime: Some(runtime),
+            _runtime: runtime,
             _dir: dir,
         };
         s.wait_serving().await?;
@@ -307,15 +307,30 @@ pub struct Server {
     logs: Logs,
     shutdown: CancellationToken,
     task: Option<JoinHandle<Result<(), String>>>,
-    runtime: Option<tokio::runtime::Runtime>,
+    /// Dropped after the shutdown token is cancelled (fields drop after `drop`).
+    _runtime: ServerRuntime,
     _dir: TempDir,
 }
 
 impl Drop for Server {
     fn drop(&mut self) {
         self.shutdown.cancel();
-        // Dropped from the test's async context, where a runtime may not block.
-        if let Some(r) = self.runtime.take() {
+    }
+}
+
+/// The server's runtime, let go without blocking: it is dropped in the test's async
+/// context (also when a start fails), where a runtime may not wait for its threads.
+struct ServerRuntime(Option<tokio::runtime::Runtime>);
+
+impl ServerRuntime {
+    fn handle(&self) -> &tokio::runtime::Handle {
+        self.0.as_ref().expect("runtime").handle()
+    }
+}
+
+impl Drop for ServerRuntime {
+    fn drop(&mut self) {
+        if let Some(r) = self.0.take() {
             r.shutdown_background();
         }
     }
@@ -430,5 +445,32 @@ impl Server {
     pub async fn metric(&self, series: &str) -> f64 {
         let (_, body) = self.http_get("/metrics").await;
         metric_value(&body, series).unwrap_or(0.0)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A server that cannot start is an error for the test to read, not a panic (its
+    /// runtime is let go from the test's async context).
+    #[tokio::test]
+    async fn a_failed_start_is_an_error() {
+        let held = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = held.local_addr().unwrap().to_string();
+        let e = in_process()
+            .args(["--admin-addr", &addr])
+            .try_start()
+            .await
+            .err()
+            .expect("the admin address is taken");
+        assert!(e.contains(&format!("cannot listen on {addr}")), "{e}");
+        let e = in_process()
+            .args(["--redis-timeout", "soon"])
+            .try_start()
+            .await
+            .err()
+            .expect("not a duration");
+        assert!(e.contains("--redis-timeout"), "{e}");
     }
 }
