@@ -154,12 +154,13 @@ mod tests {
     fn call(key: &str) -> Invocation {
         // Only the keys matter to the fake connection; the numbers are one fixed_window check.
         let nums = [
-            -1.0f64, 0.0, 0.0, 1.0, 1.0, 1.0, 1.0, 1000.0, 1.0, 0.0, 0.0, 0.0, 1.0, 1.0,
+            -1.0f64, 0.0, 0.0, 1.0, 1.0, 1.0, 1.0, 1000.0, 1.0, 0.0, 0.0, 0.0, 0.0, 1.0, 1.0,
         ];
         Invocation {
             keys: vec![key.to_owned()],
             args: nums.iter().flat_map(|n| n.to_le_bytes()).collect(),
             limits: 1,
+            ids: 0,
         }
     }
 
