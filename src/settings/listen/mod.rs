@@ -80,6 +80,11 @@ settings! {
                      `0`: no cap, as theirs; unset: 1024",
                 ))
         ),
+        /// With `--grpc-uds`: the socket file's permissions, octal (`660`: owner and group
+        /// may connect); unset, the process's umask decides, as theirs
+        pub grpc_uds_mode: Option<u32> = setting(
+            Setting::value("grpc-uds-mode", "MODE", file_mode).shown_default("from the umask")
+        ),
         /// Debug listener: /rlconfig and an index, as envoyproxy/ratelimit's debug port
         pub debug_addr: Option<SocketAddr> = setting(
             Setting::value("debug-addr", "ADDR", some_address)
@@ -169,6 +174,17 @@ settings! {
                     "name every client certificate must be valid for (`--grpc-tls-client-san`)",
                 ))
         ),
+    }
+}
+
+/// A file mode in octal (`660`, `0660`), permission bits only.
+fn file_mode(s: &str) -> Result<Option<u32>, String> {
+    let t = s.trim();
+    match u32::from_str_radix(t, 8) {
+        Ok(m) if m <= 0o777 => Ok(Some(m)),
+        _ => Err(format!(
+            "'{t}' is not an octal file mode of permission bits (e.g. 660)"
+        )),
     }
 }
 
