@@ -11,7 +11,8 @@
 //!    stricter than theirs, keys must also sit at their own level and not repeat;
 //! 2. the typed decode with yaml.v2's leniency (`raw.rs`, `scalars.rs`, `metadata.rs`);
 //! 3. whole-config validation and assembly (`validate.rs`, `limits.rs` for the limits and
-//!    the extension fields), compiled into per-domain trees (`tree.rs`).
+//!    the extension fields, `response.rs` for a rule's `response`), compiled into
+//!    per-domain trees (`tree.rs`).
 //!
 //! Positions: passes 0–2 raise errors at the offending node so serde_yaml stamps its line
 //! and column, while the exact message travels beside the error (`yaml::Ctx`). Pass 3
@@ -29,6 +30,7 @@ mod limits;
 mod locate;
 mod metadata;
 mod raw;
+mod response;
 mod scalars;
 mod stats;
 pub use stats::override_reference_cache_key;
@@ -51,7 +53,8 @@ use serde::Deserialize;
 use crate::limit::{LimitSpec, StateTag};
 
 pub use discover::{DEFAULT_MAX_FILE_BYTES, Fingerprint, discover, fingerprint};
-pub use raw::{RawDescriptor, RawLimit, RawRoot};
+pub use raw::{RawDescriptor, RawLimit, RawResponse, RawRoot};
+pub use response::RuleResponse;
 pub use stats::{push_shown, shown};
 pub use trace::{Children, How, Step, Trace};
 pub use tree::Domain;
@@ -387,6 +390,16 @@ pub struct Rule {
     pub metadata: Option<Arc<serde_json::Map<String, serde_json::Value>>>,
     /// `name` of the rule's `rate_limit` (with `rate_limits`: the first named limit).
     pub name: Option<Arc<str>>,
+    /// `response`: the 429's body and headers when this rule denies, and whether it shows
+    /// in the rate limit headers.
+    pub response: Option<Arc<RuleResponse>>,
+}
+
+impl Rule {
+    /// Kept out of the rate limit headers sluice adds.
+    pub fn hidden(&self) -> bool {
+        self.response.as_ref().is_some_and(|r| r.hidden)
+    }
 }
 
 impl Rule {

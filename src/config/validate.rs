@@ -6,6 +6,7 @@ use std::sync::Arc;
 
 use super::limits::{self, Compiled, MAX_RATE_LIMITS, Place, Problem};
 use super::raw::{RawDescriptor, RawRoot};
+use super::response;
 use super::tree::{DomainBuilder, MAX_DEPTH, NodeFlags};
 use super::yaml::Seg;
 use super::{LoadOptions, RateLimitConfig, Rule};
@@ -169,6 +170,15 @@ impl Walk<'_> {
             Some(Ok(m)) => Some(Arc::new(m)),
             None => None,
         };
+        let response = match d.response {
+            Some(raw) => {
+                let unlimited = limits.as_ref().is_some_and(|l| l.unlimited);
+                let r = response::compile(raw, limits.is_some(), unlimited)
+                    .map_err(|p| self.problem(p.msg, &p.at))?;
+                Some(Arc::new(r))
+            }
+            None => None,
+        };
         if let Some(l) = limits {
             let id = self.rules.len();
             self.rules.push(Rule {
@@ -182,6 +192,7 @@ impl Walk<'_> {
                 consistency,
                 metadata,
                 name: l.name.map(Arc::from),
+                response,
             });
             if let Ok(id) = u32::try_from(id) {
                 self.domain.set_rule(node, id);
