@@ -55,7 +55,7 @@ use crate::limit::{LimitSpec, StateTag};
 pub use discover::{DEFAULT_MAX_FILE_BYTES, Fingerprint, discover, fingerprint};
 pub use raw::{RawDescriptor, RawLimit, RawResponse, RawRoot};
 pub use response::RuleResponse;
-pub use stats::{push_shown, shown};
+pub use stats::{push_fragment, push_shown, shown};
 pub use trace::{Children, How, Step, Trace};
 pub use tree::Domain;
 
@@ -76,6 +76,9 @@ pub struct LoadOptions {
     pub merge_domains: bool,
     /// `--max-config-file-bytes`: larger rule files are errors, never read whole.
     pub max_file_bytes: u64,
+    /// `--sanitize-metric-dots` / `SANITIZE_DESCRIPTOR_METRIC_DOTS`: the dots of descriptor
+    /// keys and values become `_` in stats keys (never in matching, state or messages).
+    pub sanitize_metric_dots: bool,
 }
 
 impl Default for LoadOptions {
@@ -83,6 +86,7 @@ impl Default for LoadOptions {
         LoadOptions {
             merge_domains: false,
             max_file_bytes: DEFAULT_MAX_FILE_BYTES,
+            sanitize_metric_dots: false,
         }
     }
 }
@@ -356,15 +360,15 @@ pub fn override_state_tag<E: EntryRef>(domain: &str, entries: &[E]) -> StateTag 
 }
 
 /// Stats key of a request override: `domain.k1_v1.k2` (value omitted when empty; bytes
-/// shown as [`push_shown`] does).
-pub fn override_stats_key<E: EntryRef>(domain: &str, entries: &[E]) -> String {
+/// shown as [`push_shown`] does, dots as `_` when `sanitize_dots`).
+pub fn override_stats_key<E: EntryRef>(domain: &str, entries: &[E], sanitize_dots: bool) -> String {
     let mut s = String::from(domain);
     for e in entries {
         s.push('.');
-        push_shown(&mut s, e.key());
+        push_fragment(&mut s, e.key(), sanitize_dots);
         if !e.value().is_empty() {
             s.push('_');
-            push_shown(&mut s, e.value());
+            push_fragment(&mut s, e.value(), sanitize_dots);
         }
     }
     s
@@ -377,6 +381,10 @@ pub struct Rule {
     pub id: usize,
     /// The config-path key, e.g. `test-domain.key1_value1.subkey1` (their `FullKey`).
     pub full_key: Arc<str>,
+    /// The stats key of a request that lands here without request values in it: the
+    /// config path, with the dots of keys and values as `_` under
+    /// [`LoadOptions::sanitize_metric_dots`] (else the same string as `full_key`).
+    pub stats_key: Arc<str>,
     /// The limits (one for `rate_limit`, several for `rate_limits`); empty iff `unlimited`.
     pub limits: Box<[LimitSpec]>,
     pub unlimited: bool,

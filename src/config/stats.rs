@@ -69,13 +69,15 @@ impl<'a> Match<'a> {
 
     pub(super) fn stats<E: EntryRef>(&self, entries: &[E]) -> Cow<'a, str> {
         let Some(leaf) = self.leaf() else {
-            return Cow::Borrowed(&self.rule.full_key);
+            return Cow::Borrowed(&self.rule.stats_key);
         };
         if leaf.static_stats {
-            return Cow::Borrowed(&self.rule.full_key);
+            return Cow::Borrowed(&self.rule.stats_key);
         }
-        let mut out = String::with_capacity(self.rule.full_key.len() + 16);
+        let mut out = String::with_capacity(self.rule.stats_key.len() + 16);
         out.push_str(self.domain.name());
+        let dots = self.domain.sanitize_dots();
+        let push_shown = |out: &mut String, b: &[u8]| push_fragment(out, b, dots);
         let push_kv = |out: &mut String, k: &[u8], v: &[u8]| {
             push_shown(out, k);
             if !v.is_empty() {
@@ -138,6 +140,19 @@ pub fn push_shown(out: &mut String, bytes: &[u8]) {
             let _ = write!(out, "\\x{b:02X}");
         }
     }
+}
+
+/// [`push_shown`], and with `sanitize_dots` every `.` of the fragment as `_`
+/// (`SANITIZE_DESCRIPTOR_METRIC_DOTS`: a stats key's levels are joined with dots, so a dot
+/// inside a key or value would add a level to its metric names).
+pub fn push_fragment(out: &mut String, bytes: &[u8], sanitize_dots: bool) {
+    if !sanitize_dots || !bytes.contains(&b'.') {
+        return push_shown(out, bytes);
+    }
+    let start = out.len();
+    push_shown(out, bytes);
+    let fragment = out.split_off(start).replace('.', "_");
+    out.push_str(&fragment);
 }
 
 /// [`push_shown`] into a new string, borrowing when the bytes are UTF-8.

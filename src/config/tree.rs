@@ -65,6 +65,8 @@ pub(super) struct Level {
 #[derive(Debug)]
 pub struct Domain {
     name: Arc<str>,
+    /// Stats keys built from request values replace the dots of keys and values.
+    sanitize_dots: bool,
     root: Level,
     nodes: Box<[Node]>,
     rules: Arc<[Rule]>,
@@ -73,6 +75,16 @@ pub struct Domain {
 impl Domain {
     pub fn name(&self) -> &str {
         &self.name
+    }
+
+    /// `--sanitize-metric-dots`, for the stats keys built from request values.
+    pub fn sanitize_dots(&self) -> bool {
+        self.sanitize_dots
+    }
+
+    /// The stats key of a request override of this domain.
+    pub fn override_stats_key<E: super::EntryRef>(&self, entries: &[E]) -> String {
+        super::override_stats_key(&self.name, entries, self.sanitize_dots)
     }
 
     /// envoyproxy/ratelimit's `GetLimit` walk: per entry, exact `key_value` child, else
@@ -272,6 +284,7 @@ fn find(hay: &[u8], needle: &[u8]) -> Option<usize> {
 #[derive(Debug)]
 pub(super) struct DomainBuilder {
     pub name: Arc<str>,
+    pub sanitize_dots: bool,
     nodes: Vec<BuildNode>,
     root: BuildLevel,
 }
@@ -292,9 +305,10 @@ struct BuildLevel {
 }
 
 impl DomainBuilder {
-    pub fn new(name: &str) -> DomainBuilder {
+    pub fn new(name: &str, sanitize_dots: bool) -> DomainBuilder {
         DomainBuilder {
             name: Arc::from(name),
+            sanitize_dots,
             nodes: Vec::new(),
             root: BuildLevel::default(),
         }
@@ -380,6 +394,7 @@ impl DomainBuilder {
             .collect();
         Domain {
             name: self.name,
+            sanitize_dots: self.sanitize_dots,
             root,
             nodes,
             rules: Arc::clone(rules),

@@ -70,6 +70,7 @@ pub async fn run(
     let opts = LoadOptions {
         merge_domains: settings.merge_domains,
         max_file_bytes: settings.caps.max_config_file_bytes,
+        sanitize_metric_dots: settings.sanitize_metric_dots,
     };
     let config = match settings.config_source {
         ConfigSource::Files => load_initial_config(&settings, &opts, &metrics),
