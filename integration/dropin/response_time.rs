@@ -61,8 +61,9 @@ async fn a_mapping_file_wins_as_theirs() {
         .start()
         .await;
     assert!(
-        s.logs().iter().any(|l| l
-            .contains("PROMETHEUS_RESPONSE_TIME_AS_MILLISECONDS is ignored with PROMETHEUS_MAPPER_YAML")),
+        s.logs().iter().any(|l| l.contains(
+            "PROMETHEUS_RESPONSE_TIME_AS_MILLISECONDS is ignored with PROMETHEUS_MAPPER_YAML"
+        )),
         "{:?}",
         s.logs()
     );

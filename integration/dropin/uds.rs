@@ -51,7 +51,10 @@ async fn grpc_uds_serves_rate_limit_and_health_on_the_socket_and_removes_it_on_s
     }
     s.signal("TERM");
     assert!(s.wait_exit(Duration::from_secs(20)).await.is_some());
-    assert!(!Path::new(&path).exists(), "the socket file is removed on shutdown");
+    assert!(
+        !Path::new(&path).exists(),
+        "the socket file is removed on shutdown"
+    );
 }
 
 #[tokio::test]
@@ -66,12 +69,18 @@ async fn a_stale_socket_is_replaced_and_the_mode_applies() {
         .env("SLUICE_GRPC_UDS_MODE", "600")
         .start()
         .await;
-    let mode = std::fs::metadata(&path).expect("socket").permissions().mode() & 0o777;
+    let mode = std::fs::metadata(&path)
+        .expect("socket")
+        .permissions()
+        .mode()
+        & 0o777;
     assert_eq!(mode, 0o600);
     let mut c = s.unix_client().await;
     assert_eq!(call(&mut c, ask()).await.overall_code, Code::Ok as i32);
     assert!(
-        s.logs().iter().any(|l| l.contains("removing a stale gRPC unix socket")),
+        s.logs()
+            .iter()
+            .any(|l| l.contains("removing a stale gRPC unix socket")),
         "{:?}",
         s.logs()
     );
@@ -90,7 +99,10 @@ async fn a_socket_in_use_stops_startup() {
         .err()
         .expect("startup fails");
     assert!(e.contains("another process is listening on it"), "{e}");
-    assert!(Path::new(&path).exists(), "the other process's socket is left alone");
+    assert!(
+        Path::new(&path).exists(),
+        "the other process's socket is left alone"
+    );
 }
 
 #[tokio::test]
