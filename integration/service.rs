@@ -8,7 +8,9 @@ use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_response::{Code, 
 use crate::support::sluice::*;
 
 mod bytes;
+mod decision;
 mod requests;
+mod rule_response;
 mod windows;
 
 const RULES: &str = r#"

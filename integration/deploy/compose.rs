@@ -396,3 +396,13 @@ fn compose_rules_limit_every_descriptor_envoy_sends() {
     let boot = envoy_bootstrap();
     assert_rules_cover(sluice_rules(), &boot.domain, &boot.descriptors, "compose");
 }
+
+/// The demo's Envoy logs the rule that denied a 429 (`examples/envoy.yaml`'s access log
+/// reads it from the dynamic metadata): the demo's sluice must put it there.
+#[test]
+fn compose_sluice_reports_its_decisions_for_the_access_log() {
+    assert!(
+        sluice_settings().decision.decision_metadata,
+        "docker-compose.yml: sluice should run with SLUICE_DECISION_METADATA=true"
+    );
+}
