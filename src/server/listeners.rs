@@ -1,5 +1,5 @@
 //! The bound sockets and what serves them: gRPC (rate limit + health, optionally over TLS)
-//! on one, the HTTP endpoints on another, optionally Prometheus and the debug endpoints on
+//! on one (TCP, or a unix socket with `--grpc-uds`), the HTTP endpoints on another, optionally Prometheus and the debug endpoints on
 //! their own, and the admin listener (loopback by default, unless disabled). Every listener
 //! is served by `transport` with the connection limits of `settings.listen`; the gRPC one
 //! adds HTTP/2 stream caps and the maximum connection age.

@@ -11,7 +11,7 @@
 //! #1239's names, so one access-log format serves both servers), `rule` (the stats key),
 //! `unit` and `remaining` of the limit its status reports, and `shadowed: true` when shadow
 //! mode turned its OVER_LIMIT into OK; the struct gets `overallCode`, and on OVER_LIMIT
-//! `decidingRule`, the rule of the descriptor that denied (`response::deciding`). Unlike
+//! `decidingRule`, the rule of the descriptor that denied (`response.rs` says which). Unlike
 //! #1239 (still open), these are filled on every response, not only when something is
 //! over its limit, and the struct is otherwise theirs (it implies the dynamic metadata).
 //!
@@ -27,9 +27,13 @@ use envoy_types::pb::google::protobuf::{ListValue, Struct, Value as PbValue, val
 
 use super::plan::{Matched, override_unit};
 use super::proto::RateLimitRequest;
-use super::response::{code_name, deciding, pb_code};
 use crate::config::push_shown;
 use crate::limiter::{Decision, Outcome, Plan};
+
+/// A status code's protobuf name (`OK`, `OVER_LIMIT`).
+fn code_name(code: i32) -> &'static str {
+    PbCode::try_from(code).map_or("UNKNOWN", |c| c.as_str_name())
+}
 
 fn string(s: impl Into<String>) -> PbValue {
     PbValue {
@@ -64,6 +68,10 @@ pub(super) struct Inputs<'r, 'a> {
     pub matched: &'r [Matched<'a>],
     pub decision: &'r Decision,
     pub statuses: &'r [DescriptorStatus],
+    /// The response's `overall_code`.
+    pub overall: PbCode,
+    /// The descriptor that decided an OVER_LIMIT answer (`response::deciding`).
+    pub deciding: Option<usize>,
 }
 
 /// The struct; with `decision`, the decision fields too.
@@ -127,11 +135,8 @@ pub(super) fn build(i: &Inputs<'_, '_>, decision: bool) -> Struct {
         );
     }
     if decision {
-        fields.insert(
-            "overallCode".to_string(),
-            string(code_name(pb_code(i.decision.overall()) as i32)),
-        );
-        if let Some(rule) = deciding(i.plans, i.decision).and_then(|n| rule_key(i, n)) {
+        fields.insert("overallCode".to_string(), string(i.overall.as_str_name()));
+        if let Some(rule) = i.deciding.and_then(|n| rule_key(i, n)) {
             fields.insert("decidingRule".to_string(), string(rule));
         }
     }

@@ -50,9 +50,8 @@ pub(super) fn build(
         resp.request_headers_to_add =
             headers::to_upstream(plans, decision, &settings.request_headers);
     }
-    if let Some(r) =
-        deciding(plans, decision).and_then(|i| matched.get(i)?.m.as_ref()?.rule.response.as_deref())
-    {
+    let deciding = deciding(plans, decision);
+    if let Some(r) = deciding.and_then(|i| matched.get(i)?.m.as_ref()?.rule.response.as_deref()) {
         denial(&mut resp, r);
     }
     if settings.dynamic_metadata || settings.decision_metadata {
@@ -62,6 +61,8 @@ pub(super) fn build(
             matched,
             decision,
             statuses: &statuses,
+            overall: pb_code(decision.overall()),
+            deciding,
         };
         resp.dynamic_metadata = Some(metadata::build(&inputs, settings.decision_metadata));
     }
@@ -71,7 +72,7 @@ pub(super) fn build(
 
 /// The descriptor whose denial the OVER_LIMIT answer is (see the file's opening comment);
 /// `None` when the answer is OK.
-pub(super) fn deciding(plans: &[Plan<'_>], decision: &Decision) -> Option<usize> {
+fn deciding(plans: &[Plan<'_>], decision: &Decision) -> Option<usize> {
     if decision.overall() != Code::OverLimit {
         return None;
     }
@@ -106,7 +107,7 @@ fn denial(resp: &mut RateLimitResponse, r: &RuleResponse) {
     }
 }
 
-pub(super) fn pb_code(c: Code) -> PbCode {
+fn pb_code(c: Code) -> PbCode {
     match c {
         Code::Ok => PbCode::Ok,
         Code::OverLimit => PbCode::OverLimit,
