@@ -115,7 +115,7 @@ async fn their_tls_variables_apply_on_the_socket() {
     let cert = write(p, "tls.crt", &leaf.cert);
     let key = write(p, "tls.key", &leaf.key);
     let path = socket_in(p);
-    let s = sluice()
+    let _s = sluice()
         .file("d.yaml", RULES)
         .env("GRPC_UDS", &path)
         .env("GRPC_SERVER_USE_TLS", "true")
