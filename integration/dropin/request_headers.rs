@@ -22,6 +22,17 @@ async fn the_upstream_gets_limit_remaining_and_reset_under_their_names() {
         .env("LIMIT_REQUEST_REMAINING_HEADER", "x-upstream-remaining")
         .start()
         .await;
+    let named = sluice()
+        .file("d.yaml", RULES)
+        .env("LIMIT_REQUEST_HEADERS_ENABLED", "true")
+        .env("LIMIT_REQUEST_LIMIT_HEADER", "x-upstream-limit")
+        .env("LIMIT_REQUEST_RESET_HEADER", "x-upstream-reset")
+        .start()
+        .await;
+    let r = call(&mut named.client().await, ask()).await;
+    assert_eq!(request_header(&r, "x-upstream-limit"), Some("2"));
+    assert_eq!(request_header(&r, "RateLimit-Remaining"), Some("1"));
+    assert!(request_header(&r, "x-upstream-reset").is_some(), "{r:?}");
     let mut c = s.client().await;
     let r = call(&mut c, ask()).await;
     assert_eq!(r.request_headers_to_add.len(), 3, "{r:?}");

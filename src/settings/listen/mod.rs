@@ -77,7 +77,8 @@ settings! {
                 .shown_theirs("`GRPC_MAX_CONCURRENT_STREAMS` (`0`: no cap)")
                 .their(Their::new("GRPC_MAX_CONCURRENT_STREAMS", "16").does(
                     "requests in flight per gRPC connection (`--grpc-max-concurrent-streams`); \
-                     `0`: no cap, as theirs; unset: 1024",
+                     `0`: no cap; unset: 1024 (their settings do not read it: their pull \
+                     request #1189, which proposed it, was closed)",
                 ))
         ),
         /// With `--grpc-uds`: the socket file's permissions, octal (`660`: owner and group
@@ -188,7 +189,7 @@ fn file_mode(s: &str) -> Result<Option<u32>, String> {
     }
 }
 
-/// Theirs: 0 leaves grpc-go's default, no cap.
+/// As their closed pull request #1189 had it: 0 leaves grpc-go's default, no cap.
 fn their_stream_cap(env: Env<'_>) -> Result<Option<u32>, SettingsError> {
     Ok(num_var::<u32>(env, "GRPC_MAX_CONCURRENT_STREAMS")?
         .map(|n| if n == 0 { u32::MAX } else { n }))
