@@ -25,6 +25,7 @@
 //! share one validator and one set of messages.
 
 mod discover;
+mod glob;
 mod keys;
 mod limits;
 mod locate;
@@ -33,7 +34,7 @@ mod raw;
 mod response;
 mod scalars;
 mod stats;
-pub use stats::override_reference_cache_key;
+pub use stats::{override_reference_cache_key, override_state_tag, override_stats_key};
 mod trace;
 mod tree;
 mod validate;
@@ -354,26 +355,6 @@ impl<'a> Match<'a> {
     }
 }
 
-/// State tag of a request-supplied `limit` override: domain + entries as sent.
-pub fn override_state_tag<E: EntryRef>(domain: &str, entries: &[E]) -> StateTag {
-    StateTag::compute(domain, entries.iter().map(|e| (e.key(), e.value())))
-}
-
-/// Stats key of a request override: `domain.k1_v1.k2` (value omitted when empty; bytes
-/// shown as [`push_shown`] does, dots as `_` when `sanitize_dots`).
-pub fn override_stats_key<E: EntryRef>(domain: &str, entries: &[E], sanitize_dots: bool) -> String {
-    let mut s = String::from(domain);
-    for e in entries {
-        s.push('.');
-        push_fragment(&mut s, e.key(), sanitize_dots);
-        if !e.value().is_empty() {
-            s.push('_');
-            push_fragment(&mut s, e.value(), sanitize_dots);
-        }
-    }
-    s
-}
-
 /// A descriptor node that carries `rate_limit` or `rate_limits`.
 #[derive(Debug)]
 pub struct Rule {
@@ -401,13 +382,6 @@ pub struct Rule {
     /// `response`: the 429's body and headers when this rule denies, and whether it shows
     /// in the rate limit headers.
     pub response: Option<Arc<RuleResponse>>,
-}
-
-impl Rule {
-    /// Kept out of the rate limit headers sluice adds.
-    pub fn hidden(&self) -> bool {
-        self.response.as_ref().is_some_and(|r| r.hidden)
-    }
 }
 
 impl Rule {

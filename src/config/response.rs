@@ -27,6 +27,13 @@ pub struct RuleResponse {
     pub hide_current_limit: bool,
 }
 
+impl super::Rule {
+    /// Kept out of the rate limit headers sluice adds (`response: {hidden: true}`).
+    pub fn hidden(&self) -> bool {
+        self.response.as_ref().is_some_and(|r| r.hidden)
+    }
+}
+
 /// Headers the body or Envoy own: a rule may not set them.
 const RESERVED: &[(&str, &str)] = &[
     ("content-type", "use response.content_type"),

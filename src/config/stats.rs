@@ -4,7 +4,7 @@
 use std::borrow::Cow;
 use std::fmt::Write;
 
-use super::tree::{MAX_DEPTH, Node};
+use super::tree::{Domain, MAX_DEPTH, Node};
 use super::{EntryRef, Match, RateLimitConfig};
 use crate::limit::{Algorithm, StateTag};
 
@@ -239,4 +239,31 @@ pub fn reference_cache_key<'e>(
 /// and window start: domain + entries as sent.
 pub fn override_reference_cache_key<E: EntryRef>(domain: &str, entries: &[E]) -> Vec<u8> {
     reference_cache_key(domain, entries.iter().map(|e| (e.key(), e.value())))
+}
+
+/// State tag of a request-supplied `limit` override: domain + entries as sent.
+pub fn override_state_tag<E: EntryRef>(domain: &str, entries: &[E]) -> StateTag {
+    StateTag::compute(domain, entries.iter().map(|e| (e.key(), e.value())))
+}
+
+impl Domain {
+    /// The stats key of a request override of this domain.
+    pub fn override_stats_key<E: EntryRef>(&self, entries: &[E]) -> String {
+        override_stats_key(self.name(), entries, self.sanitize_dots())
+    }
+}
+
+/// Stats key of a request override: `domain.k1_v1.k2` (value omitted when empty; bytes
+/// shown as [`push_shown`] does, dots as `_` when `sanitize_dots`).
+pub fn override_stats_key<E: EntryRef>(domain: &str, entries: &[E], sanitize_dots: bool) -> String {
+    let mut s = String::from(domain);
+    for e in entries {
+        s.push('.');
+        push_fragment(&mut s, e.key(), sanitize_dots);
+        if !e.value().is_empty() {
+            s.push('_');
+            push_fragment(&mut s, e.value(), sanitize_dots);
+        }
+    }
+    s
 }
