@@ -18,7 +18,11 @@
 //! A rule's own `metadata` cannot overwrite any of these: it is merged only under the
 //! `metadata` key, and every other key is written by sluice.
 
-use std::collections::BTreeMap;
+use std::collections::HashMap;
+
+/// A `Struct`'s fields: prost's map, filled in place (no ordered map in between: the
+/// wire order of a map means nothing).
+type Fields = HashMap<String, PbValue>;
 
 use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_response::{
     Code as PbCode, DescriptorStatus,
@@ -53,11 +57,9 @@ fn list(values: Vec<PbValue>) -> PbValue {
     }
 }
 
-fn object(fields: BTreeMap<String, PbValue>) -> PbValue {
+fn object(fields: Fields) -> PbValue {
     PbValue {
-        kind: Some(Kind::StructValue(Struct {
-            fields: fields.into_iter().collect(),
-        })),
+        kind: Some(Kind::StructValue(Struct { fields })),
     }
 }
 
@@ -77,14 +79,14 @@ pub(super) struct Inputs<'r, 'a> {
 /// The struct; with `decision`, the decision fields too.
 pub(super) fn build(i: &Inputs<'_, '_>, decision: bool) -> Struct {
     let req = i.req;
-    let mut fields = BTreeMap::new();
+    let mut fields = Fields::with_capacity(6);
     fields.insert("domain".to_string(), string(req.domain.clone()));
     let descriptors = req
         .descriptors
         .iter()
         .enumerate()
         .map(|(n, d)| {
-            let mut f = BTreeMap::new();
+            let mut f = Fields::with_capacity(if decision { 8 } else { 3 });
             let entries = d
                 .entries
                 .iter()
@@ -140,9 +142,7 @@ pub(super) fn build(i: &Inputs<'_, '_>, decision: bool) -> Struct {
             fields.insert("decidingRule".to_string(), string(rule));
         }
     }
-    Struct {
-        fields: fields.into_iter().collect(),
-    }
+    Struct { fields }
 }
 
 /// The stats key of the rule descriptor `n` is held to (its override's for an override),
@@ -160,7 +160,7 @@ fn rule_key(i: &Inputs<'_, '_>, n: usize) -> Option<String> {
 }
 
 /// Descriptor `n`'s decision fields.
-fn descriptor_decision(i: &Inputs<'_, '_>, n: usize, f: &mut BTreeMap<String, PbValue>) {
+fn descriptor_decision(i: &Inputs<'_, '_>, n: usize, f: &mut Fields) {
     let code = i.statuses.get(n).map_or(PbCode::Ok as i32, |s| s.code);
     f.insert("code".to_string(), string(code_name(code)));
     if let Some(rule) = rule_key(i, n) {
