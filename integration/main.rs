@@ -19,6 +19,7 @@ mod explain;
 mod faults;
 mod local_cache;
 mod ops;
+mod outage;
 mod redis_binary;
 mod redis_conn;
 mod redis_store;

@@ -6,6 +6,7 @@
 
 mod algorithms;
 mod cluster;
+mod ids;
 mod keys;
 mod merging;
 mod ops;

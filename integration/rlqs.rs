@@ -10,6 +10,7 @@ use tonic::Code;
 use crate::support::redis::RedisServer;
 use crate::support::sluice::*;
 
+mod chunks;
 pub(crate) mod envoy;
 mod lifecycle;
 mod store;

@@ -54,7 +54,7 @@ async fn debug_index() -> &'static str {
 }
 
 async fn healthcheck(State(s): State<HttpState>) -> Response {
-    if s.health.is_healthy() {
+    if s.health.check().await {
         (StatusCode::OK, "OK").into_response()
     } else {
         StatusCode::INTERNAL_SERVER_ERROR.into_response()
@@ -83,6 +83,7 @@ async fn json_endpoint(State(s): State<HttpState>, body: Bytes) -> Response {
 }
 
 async fn metrics(State(s): State<HttpState>) -> Response {
+    s.service.refresh_view_gauges();
     (
         [(header::CONTENT_TYPE, "text/plain; version=0.0.4")],
         s.service.metrics().render(),

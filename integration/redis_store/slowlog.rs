@@ -4,43 +4,75 @@
 //! The states are built to their largest size first (a sliding log of 10 000 runs, a
 //! sliding window with 1 000 sub-windows), then every costly path is driven: denials whose
 //! retry searches the whole log, the largest cost and refund, a window half expired, a
-//! log wholly expired, a request of 64 descriptors with several limits each. SLOWLOG records
+//! log wholly expired, a request of 64 descriptors with several limits each, and RLQS: a
+//! report of 10 000 buckets (`--rlqs-max-buckets`' default), reports on buckets with many
+//! subscribers, and a stream leaving 10 000 buckets. SLOWLOG records
 //! every call of the measured part (threshold 0). SLOWLOG measures wall time, and on a shared
 //! machine any call may be descheduled for milliseconds; so the scenario (deterministic: the
 //! same calls in the same order) runs up to four times, and each call is judged by its
 //! fastest run. A call that does unbounded work is slow every time; a preempted one is not.
 
-use sluice::limit::{Algorithm, Check, LimitSpec, SLIDING_LOG_MAX, Unit};
+use sluice::limit::{Algorithm, Check, LimitSpec, SLIDING_LOG_MAX, StateTag, Unit};
+use sluice::quota::{Grant, Policy};
+use sluice::store::quota::{QuotaReport, QuotaStore, Subscriber};
 
 use super::{Env, spec, tag};
 
 const THRESHOLD_US: u64 = 1000;
 
-/// Script calls in SLOWLOG, in the order they ran: (microseconds, the call abridged).
+/// Room in SLOWLOG for the measured part: its script calls and the commands they call.
+const SLOWLOG_LEN: usize = 1_000_000;
+
+/// The most buckets one RLQS stream reports (`--rlqs-max-buckets`' default).
+const RLQS_BUCKETS: usize = 10_000;
+
+/// The script calls of SLOWLOG, oldest first, each as its time and its first arguments after
+/// the command: read by a script, so the commands scripts call (Redis 7 logs those too, four
+/// per RLQS bucket) are dropped in Redis rather than sent and decoded here.
+const SCRIPT_CALLS: &str = r#"
+local out = {}
+local log = redis.call('SLOWLOG', 'GET', -1)
+for i = #log, 1, -1 do
+  local e = log[i]
+  local c = string.lower(e[4][1])
+  if c == 'evalsha' or c == 'eval' or c == 'fcall' then
+    local row = { e[3] }
+    for j = 2, math.min(#e[4], 14) do
+      row[#row + 1] = e[4][j]
+    end
+    out[#out + 1] = row
+  end
+end
+return out
+"#;
+
+/// Script calls in SLOWLOG, in the order they ran: (microseconds, the call abridged; a call
+/// of the quota script starts `rlqs:`).
 fn script_calls(env: &Env) -> Vec<(u64, String)> {
     use deadpool_redis::redis::Value;
-    let entries: Vec<Value> = env.server.query(&["SLOWLOG", "GET", "-1"]);
+    let logged: usize = env.server.query(&["SLOWLOG", "LEN"]);
+    assert!(logged < SLOWLOG_LEN, "SLOWLOG full: raise SLOWLOG_LEN");
+    let rls = env.store.script_sha().to_owned();
+    let rows: Vec<Value> = env.server.query(&["EVAL", SCRIPT_CALLS, "0"]);
     let mut calls = Vec::new();
-    for e in entries.into_iter().rev() {
-        let Value::Array(fields) = e else { continue };
-        let (Some(Value::Int(us)), Some(Value::Array(args))) = (fields.get(2), fields.get(3))
-        else {
+    for row in rows {
+        let Value::Array(row) = row else { continue };
+        let Some(Value::Int(us)) = row.first() else {
             continue;
         };
-        let args: Vec<String> = args
+        let args: Vec<String> = row[1..]
             .iter()
             .map(|a| match a {
                 Value::BulkString(b) => String::from_utf8_lossy(b).into_owned(),
                 other => format!("{other:?}"),
             })
             .collect();
-        let script = args.first().is_some_and(|c| {
-            ["evalsha", "eval", "fcall"].contains(&c.to_ascii_lowercase().as_str())
-        });
-        if script {
-            let shown: Vec<&str> = args.iter().skip(2).take(12).map(String::as_str).collect();
-            calls.push((*us as u64, shown.join(" ")));
-        }
+        let what = if args.first().is_some_and(|sha| *sha != rls) {
+            "rlqs: "
+        } else {
+            ""
+        };
+        calls.push((*us as u64, format!("{what}{}", args[1..].join(" "))));
     }
     calls
 }
@@ -49,7 +81,7 @@ fn measure(env: &Env) {
     env.server
         .query::<String>(&["CONFIG", "SET", "slowlog-log-slower-than", "0"]);
     env.server
-        .query::<String>(&["CONFIG", "SET", "slowlog-max-len", "100000"]);
+        .query::<String>(&["CONFIG", "SET", "slowlog-max-len", &SLOWLOG_LEN.to_string()]);
     env.server.query::<String>(&["SLOWLOG", "RESET"]);
 }
 
@@ -89,6 +121,12 @@ async fn scenario(attempt: u32) -> Vec<(u64, String)> {
     for i in 0..1000 {
         env.at(60 * i);
         assert!(env.hit1(ft, &full_win, 1).await.allowed);
+    }
+
+    // RLQS buckets with 11 subscribers each, for a twelfth to report in the measured part.
+    let crowded = rlqs_reports(500, 3);
+    for s in 0..11 {
+        rlqs_report(&env, &format!("crowd:{s}"), &crowded).await;
     }
 
     measure(&env);
@@ -167,7 +205,45 @@ async fn scenario(attempt: u32) -> Vec<(u64, String)> {
     env.run(&checks).await;
     env.run(&checks).await;
 
+    // RLQS: the largest report, new buckets, then a second subscriber's, then refreshed; a
+    // twelfth subscriber's report (its calls stop at their work budget); the largest leave.
+    let largest = rlqs_reports(RLQS_BUCKETS, 1);
+    rlqs_report(&env, "stream:a", &largest).await;
+    rlqs_report(&env, "stream:b", &largest).await;
+    rlqs_report(&env, "stream:a", &largest).await;
+    rlqs_report(&env, "crowd:11", &crowded).await;
+    let tags: Vec<StateTag> = largest.iter().map(|r| r.bucket).collect();
+    env.store.leave("stream:b", &tags).await.expect("leave");
+
     script_calls(&env)
+}
+
+/// `n` RLQS buckets (tags from `seed`), each a limit of 1 000 a minute.
+fn rlqs_reports(n: usize, seed: u128) -> Vec<QuotaReport> {
+    (0..n)
+        .map(|i| QuotaReport {
+            bucket: StateTag((seed << 64) + i as u128),
+            limit: 1000,
+            window_ms: 60_000,
+            allowed: 3,
+            demand: 1_500,
+            held: 0,
+        })
+        .collect()
+}
+
+async fn rlqs_report(env: &Env, id: &str, reports: &[QuotaReport]) {
+    let sub = Subscriber {
+        id,
+        ttl_ms: 3_600_000,
+        policy: Policy::new(0.05, 0.1),
+    };
+    let mut out: Vec<Grant> = Vec::new();
+    env.store
+        .report(sub, reports, &mut out)
+        .await
+        .expect("report");
+    assert_eq!(out.len(), reports.len());
 }
 
 #[tokio::test]
@@ -193,6 +269,12 @@ async fn no_script_call_takes_a_millisecond_at_the_largest_parameters() {
             best.len(),
             worst.0,
             worst.1
+        );
+        let rlqs: Vec<&(u64, String)> = best.iter().filter(|c| c.1.starts_with("rlqs:")).collect();
+        let slowest = rlqs.iter().map(|c| c.0).max().unwrap_or_default();
+        eprintln!(
+            "  of which RLQS: {} calls, the slowest {slowest} us",
+            rlqs.len()
         );
         if worst.0 < THRESHOLD_US {
             return;

@@ -336,6 +336,23 @@ impl LimitSpec {
             slot: self.slot,
         }
     }
+
+    /// A fingerprint of every parameter of `limits` that a decision reads (not the name): an
+    /// answer kept in memory for one limit list (the over-limit cache's denials, the local
+    /// view's state) is only used for the same list, so a reload or another request override
+    /// starts over. The one definition both keep, so they change together.
+    pub fn fingerprint(limits: &[LimitSpec]) -> u64 {
+        let mut h = xxhash_rust::xxh3::Xxh3::new();
+        for l in limits {
+            h.update(&[l.algorithm.code(), l.slot, u8::from(l.overdraft)]);
+            h.update(&l.requests_per_unit.to_le_bytes());
+            h.update(&l.burst.to_le_bytes());
+            h.update(&l.buckets.to_le_bytes());
+            h.update(&l.window_ms().to_le_bytes());
+            h.update(&l.penalty_ms.to_le_bytes());
+        }
+        h.digest()
+    }
 }
 
 /// See [`LimitSpec::identity`].

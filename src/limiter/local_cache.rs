@@ -49,6 +49,7 @@ struct Shard {
 }
 
 struct Entry {
+    /// [`LimitSpec::fingerprint`]: an entry only answers the limits it saw.
     fingerprint: u64,
     /// The smallest cost this denial covers.
     cost: u64,
@@ -66,20 +67,6 @@ impl Entry {
             + std::mem::size_of::<u128>()
             + std::mem::size_of_val(&*self.results)
     }
-}
-
-/// A fingerprint of every parameter of `limits`: an entry only answers the limits it saw.
-fn fingerprint(limits: &[LimitSpec]) -> u64 {
-    let mut h = xxhash_rust::xxh3::Xxh3::new();
-    for l in limits {
-        h.update(&[l.algorithm.code(), l.slot, u8::from(l.overdraft)]);
-        h.update(&l.requests_per_unit.to_le_bytes());
-        h.update(&l.burst.to_le_bytes());
-        h.update(&l.buckets.to_le_bytes());
-        h.update(&l.window_ms().to_le_bytes());
-        h.update(&l.penalty_ms.to_le_bytes());
-    }
-    h.digest()
 }
 
 /// How long (ms, from when the request was sent) the denial in `results` lasts for a hit of
@@ -145,7 +132,7 @@ impl OverLimitCache {
         let Some(e) = shard.map.get(&tag.0) else {
             return false;
         };
-        if e.until_ms <= now_ms || e.fingerprint != fingerprint(limits) {
+        if e.until_ms <= now_ms || e.fingerprint != LimitSpec::fingerprint(limits) {
             if let Some(e) = shard.map.remove(&tag.0) {
                 shard.bytes = shard.bytes.saturating_sub(e.bytes());
             }
@@ -177,7 +164,7 @@ impl OverLimitCache {
             return;
         };
         let e = Entry {
-            fingerprint: fingerprint(limits),
+            fingerprint: LimitSpec::fingerprint(limits),
             cost,
             at_ms: sent_ms,
             until_ms: sent_ms.saturating_add(until),

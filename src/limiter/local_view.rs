@@ -2,9 +2,10 @@
 //! last answer) plus the hits it admitted since. It serves two features (README,
 //! "Consistency: strict, batched, and the store-failure fallback").
 //!
-//! Why this file is long: one type whose decisions (batched, fallback), bookkeeping (answers,
-//! carried hits) and write-back all read and move the same per-descriptor counts; apart,
-//! the rules for pending and in-flight hits would be spread over files.
+//! Why this file is long: one type whose decisions (batched, fallback) and bookkeeping
+//! (answers, carried hits) all read and move the same per-descriptor counts; apart, the rules
+//! for pending and in-flight hits would be spread over files. Writing the hits back (ids,
+//! resends) is `local_view/write_back.rs`.
 //!
 //! The two features:
 //!
@@ -28,20 +29,31 @@
 //! it): under steady traffic `ĝ ≈ N·r`, so the room covers the unseen hits and nothing is
 //! admitted over the limit; a surge from idle can pass it by at most `2(N−1)·r·(I+d)` once.
 //!
-//! Memory: at most `max_keys` descriptors (sharded, one `parking_lot` mutex per shard, never
-//! held across an await). Past it, new descriptors are decided by the store (batched) or,
-//! while the store is down, from the share without keeping their hits (counted in
-//! [`ViewStats::overflow`], logged). No I/O except through [`Store`].
+//! A descriptor's hits are `pending` (admitted here, not sent yet) or `inflight` (sent, in a
+//! call whose answer has not come back, or in an unsettled call: see `write_back.rs`); both
+//! count against its room.
+//!
+//! Memory: at most `max_keys` descriptors in all (sharded, one `parking_lot` mutex per
+//! shard, never held across an await; the bound is one count over every shard). Past it,
+//! new descriptors are decided by the store (batched) or, while the store is down, from the
+//! share without keeping their hits (counted in [`ViewStats::overflow`], logged). No I/O
+//! except through [`Store`].
+
+mod write_back;
 
 use std::collections::HashMap;
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::collections::hash_map::Entry;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, OnceLock};
 
 use parking_lot::Mutex;
 
 use super::local_cache::cacheable_for;
-use crate::limit::{Algorithm, Check, Clock, LimitResult, LimitSpec, StateTag};
-use crate::store::{Store, StoreError};
+use crate::limit::{Algorithm, Clock, LimitResult, LimitSpec, StateTag};
+use crate::store::{CallId, Store, StoreError};
+
+pub use write_back::Held;
+use write_back::Unsettled;
 
 const SHARDS: usize = 16;
 
@@ -55,7 +67,7 @@ pub struct ViewOptions {
     /// `--store-failure-share`: the part of a limit a descriptor never seen gets while the
     /// store is down.
     pub unseen_share: f64,
-    /// `--local-view-max-keys`.
+    /// `--local-view-max-keys`: descriptors held, in all.
     pub max_keys: usize,
 }
 
@@ -75,19 +87,30 @@ pub struct ViewStats {
     pub flush_errors: AtomicU64,
 }
 
+/// Told when decisions go local because the store failed (`true`) and when they go back to
+/// the store (`false`), at the moment it happens (the service's gauge and health).
+pub type DegradedObserver = Box<dyn Fn(bool) + Send + Sync>;
+
 /// See the module documentation.
 pub struct LocalView {
     clock: Arc<dyn Clock>,
     opts: ViewOptions,
     shards: Box<[Mutex<Shard>]>,
-    per_shard: usize,
+    /// Descriptors held over every shard: the one bound of `max_keys`.
+    keys: AtomicUsize,
     degraded: AtomicBool,
+    observer: OnceLock<DegradedObserver>,
+    /// Held while the degraded state changes and the observer is told, so that it is told
+    /// the changes in the order they happen (its gauge ends as the state does).
+    transition: Mutex<()>,
     /// Orders store answers: an answer older than the state it would replace is dropped.
     seq: AtomicU64,
     /// The store's recent latency, in milliseconds (the `d` of the bound).
     latency_ms: AtomicU64,
     /// Overflow is logged once per degraded period.
     overflow_logged: AtomicBool,
+    /// Calls whose answer was lost, resent under their ids (`write_back.rs`).
+    unsettled: Mutex<Vec<Unsettled>>,
     pub stats: ViewStats,
 }
 
@@ -99,7 +122,9 @@ struct Shard {
 }
 
 struct Key {
+    /// [`LimitSpec::fingerprint`] of the limits, and of `forced` (what write-backs send).
     fingerprint: u64,
+    forced_fingerprint: u64,
     /// The limits with `overdraft`: a write-back charges hits that were already admitted.
     forced: Arc<[LimitSpec]>,
     /// Per limit: room after the last answer, and when its usage resets (local ms).
@@ -136,22 +161,41 @@ pub enum Local {
     Answered,
     /// Ask the store. `carry` hits of this descriptor, admitted here, are now in flight:
     /// send them first ([`LocalView::forced_limits`]) and settle them with
-    /// [`LocalView::landed`] or [`LocalView::failed`].
+    /// [`LocalView::landed`], or, if the call fails, [`LocalView::hold`].
     Store { carry: u64 },
 }
 
-/// Every parameter of `limits` but `overdraft` (a write-back forces it on the same state).
-fn fingerprint(limits: &[LimitSpec]) -> u64 {
-    let mut h = xxhash_rust::xxh3::Xxh3::new();
-    for l in limits {
-        h.update(&[l.algorithm.code(), l.slot]);
-        h.update(&l.requests_per_unit.to_le_bytes());
-        h.update(&l.burst.to_le_bytes());
-        h.update(&l.buckets.to_le_bytes());
-        h.update(&l.window_ms().to_le_bytes());
-        h.update(&l.penalty_ms.to_le_bytes());
-    }
-    h.digest()
+/// A store answer for one descriptor ([`LocalView::record`]).
+#[derive(Debug, Clone, Copy)]
+pub struct Answer<'a> {
+    pub tag: StateTag,
+    /// The limits the store was asked about (a write-back's are the forced ones).
+    pub limits: &'a [LimitSpec],
+    pub results: &'a [LimitResult],
+    /// The call that answered: [`LocalView::next_seq`] when it was sent, and when (local ms).
+    pub seq: u64,
+    pub sent_ms: u64,
+    pub asked: Asked,
+}
+
+/// What the store was asked, in an [`Answer`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Asked {
+    /// Hits already admitted, written back: the answer refreshes a descriptor kept here.
+    WriteBack,
+    /// A check of `cost` (0 for a refund, which carries no denial): its denial may be kept,
+    /// and with `keep_new` a descriptor not kept yet starts being kept.
+    Check { cost: u64, keep_new: bool },
+}
+
+/// Where a fallback decision's admitted hits go ([`LocalView::fallback`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Keep {
+    /// Pending: written back by the next write-back.
+    Pending,
+    /// In flight: the call that failed carries them, settled under its id
+    /// ([`LocalView::hold`]).
+    InCall,
 }
 
 /// When a fresh window of `l` would end, counted from `now` (fixed windows are
@@ -165,17 +209,24 @@ fn reset_in(l: &LimitSpec, now: u64) -> u64 {
     }
 }
 
+/// `limits` with `overdraft`: how a write-back charges hits already admitted.
+fn forced(limits: &[LimitSpec]) -> Arc<[LimitSpec]> {
+    limits
+        .iter()
+        .map(|l| LimitSpec {
+            overdraft: true,
+            ..l.clone()
+        })
+        .collect()
+}
+
 impl Key {
     fn new(limits: &[LimitSpec], now: u64, share: f64) -> Key {
+        let forced = forced(limits);
         Key {
-            fingerprint: fingerprint(limits),
-            forced: limits
-                .iter()
-                .map(|l| LimitSpec {
-                    overdraft: true,
-                    ..l.clone()
-                })
-                .collect(),
+            fingerprint: LimitSpec::fingerprint(limits),
+            forced_fingerprint: LimitSpec::fingerprint(&forced),
+            forced,
             remaining: limits
                 .iter()
                 .map(|l| (l.capacity() as f64 * share).floor() as u64)
@@ -191,6 +242,17 @@ impl Key {
             rate: None,
             denial: None,
         }
+    }
+
+    /// Start over for new limits (a reload), keeping the hits this instance still owes.
+    fn renew(&mut self, limits: &[LimitSpec], now: u64, share: f64) {
+        *self = Key {
+            pending: self.pending,
+            inflight: self.inflight,
+            dirty: self.dirty,
+            seq: self.seq,
+            ..Key::new(limits, now, share)
+        };
     }
 
     /// Room left for this instance: the last answer's, less what it admitted since.
@@ -239,18 +301,26 @@ impl Key {
 
 impl LocalView {
     pub fn new(opts: ViewOptions, clock: Arc<dyn Clock>) -> LocalView {
-        let per_shard = opts.max_keys.div_ceil(SHARDS).max(1);
         LocalView {
             clock,
-            per_shard,
             opts,
             shards: (0..SHARDS).map(|_| Mutex::new(Shard::default())).collect(),
+            keys: AtomicUsize::new(0),
             degraded: AtomicBool::new(false),
+            observer: OnceLock::new(),
+            transition: Mutex::new(()),
             seq: AtomicU64::new(1),
             latency_ms: AtomicU64::new(0),
             overflow_logged: AtomicBool::new(false),
+            unsettled: Mutex::new(Vec::new()),
             stats: ViewStats::default(),
         }
+    }
+
+    /// Tell `observer` of every change of [`LocalView::degraded`] from now on (once: later
+    /// calls are ignored).
+    pub fn observe_degraded(&self, observer: DegradedObserver) {
+        let _ = self.observer.set(observer);
     }
 
     pub fn now_ms(&self) -> u64 {
@@ -268,7 +338,7 @@ impl LocalView {
 
     /// Descriptors held.
     pub fn len(&self) -> usize {
-        self.shards.iter().map(|s| s.lock().map.len()).sum()
+        self.keys.load(Ordering::Relaxed)
     }
 
     pub fn is_empty(&self) -> bool {
@@ -291,6 +361,16 @@ impl LocalView {
 
     fn shard(&self, tag: StateTag) -> &Mutex<Shard> {
         &self.shards[(tag.0 as usize) % SHARDS]
+    }
+
+    /// Room for one more descriptor under `max_keys` (taken if so). Called with the shard
+    /// locked, just before inserting: descriptors are never dropped, so the count only grows.
+    fn take_room(&self) -> bool {
+        self.keys
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| {
+                (n < self.opts.max_keys).then_some(n + 1)
+            })
+            .is_ok()
     }
 
     /// A sequence number for a store call about to be sent.
@@ -330,15 +410,9 @@ impl LocalView {
         let carry = |k: &mut Key| Local::Store {
             carry: if carry_ok { k.take_pending() } else { 0 },
         };
-        if k.fingerprint != fingerprint(limits) {
+        if k.fingerprint != LimitSpec::fingerprint(limits) {
             // A reload changed the limits: start over from the store's answer.
-            *k = Key {
-                pending: k.pending,
-                inflight: k.inflight,
-                dirty: k.dirty,
-                seq: k.seq,
-                ..Key::new(limits, now, 0.0)
-            };
+            k.renew(limits, now, 0.0);
             return carry(k);
         }
         if let Some(d) = &k.denial {
@@ -380,19 +454,13 @@ impl LocalView {
         Local::Answered
     }
 
-    /// The limits a write-back of `tag`'s carried hits is charged with (`overdraft`: they
-    /// were admitted already).
+    /// The limits a write-back of `tag`'s hits is charged with (`overdraft`: they were
+    /// admitted already).
     pub fn forced_limits(&self, tag: StateTag, limits: &[LimitSpec]) -> Arc<[LimitSpec]> {
         let shard = self.shard(tag).lock();
         match shard.map.get(&tag.0) {
-            Some(k) if k.forced.len() == limits.len() => k.forced.clone(),
-            _ => limits
-                .iter()
-                .map(|l| LimitSpec {
-                    overdraft: true,
-                    ..l.clone()
-                })
-                .collect(),
+            Some(k) if k.fingerprint == LimitSpec::fingerprint(limits) => k.forced.clone(),
+            _ => forced(limits),
         }
     }
 
@@ -407,62 +475,44 @@ impl LocalView {
         self.stats.written_back.fetch_add(carry, Ordering::Relaxed);
     }
 
-    /// `carry` hits of `tag` did not reach the store: they wait for the next write-back.
-    pub fn failed(&self, tag: StateTag, carry: u64) {
-        if carry == 0 {
-            return;
-        }
-        let mut shard = self.shard(tag).lock();
-        let shard = &mut *shard;
-        if let Some(k) = shard.map.get_mut(&tag.0) {
-            k.inflight = k.inflight.saturating_sub(carry);
-            k.pending += carry;
-            if !k.dirty {
-                k.dirty = true;
-                shard.dirty.push(tag.0);
-            }
-        }
-    }
-
-    /// The store answered `results` for a check of `tag` (sent as call `seq` at `sent_ms`):
-    /// refresh the view. `insert`: start keeping this descriptor if it is not kept yet.
-    /// `cost`: the check's cost, for the denial it may carry (0: a write-back, no denial).
-    #[allow(clippy::too_many_arguments)]
-    pub fn record(
-        &self,
-        tag: StateTag,
-        limits: &[LimitSpec],
-        cost: u64,
-        seq: u64,
-        sent_ms: u64,
-        results: &[LimitResult],
-        insert: bool,
-    ) {
+    /// The store answered `a.results` for `a.tag`: refresh the view (see [`Answer`]).
+    pub fn record(&self, a: &Answer<'_>) {
+        let Answer {
+            tag,
+            limits,
+            results,
+            seq,
+            sent_ms,
+            asked,
+        } = *a;
         if results.len() != limits.len() {
             return;
         }
         let mut shard = self.shard(tag).lock();
-        let shard = &mut *shard;
-        if !shard.map.contains_key(&tag.0) {
-            if !insert || shard.map.len() >= self.per_shard {
-                return;
+        let k = match shard.map.entry(tag.0) {
+            Entry::Occupied(k) => k.into_mut(),
+            Entry::Vacant(v) => {
+                if !matches!(asked, Asked::Check { keep_new: true, .. }) || !self.take_room() {
+                    return;
+                }
+                v.insert(Key::new(limits, sent_ms, 0.0))
             }
-            shard.map.insert(tag.0, Key::new(limits, sent_ms, 0.0));
-        }
-        let Some(k) = shard.map.get_mut(&tag.0) else {
-            return;
         };
         if seq < k.seq {
             return;
         }
-        if k.fingerprint != fingerprint(limits) {
-            *k = Key {
-                pending: k.pending,
-                inflight: k.inflight,
-                dirty: k.dirty,
-                ..Key::new(limits, sent_ms, 0.0)
-            };
-        }
+        let cost = match asked {
+            // A write-back's answer is for the forced limits it was sent with; one for other
+            // limits (a reload since) says nothing of the current ones.
+            Asked::WriteBack if k.forced_fingerprint != LimitSpec::fingerprint(limits) => return,
+            Asked::WriteBack => 0,
+            Asked::Check { cost, .. } => {
+                if k.fingerprint != LimitSpec::fingerprint(limits) {
+                    k.renew(limits, sent_ms, 0.0);
+                }
+                cost
+            }
+        };
         k.seq = seq;
         k.known = true;
         k.answered_at = sent_ms;
@@ -511,43 +561,40 @@ impl LocalView {
     }
 
     /// The store failed: decide `cost` hits of `tag` here from the last known state (or the
-    /// unseen share), keeping admitted hits for write-back. Returns whether admitted.
+    /// unseen share), keeping admitted hits for write-back as `keep` says. Returns the hits
+    /// kept: `cost` when admitted and kept, 0 when denied, a refund (nothing to charge; the
+    /// store hears of refunds only from the store path) or the view is full.
     pub fn fallback(
         &self,
         tag: StateTag,
         limits: &[LimitSpec],
         cost: u64,
         refund: bool,
+        keep: Keep,
         out: &mut Vec<LimitResult>,
-    ) -> bool {
+    ) -> u64 {
         let now = self.now_ms();
         self.stats
             .fallback_decisions
             .fetch_add(1, Ordering::Relaxed);
         let mut shard = self.shard(tag).lock();
         let shard = &mut *shard;
-        if !shard.map.contains_key(&tag.0) {
-            if shard.map.len() >= self.per_shard {
-                self.overflowed(cost);
-                out.extend(
-                    Key::new(limits, now, self.opts.unseen_share).results(limits, cost, now, true),
-                );
-                return true;
+        let k = match shard.map.entry(tag.0) {
+            Entry::Occupied(k) => k.into_mut(),
+            Entry::Vacant(v) => {
+                let new = Key::new(limits, now, self.opts.unseen_share);
+                if !self.take_room() {
+                    if !refund {
+                        self.overflowed(cost);
+                    }
+                    out.extend(new.results(limits, cost, now, true));
+                    return 0;
+                }
+                v.insert(new)
             }
-            shard
-                .map
-                .insert(tag.0, Key::new(limits, now, self.opts.unseen_share));
-        }
-        let Some(k) = shard.map.get_mut(&tag.0) else {
-            return false;
         };
-        if k.fingerprint != fingerprint(limits) {
-            *k = Key {
-                pending: k.pending,
-                inflight: k.inflight,
-                dirty: k.dirty,
-                ..Key::new(limits, now, self.opts.unseen_share)
-            };
+        if k.fingerprint != LimitSpec::fingerprint(limits) {
+            k.renew(limits, now, self.opts.unseen_share);
         }
         // A window that ended while the store was away starts again from the state a new
         // window has: full (known) or the share (never seen).
@@ -559,20 +606,25 @@ impl LocalView {
             }
         }
         if refund {
-            // Nothing to charge; the store hears of refunds only from the store path.
             out.extend(k.results(limits, 0, now, true));
-            return true;
+            return 0;
         }
         let admitted = (0..limits.len()).all(|i| k.avail(i) >= cost);
         out.extend(k.results(limits, cost, now, admitted));
-        if admitted && cost > 0 {
-            k.pending += cost;
-            if !k.dirty {
-                k.dirty = true;
-                shard.dirty.push(tag.0);
+        if !admitted || cost == 0 {
+            return 0;
+        }
+        match keep {
+            Keep::InCall => k.inflight += cost,
+            Keep::Pending => {
+                k.pending += cost;
+                if !k.dirty {
+                    k.dirty = true;
+                    shard.dirty.push(tag.0);
+                }
             }
         }
-        admitted
+        cost
     }
 
     fn overflowed(&self, hits: u64) {
@@ -586,93 +638,47 @@ impl LocalView {
         }
     }
 
-    /// The store failed and decisions go local (fallback only); logs the transition.
+    /// The store failed and decisions go local (fallback only); logs the transition and
+    /// tells the observer before the first local decision is made.
     pub fn enter_degraded(&self, error: &StoreError) {
-        if self.opts.fallback && !self.degraded.swap(true, Ordering::Relaxed) {
+        if !self.opts.fallback || self.degraded() {
+            return;
+        }
+        let _order = self.transition.lock();
+        if !self.degraded.swap(true, Ordering::Relaxed) {
             tracing::warn!(error = %error, "store failed: deciding locally until it answers (--store-failure-mode local)");
+            if let Some(o) = self.observer.get() {
+                o(true);
+            }
         }
     }
 
     fn leave_degraded(&self) {
+        if !self.degraded() {
+            return;
+        }
+        let _order = self.transition.lock();
         if self.degraded.swap(false, Ordering::Relaxed) {
             self.overflow_logged.store(false, Ordering::Relaxed);
             tracing::info!("store answers again: decisions go back to it, local hits written back");
+            if let Some(o) = self.observer.get() {
+                o(false);
+            }
         }
     }
 
-    /// Write every kept hit back to the store in one call (one script call per node, per
-    /// slot on a cluster), refresh the view from the answer, and leave the degraded state
-    /// when it succeeds. Run every `--batch-interval`.
+    /// A call under `id` failed: keep what it carried, `(tag, forced limits, hits)` per
+    /// check in the order it sent them, to be sent again under the same id by the next
+    /// write-back (`write_back.rs`). The hits are in flight already (carried, or decided
+    /// with [`Keep::InCall`]).
+    pub fn hold(&self, id: CallId, checks: Vec<Held>) {
+        self.unsettled.lock().push(Unsettled::call(id, checks));
+    }
+
+    /// Write every kept hit back to the store (see `write_back.rs`). Run every
+    /// `--batch-interval`.
     pub async fn flush<S: Store + ?Sized>(&self, store: &S) -> Result<u64, StoreError> {
-        let mut items: Vec<(StateTag, Arc<[LimitSpec]>, u64)> = Vec::new();
-        for shard in self.shards.iter() {
-            let mut shard = shard.lock();
-            let shard = &mut *shard;
-            for tag in std::mem::take(&mut shard.dirty) {
-                if let Some(k) = shard.map.get_mut(&tag) {
-                    k.dirty = false;
-                    let carry = k.take_pending();
-                    if carry > 0 {
-                        items.push((StateTag(tag), k.forced.clone(), carry));
-                    }
-                }
-            }
-        }
-        if items.is_empty() {
-            if self.degraded() && store.is_ready() {
-                self.leave_degraded();
-            }
-            return Ok(0);
-        }
-        let checks: Vec<Check<'_>> = items
-            .iter()
-            .map(|(tag, limits, carry)| Check {
-                tag: *tag,
-                limits,
-                cost: *carry,
-                refund: false,
-            })
-            .collect();
-        let seq = self.next_seq();
-        let sent = self.now_ms();
-        let mut out = Vec::with_capacity(items.iter().map(|i| i.1.len()).sum());
-        let result = store.write_back(&checks, &mut out).await;
-        let sent_len: usize = checks.iter().map(|c| c.limits.len()).sum();
-        let result = result.and_then(|()| {
-            if out.len() == sent_len {
-                Ok(())
-            } else {
-                Err(StoreError::Backend(format!(
-                    "store returned {} results for {sent_len} limits",
-                    out.len()
-                )))
-            }
-        });
-        match result {
-            Ok(()) => {
-                self.observe_latency(self.now_ms().saturating_sub(sent));
-                let mut at = 0;
-                let mut hits = 0;
-                for (tag, limits, carry) in &items {
-                    let k = limits.len();
-                    self.landed(*tag, *carry);
-                    self.record(*tag, limits, 0, seq, sent, &out[at..at + k], false);
-                    at += k;
-                    hits += carry;
-                }
-                self.stats.flushes.fetch_add(1, Ordering::Relaxed);
-                self.leave_degraded();
-                Ok(hits)
-            }
-            Err(e) => {
-                for (tag, _, carry) in &items {
-                    self.failed(*tag, *carry);
-                }
-                self.stats.flush_errors.fetch_add(1, Ordering::Relaxed);
-                self.enter_degraded(&e);
-                Err(e)
-            }
-        }
+        self.write_back(store).await
     }
 }
 

@@ -24,7 +24,7 @@ pub mod local_cache;
 pub mod local_view;
 mod with_view;
 pub use local_cache::OverLimitCache;
-pub use local_view::{LocalView, ViewOptions};
+pub use local_view::{DegradedObserver, LocalView, ViewOptions};
 pub use with_view::decide_with_view;
 
 /// The limits a metered descriptor is held to, and where they came from.
@@ -119,6 +119,27 @@ pub struct Decision {
     pub results: Vec<LimitResult>,
     /// Global shadow mode turned the overall OVER_LIMIT into OK.
     pub global_shadowed: bool,
+    /// The store call failed and the fallback decided instead: what failed, for the store
+    /// error metrics (the labels a failed request would have counted).
+    pub store_failure: Option<StoreFailure>,
+}
+
+/// A store failure the fallback answered for ([`Decision::store_failure`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct StoreFailure {
+    /// [`StoreError::store`]: the store that failed when not the configured one.
+    pub store: Option<&'static str>,
+    /// [`StoreError::kind`].
+    pub kind: &'static str,
+}
+
+impl From<&StoreError> for StoreFailure {
+    fn from(e: &StoreError) -> StoreFailure {
+        StoreFailure {
+            store: e.store(),
+            kind: e.kind(),
+        }
+    }
 }
 
 impl Decision {
@@ -290,6 +311,7 @@ pub fn compose(plans: &[Plan<'_>], results: Vec<LimitResult>, modes: Modes) -> D
         outcomes,
         results,
         global_shadowed,
+        store_failure: None,
     }
 }
 

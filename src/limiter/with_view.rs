@@ -4,13 +4,19 @@
 //! allows, otherwise sent to the store behind the hits the view holds for them; when the
 //! store fails and the fallback is on, every descriptor of the call is decided by the view.
 //! Still one store call per request.
+//!
+//! A call that carries hits written ahead (batched descriptors), or whose descriptors the
+//! fallback would decide here if it failed, is sent under an id ([`Store::run_once`]): if it
+//! fails, the view holds it, with the hits admitted for each of its checks, and the next
+//! write-back sends it again under that id, so whether or not the store ran the first send,
+//! every hit is counted once (`local_view/write_back.rs`).
 
 use std::sync::Arc;
 
-use super::local_view::{Local, LocalView};
+use super::local_view::{Answer, Asked, Held, Keep, Local, LocalView};
 use super::{Decision, Modes, OverLimitCache, Plan, compose};
 use crate::limit::{Charge, Check, LimitResult, LimitSpec};
-use crate::store::{Store, StoreError};
+use crate::store::{CallId, Store, StoreError};
 
 /// How one metered descriptor is answered.
 enum Via {
@@ -21,6 +27,44 @@ enum Via {
     },
     /// By the store, behind `carry` hits of its own written back first.
     Store { carry: u64 },
+}
+
+/// A request call under an id, while it is in flight. Dropped there (the caller's deadline
+/// passed, the client went away: the request's future is dropped mid-call), it holds the
+/// call as a failed one is held: its carried hits sent again under its id, its checks with
+/// none (nobody was answered), so the call, if the store runs it after all, counts once.
+struct Unanswered<'a, 'm> {
+    view: &'a LocalView,
+    id: Option<CallId>,
+    metered: &'a [(usize, &'a super::Metered<'m>)],
+    via: &'a [Via],
+    forced: &'a [Option<Arc<[LimitSpec]>>],
+}
+
+impl Drop for Unanswered<'_, '_> {
+    fn drop(&mut self) {
+        let Some(id) = self.id else {
+            return;
+        };
+        let mut held = Vec::new();
+        for (((_, m), v), f) in self.metered.iter().zip(self.via).zip(self.forced) {
+            if let Via::Store { carry } = v {
+                if let Some(f) = f {
+                    held.push(Held {
+                        tag: m.tag,
+                        limits: f.clone(),
+                        hits: *carry,
+                    });
+                }
+                held.push(Held {
+                    tag: m.tag,
+                    limits: self.view.forced_limits(m.tag, m.limits.as_slice()),
+                    hits: 0,
+                });
+            }
+        }
+        self.view.hold(id, held);
+    }
 }
 
 /// Decide a request with the local view. `batched[i]` says whether `plans[i]` is decided in
@@ -43,14 +87,11 @@ pub async fn decide_with_view<S: Store + ?Sized>(
         .collect();
     let is_batched = |i: usize| batched.get(i).copied().unwrap_or(false);
     if view.degraded() {
-        let results = metered
-            .iter()
-            .flat_map(|(_, m)| {
-                let mut r = Vec::with_capacity(m.limits.as_slice().len());
-                view.fallback(m.tag, m.limits.as_slice(), m.cost, m.refund, &mut r);
-                r
-            })
-            .collect();
+        let mut results = Vec::new();
+        for (_, m) in &metered {
+            let limits = m.limits.as_slice();
+            view.fallback(m.tag, limits, m.cost, m.refund, Keep::Pending, &mut results);
+        }
         return Ok(compose(plans, results, modes));
     }
     let now = cache.map(OverLimitCache::now_ms).unwrap_or_default();
@@ -131,11 +172,22 @@ pub async fn decide_with_view<S: Store + ?Sized>(
     let mut fresh = Vec::with_capacity(sent_len);
     let seq = view.next_seq();
     let sent = view.now_ms();
-    let outcome = if checks.is_empty() {
-        Ok(())
-    } else {
-        store.run_with(&checks, charge, &mut fresh).await
+    // An id when a failure would leave hits to send again: carried ones, or the fallback's.
+    let id = (view.options().fallback || forced.iter().any(Option::is_some)).then(CallId::fresh);
+    let unanswered = Unanswered {
+        view,
+        id: id.filter(|_| !checks.is_empty()),
+        metered: &metered,
+        via: &via,
+        forced: &forced,
     };
+    let outcome = match id {
+        _ if checks.is_empty() => Ok(()),
+        Some(id) => store.run_once(&checks, charge, id, &mut fresh).await,
+        None => store.run_with(&checks, charge, &mut fresh).await,
+    };
+    // Answered (or failed): the caller is still here.
+    std::mem::forget(unanswered);
     let outcome = outcome.and_then(|()| {
         if fresh.len() == sent_len {
             Ok(())
@@ -147,25 +199,48 @@ pub async fn decide_with_view<S: Store + ?Sized>(
         }
     });
     if let Err(e) = outcome {
-        for ((_, m), v) in metered.iter().zip(&via) {
-            if let Via::Store { carry } = v {
-                view.failed(m.tag, *carry);
-            }
+        let fallback = view.options().fallback;
+        if fallback {
+            view.enter_degraded(&e);
         }
-        if !view.options().fallback {
-            return Err(e);
-        }
-        view.enter_degraded(&e);
+        // The call as it was sent, each check with the hits admitted for it: its carried
+        // hits, then what the fallback admits now (nothing without it).
+        let mut held = Vec::with_capacity(checks.len());
         let mut results = Vec::new();
-        for ((_, m), v) in metered.iter().zip(via) {
+        for (((_, m), v), f) in metered.iter().zip(via).zip(&forced) {
             match v {
                 Via::Memory { results: r, .. } => results.extend(r),
-                Via::Store { .. } => {
-                    view.fallback(m.tag, m.limits.as_slice(), m.cost, m.refund, &mut results);
+                Via::Store { carry } => {
+                    if let Some(f) = f {
+                        held.push(Held {
+                            tag: m.tag,
+                            limits: f.clone(),
+                            hits: carry,
+                        });
+                    }
+                    let limits = m.limits.as_slice();
+                    let hits = if fallback {
+                        view.fallback(m.tag, limits, m.cost, m.refund, Keep::InCall, &mut results)
+                    } else {
+                        0
+                    };
+                    held.push(Held {
+                        tag: m.tag,
+                        limits: view.forced_limits(m.tag, limits),
+                        hits,
+                    });
                 }
             }
         }
-        return Ok(compose(plans, results, modes));
+        if let Some(id) = id {
+            view.hold(id, held);
+        }
+        if !fallback {
+            return Err(e);
+        }
+        let mut decision = compose(plans, results, modes);
+        decision.store_failure = Some((&e).into());
+        return Ok(decision);
     }
     if !checks.is_empty() {
         view.observe_latency(view.now_ms().saturating_sub(sent));
@@ -185,14 +260,30 @@ pub async fn decide_with_view<S: Store + ?Sized>(
             Via::Store { carry } => {
                 if let Some(f) = f {
                     view.landed(m.tag, carry);
-                    view.record(m.tag, f, 0, seq, sent, &fresh[at..at + f.len()], false);
+                    view.record(&Answer {
+                        tag: m.tag,
+                        limits: f,
+                        results: &fresh[at..at + f.len()],
+                        seq,
+                        sent_ms: sent,
+                        asked: Asked::WriteBack,
+                    });
                     at += f.len();
                 }
                 let r = &fresh[at..at + limits.len()];
                 at += limits.len();
-                let cost = if m.refund { 0 } else { m.cost };
                 if is_batched(*i) || keep_strict {
-                    view.record(m.tag, limits, cost, seq, sent, r, true);
+                    view.record(&Answer {
+                        tag: m.tag,
+                        limits,
+                        results: r,
+                        seq,
+                        sent_ms: sent,
+                        asked: Asked::Check {
+                            cost: if m.refund { 0 } else { m.cost },
+                            keep_new: true,
+                        },
+                    });
                 }
                 if let Some(c) = cache
                     && !m.refund

@@ -20,7 +20,8 @@ use crate::xds::{self, XdsError};
 const HEALTH_INTERVAL: Duration = Duration::from_millis(250);
 
 /// Every tick: probe Redis stores that refuse writes (so recovery is seen without
-/// traffic), publish each store's connections and readiness, and re-evaluate health.
+/// traffic), publish each store's connections and readiness, and re-evaluate health; at
+/// once when woken (decisions went local or back to the store).
 pub(super) fn spawn_health_refresh(
     health: Arc<Health>,
     service: Arc<RateLimitService>,
@@ -31,6 +32,7 @@ pub(super) fn spawn_health_refresh(
         loop {
             tokio::select! {
                 _ = stop.cancelled() => break,
+                () = health.woken() => health.refresh().await,
                 _ = tick.tick() => {
                     let store = service.store();
                     store.probe().await;
@@ -109,9 +111,11 @@ pub(super) fn spawn_batch_flush(
                 _ = tick.tick() => {}
             }
             if let Err(e) = view.flush(service.store()).await {
+                service.count_store_error(e.store(), e.kind());
                 tracing::debug!(error = %e, "write-back of local hits failed; kept for the next one");
             }
             published.publish(&view, service.metrics());
+            service.refresh_view_gauges();
         }
     });
 }
@@ -126,7 +130,6 @@ struct Published {
     flushes: u64,
     flush_errors: u64,
     written: u64,
-    degraded: bool,
 }
 
 impl Published {
@@ -153,15 +156,6 @@ impl Published {
             .inc_by(step(&mut self.flush_errors, s.flush_errors.load(Relaxed)));
         m.written
             .inc_by(step(&mut self.written, s.written_back.load(Relaxed)));
-        let degraded = view.degraded();
-        if degraded && !self.degraded {
-            m.degraded_periods.inc();
-        }
-        self.degraded = degraded;
-        m.degraded.set(i64::from(degraded));
-        m.keys.set(i64::try_from(view.len()).unwrap_or(i64::MAX));
-        m.unwritten
-            .set(i64::try_from(view.unwritten()).unwrap_or(i64::MAX));
     }
 }
 

@@ -32,6 +32,7 @@ use crate::limiter::{LocalView, OverLimitCache, ViewOptions};
 use crate::metrics::Metrics;
 use crate::metrics::mapper::Mapper;
 use crate::reload;
+use crate::service::health::Health;
 use crate::service::{RateLimitService, grpc, rlqs};
 use crate::settings::{ConfigSource, Settings};
 use crate::telemetry::Telemetry;
@@ -105,6 +106,7 @@ pub async fn run(
         .with_tracer(telemetry.tracer()),
     );
     let (health, grpc_routes) = grpc::routes(service.clone(), settings.healthy_requires_config);
+    observe_degraded(&service, &health);
     // Listeners drain when `drain` fires, after health has gone NOT_SERVING; quota streams
     // then send TTL-0 assignments and end.
     let drain = CancellationToken::new();
@@ -177,6 +179,26 @@ fn local_view(settings: &Settings) -> Option<Arc<LocalView>> {
         );
     }
     Some(Arc::new(LocalView::new(opts, Arc::new(SystemClock))))
+}
+
+/// The degraded state told at the moment it changes, before the first local decision: its
+/// gauge and periods counter, and health (evaluated at once, not at the next tick).
+fn observe_degraded(service: &Arc<RateLimitService>, health: &Arc<Health>) {
+    let Some(view) = service.local_view() else {
+        return;
+    };
+    let gauge = service.metrics().local.degraded.clone();
+    let periods = service.metrics().local.degraded_periods.clone();
+    let health = Arc::downgrade(health);
+    view.observe_degraded(Box::new(move |degraded| {
+        gauge.set(i64::from(degraded));
+        if degraded {
+            periods.inc();
+        }
+        if let Some(h) = health.upgrade() {
+            h.wake();
+        }
+    }));
 }
 
 /// The registry, with statsd timings when statsd is on and the mapping file when given.

@@ -187,19 +187,27 @@ impl RateLimitService {
         self.view.as_ref()
     }
 
-    /// Whether health may say SERVING with the store not ready: decisions are local
-    /// meanwhile (`--store-failure-mode local`), unless `--unhealthy-when-degraded`.
-    pub fn serves_without_store(&self) -> bool {
-        !self.settings.reference_keys
-            && self
-                .view
-                .as_ref()
-                .is_some_and(|v| v.options().fallback && !self.unhealthy_when_degraded)
+    /// Set the local view's gauges (descriptors held, hits not yet in the store) from the
+    /// view as it is now: before rendering the metrics, so a scrape never reads a value older
+    /// than itself (the batch task also sets them every interval).
+    pub fn refresh_view_gauges(&self) {
+        if let Some(v) = &self.view {
+            let m = &self.metrics.local;
+            m.keys.set(i64::try_from(v.len()).unwrap_or(i64::MAX));
+            m.unwritten
+                .set(i64::try_from(v.unwritten()).unwrap_or(i64::MAX));
+        }
     }
 
-    /// Degraded, and the operator asked health to say so.
-    pub fn degraded_unhealthy(&self) -> bool {
-        self.unhealthy_when_degraded && self.view.as_ref().is_some_and(|v| v.degraded())
+    /// Count a failed store call in `sluice_store_errors_total`: `store` when it is not the
+    /// configured store itself (the per-second Redis), and the error's kind. Every failure
+    /// counts, whether the request failed with it, the fallback answered instead, or it was
+    /// a write-back's.
+    pub fn count_store_error(&self, store: Option<&'static str>, kind: &'static str) {
+        self.metrics
+            .store_errors
+            .with_label_values(&[store.unwrap_or(self.store.name()), kind])
+            .inc();
     }
 
     /// Trace each call and store call (`telemetry::trace`).
@@ -364,12 +372,10 @@ impl RateLimitService {
             s.failed(e);
         }
         drop(store_span);
-        let decision = decision.inspect_err(|e| {
-            self.metrics
-                .store_errors
-                .with_label_values(&[e.store().unwrap_or(self.store.name()), e.kind()])
-                .inc();
-        })?;
+        let decision = decision.inspect_err(|e| self.count_store_error(e.store(), e.kind()))?;
+        if let Some(f) = decision.store_failure {
+            self.count_store_error(f.store, f.kind);
+        }
         if decision.global_shadowed {
             self.metrics.global_shadow_mode.inc();
         }

@@ -79,8 +79,8 @@ settings! {
         pub store_failure_share: f64 = setting(
             Setting::value("store-failure-share", "RATIO", ratio).default("0.5")
         ),
-        /// Most descriptors the local view keeps (state and hits not yet written back); past
-        /// it, hits of new descriptors admitted during an outage are not kept (logged,
+        /// Most descriptors the local view keeps in all (state and hits not yet written back);
+        /// past it, hits of new descriptors admitted during an outage are not kept (logged,
         /// `sluice_local_view_overflow_total`)
         pub local_view_max_keys: usize = setting(
             Setting::value("local-view-max-keys", "N", positive)

@@ -11,8 +11,37 @@ pub mod quota;
 pub mod redis;
 
 use std::future::Future;
+use std::sync::LazyLock;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use crate::limit::{Charge, Check, LimitResult, LimitSpec, StateTag};
+
+/// The identity of a store call whose hits may be sent again (see [`Store::run_once`]): a
+/// call sent twice under one id is applied at most once. Unique across instances: a random
+/// base per process, then a counter.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct CallId(pub u64);
+
+impl CallId {
+    pub fn fresh() -> CallId {
+        static BASE: LazyLock<u64> = LazyLock::new(|| {
+            use std::hash::BuildHasher;
+            let nanos = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_nanos());
+            std::hash::RandomState::new().hash_one((nanos, std::process::id()))
+        });
+        static NEXT: AtomicU64 = AtomicU64::new(0);
+        CallId(BASE.wrapping_add(NEXT.fetch_add(1, Ordering::Relaxed)))
+    }
+}
+
+/// Hits already admitted, written back under one id ([`Store::write_back`]).
+#[derive(Clone, Copy, Debug)]
+pub struct Batch<'a> {
+    pub id: CallId,
+    pub checks: &'a [Check<'a>],
+}
 
 /// Why a store could not decide. Mapped to gRPC `UNAVAILABLE` by the service.
 #[derive(Debug, thiserror::Error)]
@@ -76,16 +105,42 @@ pub trait Store: Send + Sync + 'static {
         self.run_with(checks, Charge::Each, out)
     }
 
-    /// Write back hits that were already admitted (a batch of this instance's local
-    /// decisions, or hits admitted while the store was down): every check is charged
-    /// whatever it decides (the caller gives limits with `overdraft`), and the state after
-    /// it is answered as by [`Store::run_with`]. Off the request path.
-    fn write_back(
+    /// [`Store::run_with`] under `id`: sent again under the same id (or as a
+    /// [`Store::write_back`] batch under it, with the same checks in the same order, costs
+    /// aside), the checks are applied at most once, whichever send arrives first; the others
+    /// only report the state. For a call whose answer may be lost while the store still runs
+    /// it (a timeout, a connection dropped mid-call): its hits can then be sent again, or the
+    /// call fenced off, without counting anything twice. Redis records the id with the hits
+    /// it applies (one key per script call, kept for a while); a store that cannot lose an
+    /// answer it applied (memory) ignores the id.
+    fn run_once(
         &self,
         checks: &[Check<'_>],
+        charge: Charge,
+        id: CallId,
         out: &mut Vec<LimitResult>,
     ) -> impl Future<Output = Result<(), StoreError>> + Send {
-        self.run_with(checks, Charge::Each, out)
+        let _ = id;
+        self.run_with(checks, charge, out)
+    }
+
+    /// Write back hits that were already admitted (a batch of this instance's local
+    /// decisions, hits admitted while the store was down, or the hits of a call whose answer
+    /// was lost), each batch under its id as [`Store::run_once`] says: every check is
+    /// charged whatever it decides (the caller gives limits with `overdraft`), and the state
+    /// after it is answered as by [`Store::run_with`], every batch's checks in order. Off the
+    /// request path; one round trip for all the batches.
+    fn write_back(
+        &self,
+        batches: &[Batch<'_>],
+        out: &mut Vec<LimitResult>,
+    ) -> impl Future<Output = Result<(), StoreError>> + Send {
+        async move {
+            for b in batches {
+                self.run_with(b.checks, Charge::Each, out).await?;
+            }
+            Ok(())
+        }
     }
 
     /// [`Store::run_with`], with envoyproxy/ratelimit's cache key of each check (without
@@ -188,15 +243,29 @@ impl Store for Backend {
         }
     }
 
-    async fn write_back(
+    async fn run_once(
         &self,
         checks: &[Check<'_>],
+        charge: Charge,
+        id: CallId,
         out: &mut Vec<LimitResult>,
     ) -> Result<(), StoreError> {
         match self {
-            Backend::Memory(s) => s.write_back(checks, out).await,
-            Backend::Redis(s) => Box::pin(s.write_back(checks, out)).await,
-            Backend::RedisPerSecond(s) => Box::pin(s.write_back(checks, out)).await,
+            Backend::Memory(s) => s.run_once(checks, charge, id, out).await,
+            Backend::Redis(s) => Box::pin(s.run_once(checks, charge, id, out)).await,
+            Backend::RedisPerSecond(s) => Box::pin(s.run_once(checks, charge, id, out)).await,
+        }
+    }
+
+    async fn write_back(
+        &self,
+        batches: &[Batch<'_>],
+        out: &mut Vec<LimitResult>,
+    ) -> Result<(), StoreError> {
+        match self {
+            Backend::Memory(s) => s.write_back(batches, out).await,
+            Backend::Redis(s) => Box::pin(s.write_back(batches, out)).await,
+            Backend::RedisPerSecond(s) => Box::pin(s.write_back(batches, out)).await,
         }
     }
 

@@ -19,7 +19,7 @@
 //! un-charge the per-second descriptors already admitted (not atomic across two servers).
 
 use crate::limit::{Charge, Check, LimitResult, LimitSpec, StateTag, Unit};
-use crate::store::{Store, StoreError};
+use crate::store::{Batch, CallId, Store, StoreError};
 
 /// Routes each check to `main` or `per_second` (see the module documentation).
 pub struct PerSecond<S> {
@@ -52,21 +52,36 @@ fn tagged(e: StoreError) -> StoreError {
     }
 }
 
-impl<S: Store> Store for PerSecond<S> {
-    async fn run_with(
+/// One store's share of a call: [`Store::run_once`] under `id`, or [`Store::run_with`].
+async fn run<S: Store>(
+    store: &S,
+    checks: &[Check<'_>],
+    charge: Charge,
+    id: Option<CallId>,
+    out: &mut Vec<LimitResult>,
+) -> Result<(), StoreError> {
+    match id {
+        Some(id) => store.run_once(checks, charge, id, out).await,
+        None => store.run_with(checks, charge, out).await,
+    }
+}
+
+impl<S: Store> PerSecond<S> {
+    /// Each check where it goes, under `id` on both stores (each records it on its own
+    /// Redis, for its own share: sent again, the same checks split the same way).
+    async fn split(
         &self,
         checks: &[Check<'_>],
         charge: Charge,
+        id: Option<CallId>,
         out: &mut Vec<LimitResult>,
     ) -> Result<(), StoreError> {
         let fast = checks.iter().filter(|c| is_per_second(c)).count();
         if fast == 0 {
-            return self.main.run_with(checks, charge, out).await;
+            return run(&self.main, checks, charge, id, out).await;
         }
         if fast == checks.len() {
-            return self
-                .per_second
-                .run_with(checks, charge, out)
+            return run(&self.per_second, checks, charge, id, out)
                 .await
                 .map_err(tagged);
         }
@@ -84,20 +99,16 @@ impl<S: Store> Store for PerSecond<S> {
             // Stop-increment over two servers: the per-second store first (its bursts are
             // what usually denies); a denial there holds the main store's descriptors. A
             // denial on the main store cannot un-charge the per-second ones (documented).
-            self.per_second
-                .run_with(&fast_checks, charge, &mut fast_out)
+            run(&self.per_second, &fast_checks, charge, id, &mut fast_out)
                 .await
                 .map_err(tagged)?;
             let denied = denies(&fast_checks, &fast_out);
             let main_charge = if denied { Charge::Held } else { charge };
-            self.main
-                .run_with(&main_checks, main_charge, &mut main_out)
-                .await?;
+            run(&self.main, &main_checks, main_charge, id, &mut main_out).await?;
         } else {
             let (main, fast) = futures::join!(
-                self.main.run_with(&main_checks, charge, &mut main_out),
-                self.per_second
-                    .run_with(&fast_checks, charge, &mut fast_out),
+                run(&self.main, &main_checks, charge, id, &mut main_out),
+                run(&self.per_second, &fast_checks, charge, id, &mut fast_out),
             );
             main?;
             fast.map_err(tagged)?;
@@ -105,6 +116,81 @@ impl<S: Store> Store for PerSecond<S> {
         // Each check yields exactly `limits.len()` results: deal them back in check order.
         let (mut main_out, mut fast_out) = (main_out.into_iter(), fast_out.into_iter());
         for c in checks {
+            let from = if is_per_second(c) {
+                &mut fast_out
+            } else {
+                &mut main_out
+            };
+            out.extend(from.by_ref().take(c.limits.len()));
+        }
+        Ok(())
+    }
+}
+
+impl<S: Store> Store for PerSecond<S> {
+    async fn run_with(
+        &self,
+        checks: &[Check<'_>],
+        charge: Charge,
+        out: &mut Vec<LimitResult>,
+    ) -> Result<(), StoreError> {
+        self.split(checks, charge, None, out).await
+    }
+
+    async fn run_once(
+        &self,
+        checks: &[Check<'_>],
+        charge: Charge,
+        id: CallId,
+        out: &mut Vec<LimitResult>,
+    ) -> Result<(), StoreError> {
+        self.split(checks, charge, Some(id), out).await
+    }
+
+    /// Each batch split as a call is, both stores written concurrently (each one round
+    /// trip), the results dealt back batch after batch, in check order.
+    async fn write_back(
+        &self,
+        batches: &[Batch<'_>],
+        out: &mut Vec<LimitResult>,
+    ) -> Result<(), StoreError> {
+        let split: Vec<(Vec<Check<'_>>, Vec<Check<'_>>)> = batches
+            .iter()
+            .map(|b| b.checks.iter().partition(|c| !is_per_second(c)))
+            .collect();
+        let side = |fast: bool| -> Vec<Batch<'_>> {
+            batches
+                .iter()
+                .zip(&split)
+                .map(|(b, (main, per_second))| Batch {
+                    id: b.id,
+                    checks: if fast { per_second } else { main },
+                })
+                .filter(|b| !b.checks.is_empty())
+                .collect()
+        };
+        let (main_batches, fast_batches) = (side(false), side(true));
+        let (mut main_out, mut fast_out) = (Vec::new(), Vec::new());
+        let (main, fast) = futures::join!(
+            async {
+                if main_batches.is_empty() {
+                    return Ok(());
+                }
+                self.main.write_back(&main_batches, &mut main_out).await
+            },
+            async {
+                if fast_batches.is_empty() {
+                    return Ok(());
+                }
+                self.per_second
+                    .write_back(&fast_batches, &mut fast_out)
+                    .await
+            },
+        );
+        main?;
+        fast.map_err(tagged)?;
+        let (mut main_out, mut fast_out) = (main_out.into_iter(), fast_out.into_iter());
+        for c in batches.iter().flat_map(|b| b.checks) {
             let from = if is_per_second(c) {
                 &mut fast_out
             } else {

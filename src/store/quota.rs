@@ -1,7 +1,7 @@
 //! Quota subscriptions (RLQS): who is subscribed to which bucket, with what demand and
 //! share, and what was reported allowed in the rule's current window. Shared by every
-//! replica on Redis (one script call per report batch, `lua/quota.lua`), in process on the
-//! memory store (a single instance).
+//! replica on Redis (script calls of a bounded number of buckets, `lua/quota.lua`), in
+//! process on the memory store (a single instance).
 //!
 //! A subscription expires `ttl_ms` after its last report (the lifetime of the assignment it
 //! got), so the subscribers of a replica that died age out and their shares go back to the
@@ -48,7 +48,9 @@ pub struct Subscriber<'a> {
 /// Subscriptions and shares of quota buckets.
 pub trait QuotaStore: Send + Sync {
     /// Subscribe (or refresh) `sub` to every bucket of `reports`, record the usage, and
-    /// append one [`Grant`] per report to `out`, in order. One round trip.
+    /// append one [`Grant`] per report to `out`, in order. Each bucket is settled
+    /// atomically; the report as a whole is not (see `store/redis/quota.rs`). One round trip
+    /// unless buckets with many subscribers need another.
     fn report(
         &self,
         sub: Subscriber<'_>,
@@ -76,9 +78,9 @@ impl QuotaStore for Backend {
                 s.quota().report(sub, reports, out);
                 Ok(())
             }
-            Backend::Redis(s) => s.quota_report(sub, reports, out).await,
+            Backend::Redis(s) => s.report(sub, reports, out).await,
             // Quota state is not per second: it lives on the main Redis.
-            Backend::RedisPerSecond(p) => p.main.quota_report(sub, reports, out).await,
+            Backend::RedisPerSecond(p) => p.main.report(sub, reports, out).await,
         }
     }
 
@@ -88,8 +90,8 @@ impl QuotaStore for Backend {
                 s.quota().leave(sub, buckets);
                 Ok(())
             }
-            Backend::Redis(s) => s.quota_leave(sub, buckets).await,
-            Backend::RedisPerSecond(p) => p.main.quota_leave(sub, buckets).await,
+            Backend::Redis(s) => s.leave(sub, buckets).await,
+            Backend::RedisPerSecond(p) => p.main.leave(sub, buckets).await,
         }
     }
 }
@@ -112,8 +114,11 @@ struct Bucket {
     used: u64,
 }
 
+/// Most buckets of a report settled under one hold of the memory store's lock.
+const BUCKETS_PER_LOCK: usize = 256;
+
 /// The memory store's subscriptions: one map under one lock (reports come every few
-/// seconds per Envoy, not per request).
+/// seconds per Envoy, not per request), held for at most `BUCKETS_PER_LOCK` buckets.
 pub struct MemoryQuota {
     clock: Arc<dyn Clock>,
     buckets: Mutex<HashMap<StateTag, Bucket>>,
@@ -129,6 +134,21 @@ impl MemoryQuota {
 
     pub fn report(&self, sub: Subscriber<'_>, reports: &[QuotaReport], out: &mut Vec<Grant>) {
         let now = self.clock.now_ms();
+        // Each bucket is settled whole under the lock, which is all the shares' bound needs
+        // (as for the Redis store's calls, `store/redis/quota.rs`), so a large report takes
+        // it in parts and other streams' reports get in between.
+        for part in reports.chunks(BUCKETS_PER_LOCK) {
+            self.report_part(sub, now, part, out);
+        }
+    }
+
+    fn report_part(
+        &self,
+        sub: Subscriber<'_>,
+        now: u64,
+        reports: &[QuotaReport],
+        out: &mut Vec<Grant>,
+    ) {
         let mut buckets = self.buckets.lock();
         for r in reports {
             let b = buckets.entry(r.bucket).or_default();

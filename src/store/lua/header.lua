@@ -9,6 +9,8 @@
 --   the state key   <prefix>{<tag>}:<code>:<window s>:<buckets>:<slot>
 --   then, only for a limit with a penalty (penalty_ms > 0), its lock key (same + ':p'),
 --   value lock_until ('%d' ms)
+--   then, after every check's keys, one id key per identified segment (below), in order:
+--   <prefix>{<tag of the segment's first check>}:id:<id>:<call>, value '1'
 -- ARGV: ONE string, the call's numbers as little-endian IEEE doubles (struct.pack '<d...'):
 -- binary, because every argument costs Redis an object and Lua a string, and every decimal
 -- one a strtod; here a number costs one 8-byte copy. Integers up to 2^53 are exact, and a
@@ -26,6 +28,13 @@
 --       overdraft (0/1), penalty_ms
 --   (R is only read for the buckets, codes 4-6, and B only for sliding_window: the window
 --   algorithms have C = R, the others no sub-windows)
+--   S: the number of segments (0: the call is one, unidentified), then S segments, each:
+--       its number of checks (they follow one another; together, every check of the call)
+--       and the TTL in ms of its id key (0: no id). A segment with an id is applied at most
+--       once however often it is sent: its id key is set (SET NX PX) in this script, with
+--       its hits; a segment whose key is there already runs as peeks (n = 0: it reports the
+--       state, charges nothing). Write-backs and the calls whose hits may be sent again
+--       carry one (`Store::run_once`); merged calls keep one segment per request
 --   then per check, in order: n (cost, 0 = peek), g (its group, 1..G; -g: a refund)
 -- Returns a flat array of integers:
 --   now_ms, then 6 per limit of every check, in order: ok (0/1), remaining, reset_ms,
@@ -152,6 +161,13 @@ for g = 1, G do
   GR[2 * g - 1], GR[2 * g] = a, nk
   a = a + 1 + 7 * k
 end
+-- The segments: S, then (checks, ttl) pairs from SEG.
+local S = A[a]
+if S == nil or S < 0 or S % 1 ~= 0 or a + 2 * S > nargv then
+  error({ err = 'ERR sluice: the segment count is invalid' })
+end
+local SEG = a + 1
+a = a + 1 + 2 * S
 -- The checks: (n, g) pairs.
 local first, kx, nc, nl = a, 0, 0, 0
 while a <= nargv do
@@ -171,8 +187,45 @@ while a <= nargv do
   nl = nl + A[GR[2 * g - 1]]
   a = a + 2
 end
-if kx ~= #KEYS then
+-- The segments cover the checks exactly; nid: how many have an id key (after the state keys).
+local nid = 0
+if S > 0 then
+  local sc = 0
+  for s = SEG, SEG + 2 * S - 2, 2 do
+    local c, ttl = A[s], A[s + 1]
+    if c < 1 or c % 1 ~= 0 or ttl < 0 or ttl % 1 ~= 0 then
+      error({ err = 'ERR sluice: a segment is invalid' })
+    end
+    sc = sc + c
+    if ttl > 0 then
+      nid = nid + 1
+    end
+  end
+  if sc ~= nc or (nid > 0 and mode == 3) then
+    error({ err = 'ERR sluice: the segments do not match the checks' })
+  end
+end
+if kx + nid ~= #KEYS then
   error({ err = 'ERR sluice: KEYS and ARGV do not match the limits' })
+end
+-- Every check is valid: record the ids. DUP[i]: check i belongs to a segment applied before,
+-- so it only reports (false while no segment is).
+local DUP = false
+if nid > 0 then
+  local ki, ci = kx, 0
+  for s = SEG, SEG + 2 * S - 2, 2 do
+    local c, ttl = A[s], A[s + 1]
+    if ttl > 0 then
+      ki = ki + 1
+      if not call('SET', KEYS[ki], '1', 'NX', 'PX', fmt('%d', ttl)) then
+        DUP = DUP or {}
+        for i = ci + 1, ci + c do
+          DUP[i] = true
+        end
+      end
+    end
+    ci = ci + c
+  end
 end
 
 -- The pool: one table per limit position of the general path (main.lua), made when a call

@@ -77,6 +77,10 @@ for pass = first_pass, 2 do
   o = 1
   for j = first, nargv, 2 do
     local n, g = A[j], A[j + 1]
+    if DUP and DUP[(j - first) / 2 + 1] then
+      -- Applied before under its id: report only.
+      n, g = 0, max(g, -g)
+    end
     local refund = g < 0
     if refund then
       g = -g

@@ -89,6 +89,15 @@ impl Batcher {
         self.conn.clone()
     }
 
+    /// Count this connection as full until the guard drops, so the ring (`Ring::pick`) sends
+    /// requests to the others: a long pipeline that is not checks is on it (a large RLQS
+    /// report, `quota.rs`), and replies come back in order on one connection, so a check
+    /// queued behind it would wait for all of it.
+    pub fn occupy(&self) -> Occupied {
+        self.waiting.fetch_add(MERGE_REQUESTS, Ordering::Relaxed);
+        Occupied(self.waiting.clone())
+    }
+
     /// Send `calls` in the next pipeline; one value per call, or the connection's error.
     pub async fn exec(&self, calls: Vec<Invocation>) -> Result<Vec<Value>, RedisError> {
         self.send(calls, Vec::new()).await
@@ -121,6 +130,15 @@ impl Batcher {
             return Err(gone());
         }
         rx.await.map_err(|_| gone())?
+    }
+}
+
+/// See [`Batcher::occupy`].
+pub(crate) struct Occupied(Arc<AtomicUsize>);
+
+impl Drop for Occupied {
+    fn drop(&mut self) {
+        self.0.fetch_sub(MERGE_REQUESTS, Ordering::Relaxed);
     }
 }
 

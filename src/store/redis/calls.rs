@@ -1,23 +1,43 @@
 //! How a request becomes script calls, and replies become results: the grouping of a
 //! request's checks into calls (one per request on a single node, one per slot on a cluster,
-//! split past [`MAX_LIMITS_PER_CALL`]) and one round trip over the connection ring, with the
-//! breaker and error classification; on a cluster, the calls of a slot that is moving are
-//! resent.
+//! split past [`MAX_LIMITS_PER_CALL`]), each under its id key when the request has an id
+//! (`Store::run_once`, write-backs), stop-increment over several calls, and one round trip
+//! over the connection ring, with the breaker and error classification; on a cluster, the
+//! calls of a slot that is moving are resent.
 
 use std::time::Duration;
 
 use deadpool_redis::redis::cluster_async::ClusterConnection;
 use deadpool_redis::redis::{ErrorKind, RedisError, ServerErrorKind, Value};
 
-use super::script::{self, Invocation, parse_reply};
-use super::{RedisStore, health, is_connection_error, is_transient};
-use crate::limit::{Check, LimitResult};
-use crate::store::StoreError;
+use super::script::{self, CallContext, IdKey, Invocation, Mode, parse_reply};
+use super::{RedisStore, TimeSource, health, is_connection_error, is_transient};
+use crate::limit::{Charge, Check, LimitResult};
+use crate::store::{CallId, StoreError};
 
 /// Most limits in one script call: a request bigger than this (up to 64 descriptors with
 /// several limits each) is split over several calls of one pipeline, so no call holds Redis
 /// long (the SLOWLOG test).
 pub(super) const MAX_LIMITS_PER_CALL: usize = 16;
+
+/// How long Redis keeps an id (from the first send that reaches it): longer than the gap
+/// until the last send of the same id, or the hits sent again would count twice.
+/// - A request call ([`crate::store::Store::run_once`]): sent again only when it failed,
+///   with the write-back after the store answers again, a few seconds after a stall or
+///   overload ends; a call applied and persisted just before a crash is covered by a restart
+///   within this time. One key per request call with the fallback on: at `r` calls per
+///   second, about `10·r` keys of ~150 bytes.
+/// - A write-back: sent again at every interval until answered. One key per write-back
+///   call, a few per second per instance.
+pub(super) const REQUEST_ID_TTL_MS: u64 = 10_000;
+pub(super) const WRITE_BACK_ID_TTL_MS: u64 = 60_000;
+
+/// The checks of one store call, and the id they are applied under, with its TTL.
+#[derive(Clone, Copy)]
+pub(super) struct Part<'a, 'c> {
+    pub id: Option<(CallId, u64)>,
+    pub checks: &'a [Check<'c>],
+}
 
 impl RedisStore {
     /// The checks (indexes into `checks`) of each script call: on a single node, in order,
@@ -118,6 +138,112 @@ impl RedisStore {
         }
         self.refusals.succeeded();
         Ok(out)
+    }
+}
+
+impl RedisStore {
+    /// [`crate::store::Store::run_with`] over `parts` (each under its id, if any), with each round trip
+    /// bounded by `timeout`: each part's checks grouped into script calls as one request's
+    /// are, every call of every part in one round trip, results part after part, in check
+    /// order.
+    pub(super) async fn run_within(
+        &self,
+        parts: &[Part<'_, '_>],
+        charge: Charge,
+        out: &mut Vec<LimitResult>,
+        timeout: Duration,
+    ) -> Result<(), StoreError> {
+        let ctx = CallContext {
+            now_ms: match self.time_source {
+                TimeSource::Local => Some(self.clock.now_ms()),
+                TimeSource::Redis => None,
+            },
+            slack_ms: self.slack_ms,
+            prefix: &self.prefix,
+        };
+        // Every script call: its part, and the checks (indexes into the part's) it carries.
+        let calls: Vec<(usize, Vec<usize>)> = parts
+            .iter()
+            .enumerate()
+            .flat_map(|(p, part)| self.groups(part.checks).into_iter().map(move |g| (p, g)))
+            .collect();
+        let build = |mode: Mode| -> Vec<Invocation> {
+            // A part's calls are numbered in order: the same checks sent again under the
+            // same id give the same calls, hence the same id keys.
+            let mut index = vec![0; parts.len()];
+            calls
+                .iter()
+                .map(|(p, g)| {
+                    let part = &parts[*p];
+                    let i = index[*p];
+                    index[*p] += 1;
+                    // A dry run writes nothing, not even an id.
+                    let id = part
+                        .id
+                        .filter(|_| mode != Mode::Dry)
+                        .map(|(id, ttl_ms)| IdKey {
+                            key: script::id_key(
+                                &self.prefix,
+                                &part.checks[g[0]].tag.to_base64url(),
+                                id.0,
+                                i,
+                            ),
+                            ttl_ms,
+                        });
+                    Invocation::new(ctx, mode, g.iter().map(|&c| &part.checks[c]), id)
+                })
+                .collect()
+        };
+        let mode = match charge {
+            Charge::Each => Mode::Each,
+            Charge::Held => Mode::Held,
+            // One call decides atomically whether the request has a denial.
+            Charge::StopWhenOver if calls.len() <= 1 => Mode::Stop,
+            // Over several calls (cluster slots, a very large request) it cannot: a dry run
+            // first (a round trip that writes nothing), then the charge. Another request may
+            // slip in between, as with envoyproxy/ratelimit's GET-then-INCRBY.
+            Charge::StopWhenOver => {
+                let dry = self.round_trip(build(Mode::Dry), timeout).await?;
+                let denied = calls.iter().zip(&dry).any(|((p, g), results)| {
+                    let mut at = 0;
+                    g.iter().any(|&i| {
+                        let c = &parts[*p].checks[i];
+                        let r = &results[at..at + c.limits.len()];
+                        at += c.limits.len();
+                        !c.refund && r.iter().any(|r| !r.allowed)
+                    })
+                });
+                if denied { Mode::Held } else { Mode::Stop }
+            }
+        };
+        if calls.is_empty() {
+            return Ok(());
+        }
+        let replies = self.round_trip(build(mode), timeout).await?;
+        if calls.len() == 1 || !self.cluster {
+            // In check order already, part after part.
+            for r in replies {
+                out.extend(r);
+            }
+            return Ok(());
+        }
+        // Cluster: back into check order.
+        let mut per_check: Vec<Vec<&[LimitResult]>> = parts
+            .iter()
+            .map(|p| vec![&[][..]; p.checks.len()])
+            .collect();
+        for ((p, g), results) in calls.iter().zip(&replies) {
+            let mut at = 0;
+            for &i in g {
+                let k = parts[*p].checks[i].limits.len();
+                per_check[*p][i] = &results[at..at + k];
+                at += k;
+            }
+        }
+        for r in per_check.into_iter().flatten() {
+            out.extend_from_slice(r);
+        }
+        Ok(())
     }
 }
 

@@ -36,8 +36,13 @@ impl Invocation {
     pub fn merge(calls: &[Invocation]) -> Invocation {
         let mut groups: Vec<Vec<f64>> = Vec::new();
         let mut checks: Vec<f64> = Vec::new();
+        // Each call's segments, or one without id for a call that has none; sent only when
+        // some call has an id (otherwise the merged call is unsegmented, as theirs were).
+        let mut segments: Vec<f64> = Vec::new();
+        let identified = calls.iter().any(|c| c.ids > 0);
         let mut head = [0.0; 3];
         let mut keys = Vec::with_capacity(calls.iter().map(|c| c.keys.len()).sum());
+        let mut id_keys = Vec::new();
         let mut limits = 0;
         for call in calls {
             let a = call.numbers();
@@ -62,6 +67,16 @@ impl Invocation {
                 index.push((g + 1) as f64);
                 at = end;
             }
+            let own = a.get(at).copied().unwrap_or(0.0) as usize;
+            let end = (at + 1 + 2 * own).min(a.len());
+            let pairs = &a[(at + 1).min(end)..end];
+            at = end;
+            if own > 0 {
+                segments.extend_from_slice(pairs);
+            } else if identified {
+                segments.push((a.len().saturating_sub(at) / 2) as f64);
+                segments.push(0.0);
+            }
             for pair in a[at..].chunks_exact(2) {
                 let (n, g) = (pair[0], pair[1]);
                 let i = (g.abs() as usize).saturating_sub(1);
@@ -69,17 +84,28 @@ impl Invocation {
                 checks.push(n);
                 checks.push(if g < 0.0 { -mapped } else { mapped });
             }
-            keys.extend(call.keys.iter().cloned());
+            let state = call.keys.len().saturating_sub(call.ids);
+            keys.extend(call.keys[..state].iter().cloned());
+            id_keys.extend(call.keys[state..].iter().cloned());
             limits += call.limits;
         }
-        let count = 4 + groups.iter().map(Vec::len).sum::<usize>() + checks.len();
+        let count = 5 + groups.iter().map(Vec::len).sum::<usize>() + segments.len() + checks.len();
         let mut args = Vec::with_capacity(8 * count);
         let mut put = |n: f64| args.extend_from_slice(&n.to_le_bytes());
         head.into_iter().for_each(&mut put);
         put(groups.len() as f64);
         groups.iter().flatten().copied().for_each(&mut put);
+        put((segments.len() / 2) as f64);
+        segments.into_iter().for_each(&mut put);
         checks.into_iter().for_each(&mut put);
-        Invocation { keys, args, limits }
+        let ids = id_keys.len();
+        keys.extend(id_keys);
+        Invocation {
+            keys,
+            args,
+            limits,
+            ids,
+        }
     }
 }
 
@@ -156,26 +182,68 @@ mod tests {
         let b = [check("c", &two[..], 3, true)];
         let c = [check("d", &one[..], 0, false)];
         let calls = [
-            Invocation::new(ctx, Mode::Each, a.iter()),
-            Invocation::new(ctx, Mode::Each, b.iter()),
-            Invocation::new(ctx, Mode::Each, c.iter()),
+            Invocation::new(ctx, Mode::Each, a.iter(), None),
+            Invocation::new(ctx, Mode::Each, b.iter(), None),
+            Invocation::new(ctx, Mode::Each, c.iter(), None),
         ];
         assert!(calls[0].merges_with(&calls[1]));
         let merged = Invocation::merge(&calls);
         let all: Vec<Check<'_>> = a.iter().chain(&b).chain(&c).cloned().collect();
-        let direct = Invocation::new(ctx, Mode::Each, all.iter());
+        let direct = Invocation::new(ctx, Mode::Each, all.iter(), None);
         assert_eq!(merged.keys, direct.keys);
         assert_eq!(merged.args, direct.args, "groups shared, refund signs kept");
         assert_eq!(merged.limits, 6);
 
         // Only calls that charge each check alone, at one now.
-        let stop = Invocation::new(ctx, Mode::Stop, a.iter());
+        let stop = Invocation::new(ctx, Mode::Stop, a.iter(), None);
         assert!(!calls[0].merges_with(&stop) && !stop.merges_with(&calls[0]));
         let later = CallContext {
             now_ms: Some(7),
             ..ctx
         };
-        assert!(!calls[0].merges_with(&Invocation::new(later, Mode::Each, b.iter())));
+        assert!(!calls[0].merges_with(&Invocation::new(later, Mode::Each, b.iter(), None)));
+    }
+
+    #[test]
+    fn merged_ids_keep_one_segment_per_call_and_their_keys_last() {
+        let ctx = CallContext {
+            now_ms: None,
+            slack_ms: 0,
+            prefix: "p:",
+        };
+        let one = [spec(Algorithm::FixedWindow, 10, 0)];
+        let check = |name: &str| Check {
+            tag: crate::limit::StateTag::compute("d", [("k", name)]),
+            limits: &one[..],
+            cost: 1,
+            refund: false,
+        };
+        let (a, b) = ([check("a"), check("b")], [check("c")]);
+        let id = |key: &str| {
+            Some(crate::store::redis::script::IdKey {
+                key: key.to_owned(),
+                ttl_ms: 500,
+            })
+        };
+        let calls = [
+            Invocation::new(ctx, Mode::Each, a.iter(), id("ida")),
+            Invocation::new(ctx, Mode::Each, b.iter(), None),
+            Invocation::new(ctx, Mode::Each, b.iter(), id("idc")),
+        ];
+        assert!(calls[0].merges_with(&calls[1]) && calls[1].merges_with(&calls[2]));
+        let merged = Invocation::merge(&calls);
+        assert_eq!(merged.ids, 2);
+        assert_eq!(merged.keys.len(), 4 + 2);
+        assert_eq!(merged.keys[4..], ["ida".to_owned(), "idc".to_owned()]);
+        let n = merged.numbers();
+        // now, slack, mode, G = 1, the group (1 + 7), S = 3, then the segments.
+        assert_eq!(n[3], 1.0);
+        assert_eq!(n[12..19], [3.0, 2.0, 500.0, 1.0, 0.0, 1.0, 500.0]);
+        assert_eq!(n.len(), 19 + 2 * 4);
+
+        // Without ids, the merged call is unsegmented, as the calls were.
+        let plain = Invocation::merge(&[calls[1].clone(), calls[1].clone()]);
+        assert_eq!((plain.ids, plain.numbers()[12]), (0, 0.0));
     }
 
     #[test]

@@ -15,6 +15,10 @@
 //! - Connections live in a small ring (see `conn.rs`); a request never connects, never checks
 //!   a connection out of a pool, and never waits longer than `request_timeout` per round trip.
 //! - Time: `TIME` inside the script, or the injected [`Clock`] in local mode.
+//! - Ids ([`Store::run_once`], write-backs): each script call of an identified call records
+//!   its id key (`SET NX PX`, in the slot of its first check, kept for the TTLs of
+//!   `calls.rs`) with its hits, and only reports when the key is there already (a resend
+//!   of a call Redis ran but could not answer in time). `header.lua`: segments.
 //!
 //! Keys: `<prefix>{<tag>}:<code>:<window s>:<buckets>:<slot>` and the same plus `:p` for the
 //! penalty lock (sent only for limits with a penalty); the tag is the descriptor's
@@ -41,8 +45,9 @@ use deadpool_redis::redis::{ErrorKind, RedisError, Script, ServerErrorKind, Valu
 use tokio_util::sync::{CancellationToken, DropGuard};
 
 use crate::limit::{Algorithm, Charge, Check, Clock, LimitResult, LimitSpec, StateTag, Unit};
-use crate::store::{Store, StoreError};
+use crate::store::{Batch, CallId, Store, StoreError};
 
+use calls::{Part, REQUEST_ID_TTL_MS, WRITE_BACK_ID_TTL_MS};
 pub use config::{
     DEFAULT_KEY_PREFIX, RedisConfig, RedisConfigError, RedisTls, SentinelConfig, TimeSource,
     check_prefix,
@@ -50,9 +55,9 @@ pub use config::{
 use conn::{Backoff, Conn, Ring};
 use connect::Connector;
 use health::Refusals;
-pub use quota::{QUOTA_SCRIPT, quota_key};
+pub use quota::{QUOTA_BUCKETS_PER_CALL, QUOTA_SCRIPT, quota_key};
+use script::Invocation;
 pub use script::SCRIPT;
-use script::{CallContext, Invocation, Mode};
 
 /// State in Redis (single node or cluster). See the module documentation.
 pub struct RedisStore {
@@ -234,80 +239,6 @@ pub fn lock_key(prefix: &str, tag: StateTag, spec: &LimitSpec) -> String {
     script::lock_key(prefix, &tag.to_base64url(), spec)
 }
 
-impl RedisStore {
-    /// [`Store::run_with`] with each round trip bounded by `timeout`.
-    async fn run_within(
-        &self,
-        checks: &[Check<'_>],
-        charge: Charge,
-        out: &mut Vec<LimitResult>,
-        timeout: Duration,
-    ) -> Result<(), StoreError> {
-        let ctx = CallContext {
-            now_ms: match self.time_source {
-                TimeSource::Local => Some(self.clock.now_ms()),
-                TimeSource::Redis => None,
-            },
-            slack_ms: self.slack_ms,
-            prefix: &self.prefix,
-        };
-        let groups = self.groups(checks);
-        let build = |mode: Mode| -> Vec<Invocation> {
-            groups
-                .iter()
-                .map(|g| Invocation::new(ctx, mode, g.iter().map(|&i| &checks[i])))
-                .collect()
-        };
-        let mode = match charge {
-            Charge::Each => Mode::Each,
-            Charge::Held => Mode::Held,
-            // One call decides atomically whether the request has a denial.
-            Charge::StopWhenOver if groups.len() <= 1 => Mode::Stop,
-            // Over several calls (cluster slots, a very large request) it cannot: a dry run
-            // first (a round trip that writes nothing), then the charge. Another request may
-            // slip in between, as with envoyproxy/ratelimit's GET-then-INCRBY.
-            Charge::StopWhenOver => {
-                let dry = self.round_trip(build(Mode::Dry), timeout).await?;
-                let denied = groups.iter().zip(&dry).any(|(g, results)| {
-                    let mut at = 0;
-                    g.iter().any(|&i| {
-                        let c = &checks[i];
-                        let r = &results[at..at + c.limits.len()];
-                        at += c.limits.len();
-                        !c.refund && r.iter().any(|r| !r.allowed)
-                    })
-                });
-                if denied { Mode::Held } else { Mode::Stop }
-            }
-        };
-        if groups.is_empty() {
-            return Ok(());
-        }
-        let replies = self.round_trip(build(mode), timeout).await?;
-        if groups.len() == 1 || !self.cluster {
-            // In request order already.
-            for r in replies {
-                out.extend(r);
-            }
-            return Ok(());
-        }
-        // Cluster: back into request order.
-        let mut per_check: Vec<&[LimitResult]> = vec![&[]; checks.len()];
-        for (g, results) in groups.iter().zip(&replies) {
-            let mut at = 0;
-            for &i in g {
-                let k = checks[i].limits.len();
-                per_check[i] = &results[at..at + k];
-                at += k;
-            }
-        }
-        for r in per_check {
-            out.extend_from_slice(r);
-        }
-        Ok(())
-    }
-}
-
 impl Store for RedisStore {
     async fn run_with(
         &self,
@@ -315,20 +246,45 @@ impl Store for RedisStore {
         charge: Charge,
         out: &mut Vec<LimitResult>,
     ) -> Result<(), StoreError> {
-        self.run_within(checks, charge, out, self.request_timeout)
+        let part = Part { id: None, checks };
+        self.run_within(&[part], charge, out, self.request_timeout)
             .await
     }
 
-    /// One call per node (per slot on a cluster, split as any request), under the admin
-    /// deadline rather than a request's: it is off the request path, carries every
-    /// descriptor with hits, and a write-back that times out after Redis applied it would
-    /// be sent again and counted twice, so it gets the longest wait the store allows.
-    async fn write_back(
+    /// Each script call of the request records its id (`header.lua`, segments), in the
+    /// slot of its first check.
+    async fn run_once(
         &self,
         checks: &[Check<'_>],
+        charge: Charge,
+        id: CallId,
         out: &mut Vec<LimitResult>,
     ) -> Result<(), StoreError> {
-        self.run_within(checks, Charge::Each, out, self.admin_timeout)
+        let part = Part {
+            id: Some((id, REQUEST_ID_TTL_MS)),
+            checks,
+        };
+        self.run_within(&[part], charge, out, self.request_timeout)
+            .await
+    }
+
+    /// Every batch's calls in one round trip (per slot on a cluster, split as any request),
+    /// each recording its batch's id, under the admin deadline rather than a request's: off
+    /// the request path, it carries every descriptor with hits, and one that times out is
+    /// sent again, so a longer wait saves resends.
+    async fn write_back(
+        &self,
+        batches: &[Batch<'_>],
+        out: &mut Vec<LimitResult>,
+    ) -> Result<(), StoreError> {
+        let parts: Vec<Part<'_, '_>> = batches
+            .iter()
+            .map(|b| Part {
+                id: Some((b.id, WRITE_BACK_ID_TTL_MS)),
+                checks: b.checks,
+            })
+            .collect();
+        self.run_within(&parts, Charge::Each, out, self.admin_timeout)
             .await
     }
 

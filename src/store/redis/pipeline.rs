@@ -1,7 +1,8 @@
 //! One round trip for all checks of a request (single node): a pipeline of `EVALSHA`s whose
 //! per-command results are kept apart, so a `NOSCRIPT` (script cache emptied by `SCRIPT FLUSH`,
 //! a restart or a failover) costs one more round trip for exactly the commands that did not
-//! run. Resending the others would charge them twice.
+//! run. Resending the others would charge them twice. The quota script's calls (`quota.rs`)
+//! go through the same function, on a pipeline of their own.
 //!
 //! The same pipeline carries, after the script calls, the reference's own `INCRBY` +
 //! `EXPIRE` pairs (`--redis-reference-keys`, `reference.rs`), so those checks share the
@@ -28,15 +29,28 @@ pub(crate) fn add_counts(pipe: &mut redis::Pipeline, counts: &[Counted]) {
     }
 }
 
+/// A script call sent as `EVALSHA` in a pipeline: the check script's [`Invocation`], and the
+/// quota script's calls (`quota.rs`).
+pub(crate) trait ScriptCall {
+    /// `EVALSHA <sha> <numkeys> KEYS... ARGV...`.
+    fn evalsha(&self, sha: &str) -> redis::Cmd;
+}
+
+impl ScriptCall for Invocation {
+    fn evalsha(&self, sha: &str) -> redis::Cmd {
+        Invocation::evalsha(self, sha)
+    }
+}
+
 /// Send every call's `EVALSHA`, then `counts` (see [`add_counts`]), in one pipeline; reload
 /// the script and resend, once, the calls that came back `NOSCRIPT`. Returns one value per
 /// call (script errors included as `Value::ServerError`), then one per count; `Err` only for
 /// connection-level failures.
-pub(crate) async fn evalsha_all<C: ConnectionLike>(
+pub(crate) async fn evalsha_all<C: ConnectionLike, T: ScriptCall>(
     conn: &mut C,
     sha: &str,
     source: &str,
-    calls: &[Invocation],
+    calls: &[T],
     counts: &[Counted],
 ) -> RedisResult<Vec<Value>> {
     let mut pipe = redis::pipe();
@@ -140,12 +154,13 @@ mod tests {
     fn call(key: &str) -> Invocation {
         // Only the keys matter to the fake connection; the numbers are one fixed_window check.
         let nums = [
-            -1.0f64, 0.0, 0.0, 1.0, 1.0, 1.0, 1.0, 1000.0, 1.0, 0.0, 0.0, 0.0, 1.0, 1.0,
+            -1.0f64, 0.0, 0.0, 1.0, 1.0, 1.0, 1.0, 1000.0, 1.0, 0.0, 0.0, 0.0, 0.0, 1.0, 1.0,
         ];
         Invocation {
             keys: vec![key.to_owned()],
             args: nums.iter().flat_map(|n| n.to_le_bytes()).collect(),
             limits: 1,
+            ids: 0,
         }
     }
 

@@ -63,15 +63,33 @@ pub fn lock_key(prefix: &str, tag: &str, spec: &LimitSpec) -> String {
     k
 }
 
+/// Key of the id of call `call` (its index among the calls of one identified store call)
+/// under `id`: in the hash slot of `tag`, the call's first check, so on a cluster it lives
+/// beside the state it guards. Sending the same checks again under the same id gives the
+/// same calls, hence the same keys.
+pub fn id_key(prefix: &str, tag: &str, id: u64, call: usize) -> String {
+    format!("{prefix}{{{tag}}}:id:{id:016x}:{call}")
+}
+
+/// The id of one call: its key ([`id_key`]) and how long Redis keeps it.
+#[derive(Debug, Clone)]
+pub struct IdKey {
+    pub key: String,
+    pub ttl_ms: u64,
+}
+
 /// What one `EVALSHA` carries: the checks of one request (or of one cluster slot of it),
 /// independent of the connection it is sent on.
 #[derive(Debug, Clone)]
 pub struct Invocation {
+    /// The state keys of every check, then the id keys of its segments (`ids` of them).
     pub keys: Vec<String>,
     /// `ARGV[1]`: the call's numbers as little-endian `f64`s (see `header.lua`).
     pub args: Vec<u8>,
     /// Number of limits over all its checks, i.e. results expected back.
     pub limits: usize,
+    /// Id keys at the end of `keys`.
+    pub ids: usize,
 }
 
 /// Per-call arguments shared by every call of one `run()`.
@@ -135,7 +153,8 @@ fn same_numbers(a: &[LimitSpec], b: &[LimitSpec]) -> bool {
 impl Invocation {
     /// Build the keys and the packed numbers of one call over `checks` (see `header.lua` for
     /// the layout): a lock key only for the limits with a penalty; the checks of one rule
-    /// (equal limit lists) share one group of parameters.
+    /// (equal limit lists) share one group of parameters. With `id`, the call is one
+    /// identified segment: applied at most once however often it is sent.
     // A cost above 2^53 rounds to the nearest double, as the decimal string it replaces did
     // in the script (and every stored usage saturates at 2^53 anyway).
     #[allow(clippy::cast_precision_loss)]
@@ -143,6 +162,7 @@ impl Invocation {
         ctx: CallContext<'_>,
         mode: Mode,
         checks: impl Iterator<Item = &'c Check<'c>> + Clone,
+        id: Option<IdKey>,
     ) -> Invocation {
         let mut limits = 0;
         let mut groups: Vec<&[LimitSpec]> = Vec::with_capacity(1);
@@ -158,7 +178,10 @@ impl Invocation {
             };
             of_check.push(g);
         }
-        let count = 4 + groups.iter().map(|g| 1 + 7 * g.len()).sum::<usize>() + 2 * of_check.len();
+        let count = 5
+            + 2 * usize::from(id.is_some())
+            + groups.iter().map(|g| 1 + 7 * g.len()).sum::<usize>()
+            + 2 * of_check.len();
         // The numbers go straight into the one packed argument, little-endian doubles.
         let mut args = Vec::with_capacity(8 * count);
         let mut put = |n: f64| args.extend_from_slice(&n.to_le_bytes());
@@ -172,7 +195,15 @@ impl Invocation {
                 limit_numbers(spec).into_iter().for_each(&mut put);
             }
         }
-        let mut keys = Vec::with_capacity(limits + 1);
+        match &id {
+            Some(id) => {
+                put(1.0);
+                put(of_check.len() as f64);
+                put(id.ttl_ms as f64);
+            }
+            None => put(0.0),
+        }
+        let mut keys = Vec::with_capacity(limits + 2);
         for (check, g) in checks.zip(of_check) {
             let group = (g + 1) as f64;
             put(check.cost as f64);
@@ -190,7 +221,14 @@ impl Invocation {
                 }
             }
         }
-        Invocation { keys, args, limits }
+        let ids = usize::from(id.is_some());
+        keys.extend(id.map(|id| id.key));
+        Invocation {
+            keys,
+            args,
+            limits,
+            ids,
+        }
     }
 
     /// `EVALSHA <sha> <numkeys> KEYS... ARGV...` for pipelines.
