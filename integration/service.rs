@@ -11,7 +11,9 @@ use crate::support::in_process::*;
 use crate::support::sluice::*;
 
 mod bytes;
+mod decision;
 mod requests;
+mod rule_response;
 mod windows;
 
 const RULES: &str = r#"

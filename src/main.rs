@@ -63,8 +63,13 @@ fn init_logging(settings: &Settings) {
     // RUST_LOG (when set) refines the level; sluice's own level otherwise.
     let filter = EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| EnvFilter::new(format!("warn,sluice={}", settings.log_level)));
+    let colour = settings::log_colour(
+        std::io::IsTerminal::is_terminal(&std::io::stderr()),
+        std::env::var_os("NO_COLOR").as_deref(),
+    );
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
+        .with_ansi(colour)
         .with_writer(std::io::stderr);
     match settings.log_format {
         LogFormat::Json => builder.json().flatten_event(true).init(),

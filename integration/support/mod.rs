@@ -18,4 +18,5 @@ pub mod redis;
 pub mod requests;
 pub mod sentinel;
 pub mod sluice;
+pub mod unix;
 pub mod xds_server;

@@ -74,6 +74,7 @@ pub async fn run(
     let opts = LoadOptions {
         merge_domains: settings.merge_domains,
         max_file_bytes: settings.caps.max_config_file_bytes,
+        sanitize_metric_dots: settings.sanitize_metric_dots,
     };
     let config = match settings.config_source {
         ConfigSource::Files => load_initial_config(&settings, &opts, &metrics),
@@ -219,6 +220,16 @@ fn build_metrics(settings: &Settings) -> Result<Metrics, ServerError> {
     if settings.telemetry.statsd.is_some() {
         metrics.enable_statsd_timings();
     }
+    if settings.telemetry.response_time_ms {
+        if settings.telemetry.metrics_mapper.is_some() {
+            tracing::warn!(
+                "PROMETHEUS_RESPONSE_TIME_AS_MILLISECONDS is ignored with PROMETHEUS_MAPPER_YAML \
+                 (as theirs: the mapping file says how the response time is scaled)"
+            );
+        } else {
+            metrics.response_time_in_milliseconds();
+        }
+    }
     if let Some(path) = &settings.telemetry.metrics_mapper {
         let mapper = Mapper::load(path)?;
         if !mapper.ignored.is_empty() {
@@ -275,7 +286,7 @@ async fn wait_for_first_config(
     shutdown: &CancellationToken,
 ) -> Result<bool, ServerError> {
     let debug_addr = match &listeners.debug {
-        Some(d) => d.local_addr()?.to_string(),
+        Some(d) => d.shown()?,
         None => "off".into(),
     };
     let metrics_addr = match metrics {
@@ -283,8 +294,8 @@ async fn wait_for_first_config(
         None => "off".into(),
     };
     tracing::info!(
-        grpc = %listeners.grpc.local_addr()?,
-        http = %listeners.http.local_addr()?,
+        grpc = %listeners.grpc.shown()?,
+        http = %listeners.http.shown()?,
         debug = %debug_addr,
         metrics = %metrics_addr,
         "waiting for the first xDS config before serving"

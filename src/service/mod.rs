@@ -6,14 +6,18 @@
 //!
 //! One file per job: this one holds the shared state ([`RateLimitService`]) and the request
 //! flow; `validate` (bounds and their messages), `plan` (matching → plans, `replaces`),
-//! `record` (per-rule statistics), `response` (decision → response), `health`, the two
+//! `record` (per-rule statistics), `response` (decision → response, the deciding rule's
+//! body and headers), `headers` (rate limit headers to the client and to the upstream),
+//! `metadata` (dynamic metadata, the decision's included), `health`, the two
 //! codecs, `grpc` and `json`, and `inspect` (operator queries: `/explain`, a descriptor's
 //! state peeked or reset).
 
 pub mod grpc;
+mod headers;
 pub mod health;
 pub mod inspect;
 pub mod json;
+mod metadata;
 mod plan;
 pub mod proto;
 mod record;
