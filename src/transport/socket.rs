@@ -28,6 +28,17 @@ impl From<UnixListener> for Socket {
 }
 
 impl Socket {
+    /// The TCP address (a unix socket has none).
+    pub fn local_addr(&self) -> io::Result<std::net::SocketAddr> {
+        match self {
+            Socket::Tcp(l) => l.local_addr(),
+            Socket::Unix(l) => Err(io::Error::other(format!(
+                "unix:{} has no TCP address",
+                l.path().display()
+            ))),
+        }
+    }
+
     /// The address, as logs show it: `host:port`, or `unix:PATH`.
     pub fn shown(&self) -> io::Result<String> {
         match self {
