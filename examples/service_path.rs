@@ -2,9 +2,14 @@
 //! store, one descriptor, N calls on one thread. For callgrind, which counts instructions
 //! exactly where timings on a shared machine do not:
 //!
-//! `valgrind --tool=callgrind target/release/examples/service_path 20000`
+//! `valgrind --tool=callgrind target/release/examples/service_path 20000 [metadata]`
 //!
-//! BENCHMARKS.md records what it showed for the telemetry hooks (tracing and statsd off).
+//! `metadata` turns on `--decision-metadata` (`dynamic`: `--response-dynamic-metadata`
+//! alone). Heap allocations per call: `valgrind --tool=dhat` (its "Total" blocks) over two
+//! call counts.
+//!
+//! BENCHMARKS.md records what it showed for the telemetry hooks (tracing and statsd off)
+//! and for the decision metadata.
 
 use std::sync::Arc;
 
@@ -24,6 +29,12 @@ fn main() {
         .nth(1)
         .and_then(|n| n.parse().ok())
         .unwrap_or(20_000);
+    let mode = std::env::args().nth(2).unwrap_or_default();
+    let settings = DecisionSettings {
+        decision_metadata: mode == "metadata",
+        dynamic_metadata: mode == "dynamic",
+        ..DecisionSettings::default()
+    };
     let dir = std::env::temp_dir().join(format!("sluice-service-path-{}", std::process::id()));
     let _ = std::fs::create_dir_all(&dir);
     let file = dir.join("rules.yaml");
@@ -44,7 +55,7 @@ fn main() {
         Some(config),
         Arc::new(Backend::Memory(MemoryStore::new(clock))),
         Arc::new(Metrics::new(0.8, 10_000, "memory")),
-        DecisionSettings::default(),
+        settings,
     );
     let request = RateLimitRequest {
         domain: "d".into(),

@@ -6,8 +6,13 @@
 //! - The allowed edges form no cycle.
 //! - Crates that carry a boundary (protocol types, Redis, HTTP, YAML …) are named only in
 //!   the modules the "Confined crates" table lists.
-//! - No source file grows past the size limit without saying why at its top.
-//! - No two files of a module use each other, directly or in a longer circle (`files`).
+//! - One concept per file, as far as a machine can tell: every file of `src/` opens with
+//!   the comment that names what it holds (`//!`; `--` for Lua), and no two files of a
+//!   module use each other, directly or in a longer circle (`files`). Whether the comment
+//!   is true of the whole file is the reviewer's check.
+//! - Every Lua file is in the code map and loaded by a script: named in ARCHITECTURE.md and
+//!   compiled in with `include_str!` by exactly one file of `src/`.
+//! - `ServiceError::to_status` is the one mapping to gRPC: no other code builds a `Status`.
 //!
 //! Only code is read: comment lines (`//`, `//!`, `///`) are skipped, so prose may name any
 //! module.
@@ -16,10 +21,6 @@ mod files;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
-
-/// Source files longer than this must say why at their top (a `Why this file is long:` line).
-const MAX_LINES: usize = 400;
-const LONG_REASON: &str = "Why this file is long:";
 
 fn root() -> &'static Path {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -317,25 +318,141 @@ fn boundary_crates_are_named_only_where_architecture_md_confines_them() {
     );
 }
 
-#[test]
-fn long_source_files_say_why_at_their_top() {
-    let mut files = Vec::new();
-    for dir in ["src", "integration", "examples", "benches"] {
-        rust_files(&root().join(dir), &mut files);
+/// A module's test table (`tests.rs`, or a file whose name ends in `_tests`) holds its
+/// parent's concept: the parent's comment covers it.
+fn is_test_table(p: &Path) -> bool {
+    p.file_stem()
+        .and_then(|s| s.to_str())
+        .is_some_and(|s| s == "tests" || s.ends_with("_tests"))
+}
+
+fn lua_files() -> Vec<PathBuf> {
+    fn walk(dir: &Path, out: &mut Vec<PathBuf>) {
+        for e in std::fs::read_dir(dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display())) {
+            let p = e.expect("directory entry").path();
+            if p.is_dir() {
+                walk(&p, out);
+            } else if p.extension().is_some_and(|x| x == "lua") {
+                out.push(p);
+            }
+        }
     }
+    let mut out = Vec::new();
+    walk(&root().join("src"), &mut out);
+    out.sort();
+    out
+}
+
+#[test]
+fn every_file_opens_with_what_it_holds() {
     let mut bad = Vec::new();
-    for (path, text) in read_all(&files) {
-        let lines = text.lines().count();
-        let head: String = text.lines().take(20).collect::<Vec<_>>().join("\n");
-        if lines > MAX_LINES && !head.contains(LONG_REASON) {
+    for (path, text) in read_all(&src_files()) {
+        if !is_test_table(&path) && !text.starts_with("//!") {
             bad.push(format!(
-                "{} has {lines} lines: split it, or say why in its first 20 lines \
-                 ('{LONG_REASON} …')",
+                "{}: no opening `//!` comment naming what the file holds",
+                rel(&path)
+            ));
+        }
+    }
+    for (path, text) in read_all(&lua_files()) {
+        if !text.starts_with("-- ") {
+            bad.push(format!(
+                "{}: no opening `--` comment naming what the file holds",
                 rel(&path)
             ));
         }
     }
     assert!(bad.is_empty(), "{}", bad.join("\n"));
+}
+
+#[test]
+fn every_lua_file_is_in_the_map_and_loaded_by_one_script() {
+    let doc = architecture();
+    let rust = read_all(&src_files());
+    let lua = lua_files();
+    assert!(!lua.is_empty(), "no Lua file found under src/");
+    let mut bad = Vec::new();
+    for path in &lua {
+        let name = path
+            .file_name()
+            .and_then(|n| n.to_str())
+            .expect("file name");
+        if !doc.contains(&format!("`{name}`")) && !doc.contains(&format!("/{name}`")) {
+            bad.push(format!("{}: not named in ARCHITECTURE.md", rel(path)));
+        }
+        let loaders: Vec<String> = rust
+            .iter()
+            .filter(|(_, text)| {
+                code_lines(text)
+                    .any(|(_, l)| l.contains("include_str!(") && l.contains(&format!("/{name}\")")))
+            })
+            .map(|(p, _)| rel(p))
+            .collect();
+        if loaders.len() != 1 {
+            bad.push(format!(
+                "{}: included by {} files of src/ ({loaders:?}), not one",
+                rel(path),
+                loaders.len()
+            ));
+        }
+    }
+    assert!(bad.is_empty(), "{}", bad.join("\n"));
+}
+
+/// tonic's `Status` constructors (every gRPC code's), by name.
+const STATUS_CONSTRUCTORS: [&str; 17] = [
+    "new",
+    "ok",
+    "cancelled",
+    "unknown",
+    "invalid_argument",
+    "deadline_exceeded",
+    "not_found",
+    "already_exists",
+    "permission_denied",
+    "resource_exhausted",
+    "failed_precondition",
+    "aborted",
+    "out_of_range",
+    "unimplemented",
+    "internal",
+    "unavailable",
+    "data_loss",
+];
+
+/// Lines of code that build a gRPC status: `Status::<constructor>(` or
+/// `Status::from_error(`.
+fn builds_status(line: &str) -> bool {
+    STATUS_CONSTRUCTORS
+        .iter()
+        .chain(&["from_error", "unauthenticated"])
+        .any(|c| line.contains(&format!("Status::{c}(")))
+}
+
+#[test]
+fn grpc_statuses_come_only_from_service_error_to_status() {
+    let mapping = root().join("src/service/mod.rs");
+    let mut bad = Vec::new();
+    for (path, text) in read_all(&src_files()) {
+        // Test tables build statuses to feed the code under test.
+        if is_test_table(&path) || path.components().any(|c| c.as_os_str() == "tests") {
+            continue;
+        }
+        for (n, line) in code_lines(&text) {
+            if builds_status(line) && path != mapping {
+                bad.push(format!("{}:{n}: {}", rel(&path), line.trim()));
+            }
+        }
+    }
+    assert!(
+        bad.is_empty(),
+        "gRPC statuses built outside ServiceError::to_status (add a ServiceError variant):\n{}",
+        bad.join("\n")
+    );
+    // The mapping itself is found.
+    let text = std::fs::read_to_string(&mapping).expect("src/service/mod.rs");
+    assert!(text.contains("pub fn to_status(&self) -> tonic::Status"));
+    assert!(code_lines(&text).any(|(_, l)| builds_status(l)));
 }
 
 // The checker itself: it must catch an edge added against the rules, in every form a
@@ -375,4 +492,15 @@ fn the_checker_reads_crate_paths_exactly() {
     assert!(names_crate("use envoy_types::pb;", "envoy_types"));
     assert!(!names_crate("use my_envoy_types::pb;", "envoy_types"));
     assert!(!names_crate("crate::store::redis::X", "redis"));
+}
+
+#[test]
+fn the_checker_finds_status_constructors_only() {
+    assert!(builds_status("return Err(Status::invalid_argument(m));"));
+    assert!(builds_status("tonic::Status::new(Code::Unavailable, m)"));
+    assert!(!builds_status("headers.get(Status::GRPC_STATUS)"));
+    // OpenTelemetry's span status is another type.
+    assert!(!builds_status(
+        "span.set_status(Status::error(e.to_string()))"
+    ));
 }

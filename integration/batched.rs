@@ -1,7 +1,9 @@
-//! Batched consistency and the store-failure fallback through the real binary and real
+//! Batched consistency and the store-failure fallback, sluice in process on real
 //! redis-server processes: three instances hammering one hot descriptor stay within the
 //! README's bound, a hot descriptor costs Redis far less than a call per request, and
 //! with `--store-failure-mode local` a Redis killed under traffic costs no error and no hit.
+//! The local view measures rates and latencies, so time passes at its real pace here, on a
+//! clock that starts where no window ends during a test ([`RunningClock`]).
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -9,6 +11,7 @@ use std::time::{Duration, Instant};
 
 use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_response::Code;
 
+use crate::support::in_process::*;
 use crate::support::redis::RedisServer;
 use crate::support::sluice::*;
 
@@ -35,7 +38,7 @@ struct Tally {
 }
 
 /// `TASKS` clients of each instance (one connection each).
-async fn clients(instances: &[Sluice]) -> Vec<Vec<Client>> {
+async fn clients(instances: &[Server]) -> Vec<Vec<Client>> {
     let mut out = Vec::new();
     for s in instances {
         let mut v = Vec::new();
@@ -107,7 +110,7 @@ fn stored_hits(redis: &RedisServer) -> u64 {
 
 /// An upper bound of the store latency `d`: the smallest histogram bucket holding every
 /// store call of the instance.
-async fn latency_bound(s: &Sluice) -> f64 {
+async fn latency_bound(s: &Server) -> f64 {
     let (_, body) = s.http_get("/metrics").await;
     let count = body
         .lines()
@@ -125,7 +128,7 @@ async fn latency_bound(s: &Sluice) -> f64 {
         .map_or(1.0, |(le, _)| le.min(1.0))
 }
 
-async fn wait_metric(s: &Sluice, series: &str, want: f64) -> bool {
+async fn wait_metric(s: &Server, series: &str, want: f64) -> bool {
     let deadline = Instant::now() + WAIT;
     while Instant::now() < deadline {
         if s.metric(series).await == want {
@@ -136,13 +139,16 @@ async fn wait_metric(s: &Sluice, series: &str, want: f64) -> bool {
     false
 }
 
-async fn instances(redis: &RedisServer, rules: &str, n: usize) -> Vec<Sluice> {
+/// `n` instances on one Redis, sharing one clock.
+async fn instances(redis: &RedisServer, rules: &str, n: usize) -> Vec<Server> {
+    let clock = running_clock();
     let mut out = Vec::new();
     for _ in 0..n {
         out.push(
-            sluice()
+            in_process()
                 .file("b.yaml", rules)
                 .redis(redis.url())
+                .running(clock.clone())
                 .start_healthy()
                 .await,
         );
@@ -153,7 +159,6 @@ async fn instances(redis: &RedisServer, rules: &str, n: usize) -> Vec<Sluice> {
 /// README "Consistency": admitted ≤ L + 2(N−1)·r·(I+d), and the 1.2 × L target.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn three_instances_on_one_hot_key_stay_within_the_bound() {
-    avoid_boundary(3600, 120).await;
     let redis = RedisServer::start();
     let limit = 3000;
     let all = instances(&redis, &hot_rule(limit, "batched"), 3).await;
@@ -186,7 +191,6 @@ async fn three_instances_on_one_hot_key_stay_within_the_bound() {
 /// load (BENCHMARKS.md) at most one call per hundred requests.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_hot_key_costs_redis_one_call_per_instance_per_interval() {
-    avoid_boundary(3600, 120).await;
     let redis = RedisServer::start();
     let all = instances(&redis, &hot_rule(1_000_000_000, "batched"), 3).await;
     // Warm: each instance has measured the descriptor's rate.
@@ -215,11 +219,11 @@ async fn a_hot_key_costs_redis_one_call_per_instance_per_interval() {
 /// stalls that outlast many of them, kills with calls in flight.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn redis_killed_under_traffic_costs_no_error_and_no_hit() {
-    avoid_boundary(3600, 120).await;
     let mut redis = RedisServer::start_with(&["--appendonly", "yes", "--appendfsync", "always"]);
-    let s = sluice()
+    let s = in_process()
         .file("b.yaml", &hot_rule(1_000_000_000, "strict"))
         .redis(redis.url())
+        .running(running_clock())
         .arg("--store-failure-mode=local")
         .start_healthy()
         .await;

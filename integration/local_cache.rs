@@ -1,9 +1,12 @@
 //! The local over-limit cache (`LOCAL_CACHE_SIZE_IN_BYTES`) and stop-increment
-//! (`STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT`) through the real binary: Redis calls counted
-//! in `INFO commandstats`, on the Redis store and (stop-increment) the memory store.
+//! (`STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT`) in process: Redis calls counted in `INFO
+//! commandstats`, on the Redis store and (stop-increment) the memory store.
+
+use std::time::Duration;
 
 use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_response::Code;
 
+use crate::support::in_process::*;
 use crate::support::redis::RedisServer;
 use crate::support::sluice::*;
 
@@ -20,7 +23,7 @@ descriptors:
 }
 
 /// Every sample of a metric family whose labels contain `needle`, summed.
-async fn family(s: &Sluice, name: &str, needle: &str) -> f64 {
+async fn family(s: &Server, name: &str, needle: &str) -> f64 {
     let (_, body) = s.http_get("/metrics").await;
     body.lines()
         .filter(|l| l.starts_with(&format!("{name}{{")) && l.contains(needle))
@@ -28,8 +31,8 @@ async fn family(s: &Sluice, name: &str, needle: &str) -> f64 {
         .sum()
 }
 
-async fn on_redis(redis: &RedisServer, extra: &[(&str, &str)]) -> Sluice {
-    let mut b = sluice().file("d.yaml", rules()).redis(redis.url());
+async fn on_redis(redis: &RedisServer, extra: &[(&str, &str)]) -> Server {
+    let mut b = in_process().file("d.yaml", rules()).redis(redis.url());
     for (k, v) in extra {
         b = b.env(k, *v);
     }
@@ -38,7 +41,6 @@ async fn on_redis(redis: &RedisServer, extra: &[(&str, &str)]) -> Sluice {
 
 #[tokio::test]
 async fn over_limit_traffic_is_answered_from_memory() {
-    avoid_boundary(60, 15).await;
     let redis = RedisServer::start();
     let s = on_redis(&redis, &[("LOCAL_CACHE_SIZE_IN_BYTES", "1048576")]).await;
     let mut c = s.client().await;
@@ -77,13 +79,18 @@ async fn over_limit_traffic_is_answered_from_memory() {
     )
     .await;
     assert_eq!(all_over, f64::from(over as u32));
+    // A cached denial lasts as long as its window: the next minute asks Redis again.
+    s.advance(Duration::from_secs(59));
+    let before = redis.command_calls("evalsha");
+    let r = call(&mut c, req("d", vec![desc(&[("limited", "0")])])).await;
+    assert_eq!(r.overall_code, Code::Ok as i32);
+    assert_eq!(redis.command_calls("evalsha") - before, 1);
 }
 
 #[tokio::test]
 async fn not_answered_from_memory_where_a_charge_or_a_refund_would_be_lost() {
-    avoid_boundary(60, 15).await;
     let redis = RedisServer::start();
-    let s = sluice()
+    let s = in_process()
         .file("d.yaml", rules())
         .redis(redis.url())
         .arg("--local-cache-size-bytes")
@@ -144,7 +151,7 @@ descriptors:
 
 /// Their integration test: 15 requests with key2 (20/min) and key3 (10/h). key3 is over from
 /// the 11th; with stop-increment key2 stays at remaining 10, without it key2 keeps counting.
-async fn their_scenario(s: &Sluice, stop: bool) {
+async fn their_scenario(s: &Server, stop: bool) {
     let mut c = s.client().await;
     let value = format!("{}", std::process::id());
     for i in 1..=15u32 {
@@ -173,22 +180,23 @@ async fn their_scenario(s: &Sluice, stop: bool) {
 
 #[tokio::test]
 async fn stop_increment_their_scenario_on_both_stores() {
-    avoid_boundary(60, 15).await;
-    avoid_boundary(3600, 30).await;
     // Memory store, their variable.
-    let s = sluice()
+    let s = in_process()
         .file("another.yaml", their_rules())
         .env("STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT", "true")
         .start()
         .await;
     their_scenario(&s, true).await;
     // Memory store, without it: key2 keeps counting.
-    let s = sluice().file("another.yaml", their_rules()).start().await;
+    let s = in_process()
+        .file("another.yaml", their_rules())
+        .start()
+        .await;
     their_scenario(&s, false).await;
     // Redis, the flag, with and without the local cache (its denials hold the others too).
     for cache in ["0", "1048576"] {
         let redis = RedisServer::start();
-        let s = sluice()
+        let s = in_process()
             .file("another.yaml", their_rules())
             .redis(redis.url())
             .arg("--stop-increment-when-over-limit")

@@ -13,6 +13,7 @@ mod conformance;
 mod dashboards;
 mod deploy;
 mod doc_paths;
+mod dropin;
 mod edge;
 mod explain;
 mod faults;

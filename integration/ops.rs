@@ -1,5 +1,6 @@
 //! Operations through the real binary: Prometheus metrics with exact counts, /rlconfig,
-//! response headers and dynamic metadata (the process lifecycle is in `ops/lifecycle.rs`).
+//! response headers and dynamic metadata (the process lifecycle is in `ops/lifecycle.rs`,
+//! colours in text logs in `ops/logs.rs`).
 
 use std::time::{Duration, Instant};
 
@@ -10,6 +11,7 @@ use envoy_types::pb::google::protobuf::value::Kind;
 use crate::support::sluice::*;
 
 mod lifecycle;
+mod logs;
 mod memory;
 
 const RULES: &str = r#"

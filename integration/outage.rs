@@ -1,10 +1,12 @@
 //! The store-failure fallback through a Redis outage or stall, against real redis-server
-//! processes and the real binary: afterwards the store holds exactly the hits that were
+//! processes and sluice in process: afterwards the store holds exactly the hits that were
 //! admitted (README, "Consistency"), counted from the answers the test received (OK × cost),
 //! never from sluice's own metrics. Frozen (`stall`), killed and restarted empty or from its
 //! append-only file (`kill`), the view's one key bound (`bound`), and what health and the
 //! metrics say meanwhile (`health`). No timing assertion: every wait polls for a condition
-//! with a generous deadline.
+//! with a generous deadline. The local view measures rates, so time passes at its real pace,
+//! on a clock that starts at the beginning of a day ([`RunningClock`]): no test meets a
+//! window's end.
 //!
 //! Run: `cargo test --test integration outage` (needs `redis-server`).
 
@@ -22,11 +24,12 @@ use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_response::Code;
 use sluice::limit::{LimitSpec, StateTag, Unit};
 use sluice::store::redis::{DEFAULT_KEY_PREFIX, state_key};
 
+use crate::support::in_process::*;
 use crate::support::redis::RedisServer;
 use crate::support::sluice::*;
 
 /// A strict descriptor and a batched one, daily limits no test reaches: every hit is
-/// admitted, and a day's window leaves the boundary far away (`avoid_boundary`).
+/// admitted, in the one day window the tests' clock stands in.
 const RULES: &str = "domain: o
 descriptors:
   - key: hot
@@ -49,14 +52,15 @@ const RECOVERY: Duration = Duration::from_secs(60);
 
 /// sluice with the fallback on, its Redis deadlines short so that a stall outlasts many of
 /// them (a write-back's is `--redis-connect-timeout` + `--redis-timeout`).
-async fn start(redis: &RedisServer, extra: &[&str]) -> Sluice {
+async fn start(redis: &RedisServer, extra: &[&str]) -> Server {
     start_mode(redis, "local", extra).await
 }
 
 /// [`start`] with `--store-failure-mode <mode>`.
-async fn start_mode(redis: &RedisServer, mode: &str, extra: &[&str]) -> Sluice {
-    sluice()
+async fn start_mode(redis: &RedisServer, mode: &str, extra: &[&str]) -> Server {
+    in_process()
         .file("o.yaml", RULES)
+        .running(running_clock())
         .args(["--redis-url", &redis.url()])
         .args(["--redis-timeout", "100ms"])
         .args(["--redis-connect-timeout", "200ms"])
@@ -88,7 +92,7 @@ pub struct Traffic {
 }
 
 impl Traffic {
-    async fn start(s: &Sluice) -> Traffic {
+    async fn start(s: &Server) -> Traffic {
         let stop = Arc::new(AtomicBool::new(false));
         let tally = Arc::new(Tally::default());
         let mut tasks = Vec::new();
@@ -145,7 +149,7 @@ pub fn stored(redis: &RedisServer, entry: (&str, &str), limit: u32) -> u64 {
 }
 
 /// Wait until `series` reads `want` (polled).
-pub async fn wait_metric(s: &Sluice, series: &str, want: f64) -> bool {
+pub async fn wait_metric(s: &Server, series: &str, want: f64) -> bool {
     wait_for(|| async { s.metric(series).await == want }).await
 }
 
@@ -176,7 +180,7 @@ async fn more_calls(t: &Traffic, n: u64) {
 }
 
 /// The store answers again: decisions went back to it.
-async fn recovered(s: &Sluice) {
+async fn recovered(s: &Server) {
     assert!(
         wait_metric(s, "sluice_store_degraded", 0.0).await,
         "never left the degraded state: {:?}",
@@ -185,7 +189,7 @@ async fn recovered(s: &Sluice) {
 }
 
 /// After the store is back and traffic stopped: nothing left to write, nothing degraded.
-async fn settled(s: &Sluice) {
+async fn settled(s: &Server) {
     recovered(s).await;
     assert!(
         wait_metric(s, "sluice_local_view_unwritten_hits", 0.0).await,
@@ -214,7 +218,7 @@ pub struct Outcome {
 
 impl Outcome {
     async fn read(
-        s: &Sluice,
+        s: &Server,
         redis: &RedisServer,
         tally: Arc<Tally>,
         errors_before: f64,
@@ -240,7 +244,7 @@ impl Outcome {
 }
 
 /// The store errors counted so far, every kind.
-async fn store_errors(s: &Sluice) -> f64 {
+async fn store_errors(s: &Server) -> f64 {
     let mut n = 0.0;
     for kind in ["unavailable", "timeout", "backend"] {
         n += s

@@ -1,14 +1,16 @@
 //! `--redis-reference-keys` (`src/store/redis/reference.rs`): against keys written exactly
 //! as envoyproxy/ratelimit writes them (`INCRBY key hits` + `EXPIRE`, key
 //! `CACHE_KEY_PREFIX + domain + "_" + Σ(key + "_" + value + "_") + windowStart`, their
-//! `src/limiter/cache_key.go` and `src/redis/fixed_cache_impl.go`), the binary counts the
-//! same counter: their pods' hits count against sluice's answers and sluice's hits are in
-//! the count theirs read. Checks that are not their fixed window keep sluice's own keys.
+//! `src/limiter/cache_key.go` and `src/redis/fixed_cache_impl.go`), sluice (in process, on
+//! the local time source their keys need) counts the same counter: their pods' hits count
+//! against sluice's answers and sluice's hits are in the count theirs read. Checks that are
+//! not their fixed window keep sluice's own keys.
 
 use envoy_types::pb::envoy::extensions::common::ratelimit::v3::RateLimitDescriptor;
 use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_response::Code;
 use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_response::rate_limit::Unit;
 
+use crate::support::in_process::*;
 use crate::support::redis::RedisServer;
 use crate::support::sluice::*;
 
@@ -28,12 +30,10 @@ descriptors:
       - {unit: day, requests_per_unit: 50}
 "#;
 
-/// The hour window's start in Unix seconds, as their `windowStart` for an HOUR limit.
-fn hour_start() -> u64 {
-    let now = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap_or_default()
-        .as_secs();
+/// The hour window's start in Unix seconds, as their `windowStart` for an HOUR limit, on
+/// the server's clock (the local time source: theirs is their pods' clock too).
+fn hour_start(s: &Server) -> u64 {
+    let now = s.now_ms() / 1000;
     now - now % 3600
 }
 
@@ -44,11 +44,11 @@ fn their_hit(redis: &RedisServer, key: &str, hits: u64) -> i64 {
     n
 }
 
-async fn start(redis: &RedisServer) -> Sluice {
-    sluice()
+async fn start(redis: &RedisServer) -> Server {
+    in_process()
         .file("mig.yaml", RULES)
         .redis(redis.url())
-        .args(["--redis-reference-keys", "--redis-time-source", "local"])
+        .arg("--redis-reference-keys")
         .env("CACHE_KEY_PREFIX", "rl:")
         .start_healthy()
         .await
@@ -56,11 +56,10 @@ async fn start(redis: &RedisServer) -> Sluice {
 
 #[tokio::test]
 async fn their_pods_and_sluice_share_one_count() {
-    avoid_boundary(3600, 30).await;
     let redis = RedisServer::start();
     let s = start(&redis).await;
     let mut c = s.client().await;
-    let ws = hour_start();
+    let ws = hour_start(&s);
     let key = format!("rl:mig_user_alice_{ws}");
 
     // Their pod counted 3 hits; sluice's next one is the 4th of 5.

@@ -41,6 +41,7 @@ const REJECTED_BY_SCHEMA: &[&str] = &[
     "ext_multiplier_unlimited.yaml",
     "ext_multiplier_zero.yaml",
     "ext_penalty_negative.yaml",
+    "ext_response_unlimited.yaml",
     "ext_rpu_not_integer.yaml",
     "ext_too_many_limits.yaml",
     "ext_unlimited_in_list.yaml",
@@ -77,6 +78,10 @@ const NOT_EXPRESSIBLE: &[(&str, &str)] = &[
     (
         "ext_multiplier_scaled_too_large.yaml",
         "burst × unit × unit_multiplier ≤ 2^53 request-ms: arithmetic across fields",
+    ),
+    (
+        "ext_response_duplicate_header.yaml",
+        "response header names are compared without case: a comparison across keys",
     ),
     (
         "ext_multiplier_too_large.yaml",

@@ -1,14 +1,19 @@
-//! ShouldRateLimit through the real binary (in-memory store): matching, decisions and
+//! ShouldRateLimit through sluice in process (in-memory store): matching, decisions and
 //! every status field, as envoyproxy/ratelimit defines them.
+
+use std::time::Duration;
 
 use envoy_types::pb::envoy::service::ratelimit::v3::RateLimitResponse;
 use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_response::rate_limit::Unit;
 use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_response::{Code, DescriptorStatus};
 
+use crate::support::in_process::*;
 use crate::support::sluice::*;
 
 mod bytes;
+mod decision;
 mod requests;
+mod rule_response;
 mod windows;
 
 const RULES: &str = r#"
@@ -69,8 +74,8 @@ descriptors:
     rate_limit: {unit: hour, requests_per_unit: 200}
 "#;
 
-async fn start() -> Sluice {
-    sluice().file("test.yaml", RULES).start().await
+async fn start() -> Server {
+    in_process().file("test.yaml", RULES).start().await
 }
 
 fn status(r: &RateLimitResponse, i: usize) -> &DescriptorStatus {
@@ -144,16 +149,16 @@ async fn no_backtracking_after_an_exact_match() {
 }
 
 #[tokio::test]
-async fn twenty_per_minute_counts_down_then_over_limit() {
-    avoid_boundary(60, 5).await;
+async fn twenty_per_minute_counts_down_then_over_limit_until_the_next_minute() {
     let s = start().await;
     let mut c = s.client().await;
     for i in 1..=25u32 {
         let r = one(&mut c, &[("per_minute", "10.0.0.1")]).await;
         let st = status(&r, 0);
         assert_eq!(limit_of(st), (20, Unit::Minute as i32, String::new()));
+        // The clock stands one second into the minute.
         let d = st.duration_until_reset.as_ref().unwrap();
-        assert!((1..=60).contains(&d.seconds) && d.nanos == 0, "{d:?}");
+        assert!(d.seconds == 59 && d.nanos == 0, "{d:?}");
         if i <= 20 {
             assert_eq!(st.code, Code::Ok as i32, "request {i}");
             assert_eq!(st.limit_remaining, 20 - i, "request {i}");
@@ -166,6 +171,14 @@ async fn twenty_per_minute_counts_down_then_over_limit() {
     }
     // Another value has its own counter.
     let r = one(&mut c, &[("per_minute", "10.0.0.2")]).await;
+    assert_eq!(status(&r, 0).limit_remaining, 19);
+    // The last millisecond of the minute is still over; the next minute starts afresh.
+    s.advance(Duration::from_millis(58_999));
+    let r = one(&mut c, &[("per_minute", "10.0.0.1")]).await;
+    assert_eq!(status(&r, 0).code, Code::OverLimit as i32);
+    s.advance(Duration::from_millis(1));
+    let r = one(&mut c, &[("per_minute", "10.0.0.1")]).await;
+    assert_eq!(status(&r, 0).code, Code::Ok as i32);
     assert_eq!(status(&r, 0).limit_remaining, 19);
 }
 
@@ -277,7 +290,7 @@ async fn per_rule_shadow_mode_reports_ok_with_zero_remaining() {
 
 #[tokio::test]
 async fn global_shadow_mode_flips_only_the_overall_code() {
-    let s = sluice()
+    let s = in_process()
         .file("test.yaml", RULES)
         .env("SHADOW_MODE", "true")
         .start()

@@ -25,6 +25,7 @@ pub fn check(args: &CheckArgs, settings: &CheckSettings) -> u8 {
     let opts = LoadOptions {
         max_file_bytes: settings.max_config_file_bytes,
         merge_domains: settings.merge_domains,
+        ..LoadOptions::default()
     };
     match RateLimitConfig::load(&args.paths, &opts) {
         Ok(_) => {
@@ -47,6 +48,7 @@ pub fn explain(args: &ExplainArgs, settings: &ExplainSettings) -> u8 {
         .unwrap_or_else(|| DEFAULT_KEY_PREFIX.to_owned());
     let opts = LoadOptions {
         merge_domains: settings.merge_domains,
+        sanitize_metric_dots: settings.sanitize_metric_dots,
         ..LoadOptions::default()
     };
     let config = match RateLimitConfig::load(&settings.config_paths, &opts) {

@@ -2,9 +2,11 @@
 //! runs `serve`: the process around `server::run` (allocator, logging, runtime, signals).
 
 use std::process::ExitCode;
+use std::sync::Arc;
 
 use anyhow::Context;
 use sluice::cli;
+use sluice::limit::SystemClock;
 use sluice::server::{self, Listeners};
 use sluice::settings::{self, Error, Invocation, LogFormat, Settings};
 use tokio_util::sync::CancellationToken;
@@ -52,7 +54,7 @@ fn serve(settings: Settings) -> anyhow::Result<()> {
         let listeners = Listeners::bind(&settings).await?;
         let shutdown = CancellationToken::new();
         tokio::spawn(wait_for_signal(shutdown.clone()));
-        server::run(settings, listeners, shutdown).await?;
+        server::run(settings, listeners, shutdown, Arc::new(SystemClock)).await?;
         Ok(())
     })
 }
@@ -61,8 +63,13 @@ fn init_logging(settings: &Settings) {
     // RUST_LOG (when set) refines the level; sluice's own level otherwise.
     let filter = EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| EnvFilter::new(format!("warn,sluice={}", settings.log_level)));
+    let colour = settings::log_colour(
+        std::io::IsTerminal::is_terminal(&std::io::stderr()),
+        std::env::var_os("NO_COLOR").as_deref(),
+    );
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
+        .with_ansi(colour)
         .with_writer(std::io::stderr);
     match settings.log_format {
         LogFormat::Json => builder.json().flatten_event(true).init(),

@@ -49,11 +49,13 @@ mod xds;
 pub use caps::Caps;
 pub use cli::{CheckArgs, CheckSettings, Error, Invocation, invocation, resolve};
 pub use consistency::{ConsistencySettings, StoreFailureMode};
-pub use decision::{DecisionSettings, HeaderSettings, HeaderStyle, RequestLimits};
+pub use decision::{
+    DecisionSettings, HeaderSettings, HeaderStyle, RequestHeaderSettings, RequestLimits,
+};
 pub use env::{Env, process as process_env};
 pub use explain::{ExplainArgs, ExplainSettings};
 pub use listen::{GrpcTlsSettings, ListenSettings};
-pub use logging::LogFormat;
+pub use logging::{LogFormat, log_colour};
 pub use parse::{SettingsError, parse_addr, parse_bool, parse_duration};
 pub use query::QueryArgs;
 pub use redis::{RedisSettings, RedisTlsFiles, TimeSource};
@@ -89,6 +91,7 @@ settings! {
     pub struct Settings {
         pub config_paths: Vec<PathBuf> = shared(rules::CONFIG),
         pub merge_domains: bool = shared(rules::MERGE_DOMAINS),
+        pub sanitize_metric_dots: bool = shared(rules::SANITIZE_METRIC_DOTS),
         /// Watch config paths and reload when they change
         pub watch_config: bool = setting(Setting::switch("watch-config").default("true")),
         /// gRPC listen address
@@ -98,6 +101,20 @@ settings! {
                 .map(|env| host_port(env, "GRPC_HOST", "GRPC_PORT", 8081))
                 .their(Their::new("GRPC_HOST", "127.0.0.1").does("host of the gRPC listener (`--grpc-addr`)"))
                 .their(Their::new("GRPC_PORT", "9081").does("port of the gRPC listener (`--grpc-addr`), 8081"))
+        ),
+        /// Serve gRPC on this unix domain socket instead of `--grpc-addr` (the socket file is
+        /// created at startup, a stale one from a crashed run replaced, and removed on exit)
+        pub grpc_uds: Option<PathBuf> = setting(
+            Setting::value("grpc-uds", "PATH", values::some_path)
+                .shown_default("off")
+                .readme(
+                    "serve gRPC on this unix domain socket instead of `--grpc-addr` (TCP); see \
+                     [gRPC on a unix socket](#grpc-on-a-unix-socket)",
+                )
+                .same(Their::new("GRPC_UDS", "/run/ratelimit.sock").does(
+                    "serve gRPC on this unix socket instead of `GRPC_HOST`/`GRPC_PORT` \
+                     (`--grpc-uds`)",
+                ))
         ),
         /// HTTP listen address for /healthcheck, /json, /metrics, /rlconfig
         pub http_addr: SocketAddr = setting(

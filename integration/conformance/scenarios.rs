@@ -1,8 +1,6 @@
 //! The scenarios of the conformance suite, each `async fn(&Env<S>)` over any `Store`, with
 //! hand-computed expectations from docs/algorithms.md.
-//!
-//! Why this file is long: it is a table of independent scenarios, one short function each;
-//! splitting it would only scatter the table.
+//! One table of independent scenarios, one short function each.
 
 use std::sync::Arc;
 

@@ -158,7 +158,7 @@ fn redis_service() -> &'static Service {
 
 /// What the sluice service runs with: the image's default command unless the compose
 /// file overrides it, under the service's environment. Resolved once.
-fn sluice_settings() -> &'static Settings {
+pub(super) fn sluice_settings() -> &'static Settings {
     static SETTINGS: OnceLock<Settings> = OnceLock::new();
     SETTINGS.get_or_init(|| {
         let svc = sluice_service();

@@ -272,3 +272,124 @@ fn envoy_routes_only_to_defined_clusters() {
         );
     }
 }
+
+/// The `%DYNAMIC_METADATA(envoy.filters.http.ratelimit:…)%` paths of the access logs'
+/// JSON formats, each a list of keys.
+fn access_log_ratelimit_paths(b: &Value) -> Vec<Vec<String>> {
+    let mut out = Vec::new();
+    for listener in seq_at(b, "static_resources.listeners") {
+        for chain in seq_at(listener, "filter_chains") {
+            for filter in seq_at(chain, "filters") {
+                for log in seq_at(at(filter, "typed_config"), "access_log") {
+                    let format = at(log, "typed_config.log_format.json_format");
+                    let fields = format.as_mapping().expect("json_format is a mapping");
+                    for value in fields.values().filter_map(Value::as_str) {
+                        for part in value.split("%DYNAMIC_METADATA(").skip(1) {
+                            let inner = part.split(')').next().unwrap_or_default();
+                            let mut keys = inner.split(':').map(str::to_owned);
+                            if keys.next().as_deref() == Some(RATELIMIT_FILTER) {
+                                out.push(keys.collect());
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+    out
+}
+
+/// The example's access log prints the deciding rule: every rate limit field its format
+/// names is one sluice emits (with `--decision-metadata`, as the compose demo runs it),
+/// shown on a 429 that the demo rules' `/limited*` rule decides — with the JSON body and
+/// content type that rule's `response` gives Envoy.
+#[tokio::test]
+async fn envoy_access_log_prints_fields_sluice_emits() {
+    use crate::support::sluice::{call, desc, header, metadata_json, req, sluice};
+    use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_response::Code;
+
+    let paths = access_log_ratelimit_paths(&yaml(ENVOY_YAML));
+    assert!(
+        paths.iter().any(|p| p == &["decidingRule".to_string()]),
+        "{ENVOY_YAML}: the access log should print the deciding rule: {paths:?}"
+    );
+    let rules = super::files::read("examples/demo/config/demo.yaml");
+    let s = sluice()
+        .file("demo.yaml", &rules)
+        .env("SLUICE_DECISION_METADATA", "true")
+        .start()
+        .await;
+    let mut c = s.client().await;
+    // What Envoy sends for `GET /limited` from one client (no header_match: not a POST).
+    let boot = envoy_bootstrap();
+    let descriptors: Vec<_> = boot
+        .descriptors
+        .iter()
+        .filter(|d| d.iter().all(|(k, _)| k != "header_match"))
+        .map(|d| {
+            let entries: Vec<(String, String)> = d
+                .iter()
+                .map(|(k, v)| {
+                    let value = match (k.as_str(), v) {
+                        (_, Some(v)) => v.clone(),
+                        ("path", None) => "/limited".into(),
+                        (_, None) => "192.0.2.1".into(),
+                    };
+                    (k.clone(), value)
+                })
+                .collect();
+            let pairs: Vec<(&str, &str)> = entries
+                .iter()
+                .map(|(k, v)| (k.as_str(), v.as_str()))
+                .collect();
+            desc(&pairs)
+        })
+        .collect();
+    // 2 per second on /limited*: a 429 comes within a few calls, whatever the clock.
+    let mut denied = None;
+    for _ in 0..50 {
+        let r = call(&mut c, req(&boot.domain, descriptors.clone())).await;
+        if r.overall_code == Code::OverLimit as i32 {
+            denied = Some(r);
+            break;
+        }
+    }
+    let r = denied.expect("/limited* denies within 50 calls");
+    let md = metadata_json(&r);
+    for p in &paths {
+        let found = p.iter().try_fold(&md, |v, k| v.get(k));
+        assert!(
+            found.is_some_and(|v| !v.is_null()),
+            "{ENVOY_YAML} logs {p:?}, which sluice does not emit: {md}"
+        );
+    }
+    assert_eq!(md["overallCode"], "OVER_LIMIT");
+    assert_eq!(md["decidingRule"], "demo.path_/limited*");
+    let limited = md["descriptors"]
+        .as_array()
+        .expect("descriptors")
+        .iter()
+        .find(|d| d["rule"] == "demo.path_/limited*")
+        .expect("the /limited* descriptor");
+    assert_eq!(limited["code"], "OVER_LIMIT");
+    assert!(
+        limited["limitName"]
+            .as_str()
+            .is_some_and(|n| n.starts_with("limited_per_"))
+    );
+    // What Envoy sends the client: the rule's body, with its content type.
+    let body: serde_json::Value = serde_json::from_slice(&r.raw_body).expect("a JSON body");
+    assert_eq!(body["rule"], "limited");
+    assert_eq!(header(&r, "content-type"), Some("application/json"));
+    assert_eq!(header(&r, "x-ratelimit-rule"), Some("limited"));
+}
+
+/// The compose demo's sluice puts the decision where that access log reads it.
+#[test]
+fn envoy_access_log_reads_what_the_demo_sluice_reports() {
+    assert!(
+        super::compose::sluice_settings().decision.decision_metadata,
+        "docker-compose.yml: sluice should run with SLUICE_DECISION_METADATA=true for the \
+         access log of {ENVOY_YAML}"
+    );
+}

@@ -1,4 +1,4 @@
-//! Redis Cluster faults under continuous traffic through the real `sluice` binary: a primary
+//! Redis Cluster faults under continuous traffic through sluice (in process): a primary
 //! SIGKILLed (its replica takes over), and slots moved between primaries by hand
 //! (`CLUSTER SETSLOT` + `MIGRATE`, so requests meet `ASK` and `MOVED`).
 //!
@@ -13,7 +13,6 @@ use std::time::{Duration, Instant};
 
 use super::cluster_traffic::{Answer, Traffic, WORKERS, counts, homes, start_sluice, tag};
 use crate::support::fault_cluster::FaultCluster;
-use crate::support::sluice::avoid_boundary;
 
 /// SIGKILL the primary holding some workers' keys while all workers send requests: its
 /// replica takes over; requests for its slots fail with UNAVAILABLE from the kill until the
@@ -25,7 +24,6 @@ async fn primary_killed_under_traffic_replica_takes_over() {
     let started = Instant::now();
     let mut cluster = FaultCluster::start(3);
     let s = start_sluice(&cluster).await;
-    avoid_boundary(86_400, 120).await;
     let traffic = Traffic::start(&s, "k").await;
     traffic.wait_ok(20, &s).await;
 
@@ -139,7 +137,6 @@ async fn slots_migrate_under_traffic_without_errors_or_lost_hits() {
     let started = Instant::now();
     let cluster = FaultCluster::start(3);
     let s = start_sluice(&cluster).await;
-    avoid_boundary(86_400, 120).await;
     let traffic = Traffic::start(&s, "k").await;
     traffic.wait_ok(20, &s).await;
 
@@ -213,7 +210,6 @@ async fn slots_migrate_under_traffic_without_errors_or_lost_hits() {
 async fn a_slot_split_between_two_nodes_fails_only_while_split() {
     let cluster = FaultCluster::start(3);
     let s = start_sluice(&cluster).await;
-    avoid_boundary(86_400, 120).await;
     let traffic = Traffic::start(&s, "m").await;
     traffic.wait_ok(20, &s).await;
 

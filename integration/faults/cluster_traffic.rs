@@ -1,4 +1,4 @@
-//! The traffic the cluster fault tests send through the real `sluice` binary, and how they
+//! The traffic the cluster fault tests send through sluice (in process), and how they
 //! read it back: each worker owns one descriptor value and sends requests one after
 //! another, so every answer says exactly how many hits its key holds (a daily limit nobody
 //! reaches; `limit_remaining` gives the count after the hit).
@@ -12,7 +12,8 @@ use parking_lot::Mutex;
 use sluice::limit::StateTag;
 
 use crate::support::fault_cluster::FaultCluster;
-use crate::support::sluice::{Sluice, call, desc, desc_hits, req, sluice};
+use crate::support::in_process::{Server, in_process};
+use crate::support::sluice::{call, desc, desc_hits, req};
 
 pub(super) const DOMAIN: &str = "cf";
 /// A daily limit nobody reaches: the answers are pure counts.
@@ -47,8 +48,10 @@ pub(super) fn tag(key: &str, worker: usize) -> String {
     )
 }
 
-pub(super) async fn start_sluice(cluster: &FaultCluster) -> Sluice {
-    sluice()
+/// sluice in process on the cluster, on the injected clock (`--redis-time-source local`):
+/// every count a test reads is in the day window it started in.
+pub(super) async fn start_sluice(cluster: &FaultCluster) -> Server {
+    in_process()
         .file(
             "cf.yaml",
             &format!(
@@ -67,7 +70,7 @@ pub(super) async fn start_sluice(cluster: &FaultCluster) -> Sluice {
 
 impl Traffic {
     /// Every worker sends requests for its own value of descriptor key `key`.
-    pub(super) async fn start(s: &Sluice, key: &'static str) -> Traffic {
+    pub(super) async fn start(s: &Server, key: &'static str) -> Traffic {
         let stop = Arc::new(AtomicBool::new(false));
         let mut answers = Vec::new();
         let mut tasks = Vec::new();
@@ -122,7 +125,7 @@ impl Traffic {
     }
 
     /// Wait until every worker has `n` more OK answers than now.
-    pub(super) async fn wait_ok(&self, n: usize, s: &Sluice) {
+    pub(super) async fn wait_ok(&self, n: usize, s: &Server) {
         let base: Vec<usize> = (0..WORKERS).map(|w| self.ok_count(w)).collect();
         let deadline = Instant::now() + Duration::from_secs(30);
         while (0..WORKERS).any(|w| self.ok_count(w) < base[w] + n) {
@@ -149,7 +152,7 @@ impl Traffic {
 }
 
 /// The count each key holds now, read through sluice without a hit (`hits_addend: 0`).
-pub(super) async fn counts(s: &Sluice, key: &str) -> Vec<u64> {
+pub(super) async fn counts(s: &Server, key: &str) -> Vec<u64> {
     let mut c = s.client().await;
     let mut out = Vec::new();
     for w in 0..WORKERS {

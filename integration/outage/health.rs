@@ -12,7 +12,7 @@ use crate::support::redis::free_port;
 
 /// `/healthcheck` (which publishes the state as it is now), then gRPC health (`""` and
 /// `ratelimit`) right after: serving or not, each.
-async fn health(s: &Sluice) -> [bool; 3] {
+async fn health(s: &Server) -> [bool; 3] {
     let http = s.http_get("/healthcheck").await.0 == 200;
     let mut h = HealthClient::new(s.channel().await);
     let mut out = [http, false, false];
@@ -30,17 +30,17 @@ async fn health(s: &Sluice) -> [bool; 3] {
 }
 
 /// Health while it is not changing: `/healthcheck` and gRPC health agree.
-async fn steady(s: &Sluice) -> bool {
+async fn steady(s: &Server) -> bool {
     let h = health(s).await;
     assert_eq!(h, [h[0]; 3], "gRPC health and /healthcheck disagree");
     h[0]
 }
 
-async fn wait_health(s: &Sluice, want: bool) -> bool {
+async fn wait_health(s: &Server, want: bool) -> bool {
     wait_for(|| async { health(s).await == [want; 3] }).await
 }
 
-async fn answered(s: &Sluice) -> bool {
+async fn answered(s: &Server) -> bool {
     let mut c = s.client().await;
     let r = call(&mut c, req("o", vec![desc(&[("hot", "h")])])).await;
     r.overall_code == Code::Ok as i32
@@ -49,8 +49,9 @@ async fn answered(s: &Sluice) -> bool {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn not_serving_until_redis_was_reachable_then_serving_through_an_outage() {
     let port = free_port();
-    let s = sluice()
+    let s = in_process()
         .file("o.yaml", RULES)
+        .running(running_clock())
         .args(["--redis-url", &format!("redis://127.0.0.1:{port}/")])
         .args([
             "--redis-timeout",

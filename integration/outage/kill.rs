@@ -61,7 +61,6 @@ pub async fn kill_empty(outage: Duration) -> Outcome {
 /// restart: the store holds exactly what was admitted from the kill on.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_kill_and_an_empty_restart_keep_the_hits_of_the_outage() {
-    avoid_boundary(86_400, 300).await;
     let o = kill_empty(Duration::from_secs(3)).await;
     eprintln!("kill 3 s, empty restart: {o:?}");
     assert_eq!(o.errors, 0, "the fallback answers");
@@ -72,7 +71,6 @@ async fn a_kill_and_an_empty_restart_keep_the_hits_of_the_outage() {
 /// not), restarted from its append-only file: the store holds every hit admitted.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_kill_under_traffic_and_a_restart_from_the_aof_lose_and_double_nothing() {
-    avoid_boundary(86_400, 300).await;
     let o = kill_aof(Duration::from_secs(3)).await;
     eprintln!("kill 3 s under traffic, AOF restart: {o:?}");
     assert_eq!(o.errors, 0, "the fallback answers");

@@ -14,7 +14,6 @@ use super::*;
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 #[ignore = "prints BENCHMARKS.md's outage table; run on demand"]
 async fn outage_table() {
-    avoid_boundary(86_400, 600).await;
     let rows = [
         (
             "Redis frozen (SIGSTOP) 5 s, resumed; `--store-failure-mode error`",
@@ -65,7 +64,7 @@ fn commandstat(redis: &RedisServer, command: &str) -> (u64, u64) {
 }
 
 /// `n` requests from [`TASKS`] clients, each on `descriptor`.
-async fn requests(s: &Sluice, descriptor: (&'static str, &'static str), n: usize) {
+async fn requests(s: &Server, descriptor: (&'static str, &'static str), n: usize) {
     let mut tasks = Vec::new();
     for _ in 0..TASKS {
         let mut c = s.client().await;
@@ -90,7 +89,6 @@ async fn requests(s: &Sluice, descriptor: (&'static str, &'static str), n: usize
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 #[ignore = "prints BENCHMARKS.md's id cost table; run on demand"]
 async fn id_cost() {
-    avoid_boundary(86_400, 600).await;
     const N: usize = 20_000;
     println!(
         "| traffic ({N} requests, {TASKS} clients) | script calls | id `SET`s | Redis µs per request | of which id `SET`s | id keys left |"
@@ -102,12 +100,10 @@ async fn id_cost() {
         ("batched, fallback off (write-backs)", ("warm", "x"), false),
     ] {
         let redis = RedisServer::start();
-        let mut b = sluice().file("o.yaml", RULES).args([
-            "--redis-url",
-            &redis.url(),
-            "--redis-timeout",
-            "2s",
-        ]);
+        let mut b = in_process()
+            .running(running_clock())
+            .file("o.yaml", RULES)
+            .args(["--redis-url", &redis.url(), "--redis-timeout", "2s"]);
         if fallback {
             b = b.arg("--store-failure-mode=local");
         }

@@ -24,10 +24,16 @@ async fn the_store_is_not_ready_while_redis_refuses_writes_for_the_grace_period(
     let _: String = redis.query(&["CONFIG", "SET", "maxmemory-policy", "noeviction"]);
     let _: String = redis.query(&["CONFIG", "SET", "maxmemory", "1"]);
     let e = hit(&s, "a").await.expect_err("OOM");
-    assert!(
-        matches!(e, StoreError::Unavailable(ref m) if m.contains("OOM")),
-        "{e:?}"
-    );
+    assert!(e.to_string().contains("OOM"), "{e}");
+    // Redis's own error is kept as the source, to inspect as what it is.
+    let StoreError::Unavailable(cause) = &e else {
+        panic!("{e:?}")
+    };
+    let redis_error = cause
+        .downcast_ref::<deadpool_redis::redis::ServerError>()
+        .unwrap_or_else(|| panic!("not Redis's error: {cause:?}"));
+    assert_eq!(redis_error.code(), "OOM");
+    assert!(std::error::Error::source(&e).is_some());
     assert!(s.is_ready(), "one refusal is not yet sustained");
     // The health refresher probes while Redis refuses; the grace runs out.
     let deadline = Instant::now() + Duration::from_secs(10);

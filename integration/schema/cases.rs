@@ -184,6 +184,158 @@ pub(super) fn inline_cases() -> Vec<(String, bool)> {
             false,
         ),
         (limit("unlimited: true, unit_multiplier: 5"), false),
+        // A rule's response: only where there is a limit to deny with, not unlimited;
+        // content_type with raw_body; hide_current_limit with hidden; headers by name.
+        (
+            format!(
+                "{d}  - key: k\n    rate_limit: {{unit: second}}\n    response:\n      \
+                 raw_body: '{{\"e\": 1}}'\n      content_type: application/json\n      \
+                 headers: {{X-Rule: per-k, n: 7, ok: true}}\n      hidden: yes\n      \
+                 hide_current_limit: on\n"
+            ),
+            true,
+        ),
+        (
+            desc("key: k, rate_limits: [{unit: second}], response: {hidden: true}"),
+            true,
+        ),
+        (
+            desc("key: k, rate_limit: {unit: second}, response: {}"),
+            true,
+        ),
+        (
+            desc("key: k, rate_limit: {unit: second}, response: ~"),
+            true,
+        ),
+        (desc("key: k, response: ~"), true),
+        (desc("key: k, response: {}"), false),
+        (
+            desc("key: k, rate_limit: ~, response: {hidden: true}"),
+            false,
+        ),
+        (
+            desc("key: k, rate_limit: ~, rate_limits: [{unit: day}], response: {hidden: on}"),
+            true,
+        ),
+        (
+            desc("key: k, rate_limit: {unlimited: yes}, response: {}"),
+            false,
+        ),
+        (
+            desc("key: k, rate_limit: {unlimited: false, unit: day}, response: {}"),
+            true,
+        ),
+        (desc("key: k, rate_limit: {unit: day}, response: x"), false),
+        (
+            desc("key: k, rate_limit: {unit: day}, response: {raw_body: ''}"),
+            false,
+        ),
+        (
+            desc("key: k, rate_limit: {unit: day}, response: {raw_body: ~}"),
+            false,
+        ),
+        (
+            desc("key: k, rate_limit: {unit: day}, response: {raw_body: 404}"),
+            true,
+        ),
+        (
+            desc("key: k, rate_limit: {unit: day}, response: {content_type: text/html}"),
+            false,
+        ),
+        (
+            desc("key: k, rate_limit: {unit: day}, response: {raw_body: x, content_type: ' '}"),
+            false,
+        ),
+        (
+            desc(
+                "key: k, rate_limit: {unit: day}, response: {raw_body: x, content_type: \"a\\tb\"}",
+            ),
+            true,
+        ),
+        (
+            desc(
+                "key: k, rate_limit: {unit: day}, response: {raw_body: x, content_type: \"a\\nb\"}",
+            ),
+            false,
+        ),
+        (
+            desc("key: k, rate_limit: {unit: day}, response: {hide_current_limit: true}"),
+            false,
+        ),
+        (
+            desc(
+                "key: k, rate_limit: {unit: day}, response: {hidden: off, hide_current_limit: yes}",
+            ),
+            false,
+        ),
+        (
+            desc(
+                "key: k, rate_limit: {unit: day}, response: {hidden: on, hide_current_limit: off}",
+            ),
+            true,
+        ),
+        (
+            desc("key: k, rate_limit: {unit: day}, response: {hidden: maybe}"),
+            false,
+        ),
+        (
+            desc("key: k, rate_limit: {unit: day}, response: {headers: ~}"),
+            true,
+        ),
+        (
+            desc("key: k, rate_limit: {unit: day}, response: {headers: [x]}"),
+            false,
+        ),
+        (
+            desc("key: k, rate_limit: {unit: day}, response: {headers: {a: [1]}}"),
+            false,
+        ),
+        (
+            desc("key: k, rate_limit: {unit: day}, response: {headers: {a: ~}}"),
+            false,
+        ),
+        (
+            desc("key: k, rate_limit: {unit: day}, response: {headers: {a: ''}}"),
+            false,
+        ),
+        (
+            desc("key: k, rate_limit: {unit: day}, response: {headers: {a: 1.5}}"),
+            true,
+        ),
+        (
+            desc("key: k, rate_limit: {unit: day}, response: {headers: {'a b': x}}"),
+            false,
+        ),
+        (
+            desc("key: k, rate_limit: {unit: day}, response: {headers: {':path': x}}"),
+            false,
+        ),
+        (
+            desc("key: k, rate_limit: {unit: day}, response: {headers: {'': x}}"),
+            false,
+        ),
+        (
+            desc("key: k, rate_limit: {unit: day}, response: {headers: {Content-Length: '1'}}"),
+            false,
+        ),
+        (
+            desc("key: k, rate_limit: {unit: day}, response: {headers: {Transfer-Encoding: x}}"),
+            false,
+        ),
+        (
+            desc("key: k, rate_limit: {unit: day}, response: {headers: {x-content-type: x}}"),
+            true,
+        ),
+        (
+            desc("key: k, rate_limit: {unit: day}, response: {body: x}"),
+            false,
+        ),
+        (
+            desc("key: k, rate_limit: {unit: day}, response: {unit: day}"),
+            false,
+        ),
+        (desc("key: k, rate_limit: {unit: day, hidden: true}"), false),
+        (desc("key: k, hidden: true"), false),
         // Keys at the wrong level.
         (desc("key: k, name: x"), false),
         (desc("key: k, unit: second"), false),

@@ -12,7 +12,7 @@ use prost::Message;
 use tonic::codec::{Codec, DecodeBuf, Decoder, EncodeBuf, Encoder};
 use tonic::codegen::http::uri::PathAndQuery;
 
-use crate::support::sluice::*;
+use crate::support::in_process::*;
 
 const RULES: &str = r#"
 domain: bytes
@@ -65,7 +65,7 @@ impl Decoder for Raw {
     }
 }
 
-async fn send(s: &Sluice, body: Vec<u8>) -> Result<RateLimitResponse, tonic::Status> {
+async fn send(s: &Server, body: Vec<u8>) -> Result<RateLimitResponse, tonic::Status> {
     let mut grpc = tonic::client::Grpc::new(s.channel().await);
     grpc.ready().await.expect("channel ready");
     let path =
@@ -104,7 +104,7 @@ fn code(r: &RateLimitResponse) -> i32 {
 
 #[tokio::test]
 async fn values_that_are_not_utf8_are_limited() {
-    let s = sluice().file("bytes.yaml", RULES).start().await;
+    let s = in_process().file("bytes.yaml", RULES).start().await;
     let ff = request("bytes", b"header", &[0xff, 0xfe, b'!']);
     for want in [Code::Ok, Code::Ok, Code::OverLimit] {
         let r = send(&s, ff.clone()).await.expect("decoded and decided");
@@ -132,7 +132,7 @@ async fn values_that_are_not_utf8_are_limited() {
 
 #[tokio::test]
 async fn malformed_requests_are_invalid_argument() {
-    let s = sluice().file("bytes.yaml", RULES).start().await;
+    let s = in_process().file("bytes.yaml", RULES).start().await;
     // Field 1 claims 255 bytes and the message ends after one.
     let e = send(&s, vec![0x0a, 0xff, 0x01, b'x']).await.unwrap_err();
     assert_eq!(e.code(), tonic::Code::InvalidArgument, "{e:?}");
@@ -152,7 +152,7 @@ async fn malformed_requests_are_invalid_argument() {
 
 #[tokio::test]
 async fn oversized_requests_are_resource_exhausted() {
-    let s = sluice()
+    let s = in_process()
         .file("bytes.yaml", RULES)
         .arg("--max-request-bytes")
         .arg("1000")

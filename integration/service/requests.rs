@@ -5,7 +5,7 @@ use super::*;
 
 #[tokio::test]
 async fn bad_requests_are_invalid_argument() {
-    let s = sluice()
+    let s = in_process()
         .file("test.yaml", RULES)
         .arg("--max-descriptors")
         .arg("3")

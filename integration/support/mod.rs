@@ -1,5 +1,5 @@
-//! Test support: the real `sluice` binary, real redis-server processes, a real xDS
-//! management server, certificates made with rcgen, and a transcription of
+//! Test support: sluice in process (`in_process`) and the real `sluice` binary, real
+//! redis-server processes, a real xDS management server, certificates made with rcgen, and a transcription of
 //! docs/algorithms.md used as a model.
 
 #![allow(dead_code)]
@@ -10,6 +10,7 @@ pub mod delay_proxy;
 pub mod fault_cluster;
 pub mod h2raw;
 pub mod http;
+pub mod in_process;
 pub mod model;
 pub mod model_store;
 pub mod opskit;
@@ -18,4 +19,5 @@ pub mod redis;
 pub mod requests;
 pub mod sentinel;
 pub mod sluice;
+pub mod unix;
 pub mod xds_server;

@@ -100,26 +100,37 @@ pub async fn wait_limit(c: &mut Client, domain: &str, want: Option<u32>) -> bool
     false
 }
 
+/// The response's dynamic metadata as JSON (null when there is none).
+pub fn metadata_json(r: &RateLimitResponse) -> serde_json::Value {
+    use envoy_types::pb::google::protobuf::value::Kind;
+    use envoy_types::pb::google::protobuf::{Struct, Value};
+    fn object(s: &Struct) -> serde_json::Value {
+        s.fields
+            .iter()
+            .map(|(k, v)| (k.clone(), value(v)))
+            .collect()
+    }
+    fn value(v: &Value) -> serde_json::Value {
+        match &v.kind {
+            Some(Kind::StringValue(s)) => s.clone().into(),
+            Some(Kind::NumberValue(n)) => (*n).into(),
+            Some(Kind::BoolValue(b)) => (*b).into(),
+            Some(Kind::StructValue(s)) => object(s),
+            Some(Kind::ListValue(l)) => l.values.iter().map(value).collect(),
+            Some(Kind::NullValue(_)) | None => serde_json::Value::Null,
+        }
+    }
+    r.dynamic_metadata
+        .as_ref()
+        .map_or(serde_json::Value::Null, object)
+}
+
 /// A response header's value.
 pub fn header<'a>(r: &'a RateLimitResponse, name: &str) -> Option<&'a str> {
     r.response_headers_to_add
         .iter()
         .find(|h| h.key == name)
         .map(|h| h.value.as_str())
-}
-
-/// Sleep until at least `margin` seconds remain in the current epoch-aligned window of
-/// `unit_secs`, so a short test never straddles a boundary.
-pub async fn avoid_boundary(unit_secs: u64, margin: u64) {
-    let now = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap_or_default();
-    let into = now.as_secs() % unit_secs;
-    if unit_secs - into <= margin {
-        let wait = Duration::from_secs(unit_secs - into)
-            - Duration::from_nanos(u64::from(now.subsec_nanos()));
-        tokio::time::sleep(wait + Duration::from_millis(50)).await;
-    }
 }
 
 pub fn write(path: &Path, content: &str) {

@@ -24,6 +24,7 @@ pub const HEALTHY_WITHIN: Duration = Duration::from_secs(20);
 
 // Request builders and helpers live beside, re-exported so `sluice::*` brings them.
 pub use super::requests::*;
+pub use super::unix::{unix_channel, unix_tls_channel};
 
 pub struct Builder {
     files: Vec<(String, String)>,
@@ -245,9 +246,16 @@ impl Builder {
                 }
             }
         };
+        // `--grpc-uds`: the line says `unix:PATH`; `grpc` is then unspecified.
+        let grpc_unix = grpc.strip_prefix("unix:").map(PathBuf::from);
+        let grpc = match grpc_unix {
+            Some(_) => SocketAddr::from(([0, 0, 0, 0], 0)),
+            None => grpc.parse().map_err(|e| format!("grpc addr {grpc}: {e}"))?,
+        };
         Ok(Sluice {
             child,
-            grpc: grpc.parse().map_err(|e| format!("grpc addr {grpc}: {e}"))?,
+            grpc,
+            grpc_unix,
             http: http.parse().map_err(|e| format!("http addr {http}: {e}"))?,
             admin: match admin {
                 Some(a) => Some(a.parse().map_err(|e| format!("admin addr {a}: {e}"))?),
@@ -263,6 +271,9 @@ impl Builder {
 pub struct Sluice {
     child: Child,
     pub grpc: SocketAddr,
+    /// With `--grpc-uds` (`GRPC_UDS`): the socket gRPC is served on (and `grpc` means
+    /// nothing).
+    pub grpc_unix: Option<PathBuf>,
     pub http: SocketAddr,
     /// The admin listener, unless disabled.
     pub admin: Option<SocketAddr>,

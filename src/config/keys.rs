@@ -6,8 +6,8 @@
 //! belongs to, and a key may not repeat within one map. Errors are raised at the offending
 //! node so serde_yaml stamps its position.
 //!
-//! Why this file is long: the walk is one serde pass with a seed and visitor per node kind
-//! (top level, map key, value, list element); apart, they would hide how levels nest.
+//! The walk is one serde pass with a seed and visitor per node kind (top level, map key,
+//! value, list element), kept in one file: apart, they would hide how levels nest.
 
 use std::collections::HashSet;
 use std::fmt;
@@ -25,6 +25,8 @@ enum Level {
     Descriptor,
     RateLimit,
     Replaces,
+    /// A descriptor's `response` (sluice extension).
+    Response,
     /// Under a key whose value should not be a map at all: only their flat check applies
     /// (the typed pass then reports the wrong shape).
     Any,
@@ -44,6 +46,7 @@ const DESCRIPTOR_KEYS: &[&str] = &[
     "share_threshold",
     "metadata",
     "consistency",
+    "response",
 ];
 const RATE_LIMIT_KEYS: &[&str] = &[
     "requests_per_unit",
@@ -59,6 +62,13 @@ const RATE_LIMIT_KEYS: &[&str] = &[
     "unit_multiplier",
 ];
 const REPLACES_KEYS: &[&str] = &["name"];
+const RESPONSE_KEYS: &[&str] = &[
+    "raw_body",
+    "content_type",
+    "headers",
+    "hidden",
+    "hide_current_limit",
+];
 
 impl Level {
     fn keys(self) -> &'static [&'static str] {
@@ -67,6 +77,7 @@ impl Level {
             Level::Descriptor => DESCRIPTOR_KEYS,
             Level::RateLimit => RATE_LIMIT_KEYS,
             Level::Replaces => REPLACES_KEYS,
+            Level::Response => RESPONSE_KEYS,
             Level::Any => &[],
         }
     }
@@ -77,6 +88,7 @@ impl Level {
             Level::Descriptor => "in a descriptor",
             Level::RateLimit => "in rate_limit",
             Level::Replaces => "in a replaces entry",
+            Level::Response => "in response",
             Level::Any => "here",
         }
     }
@@ -88,6 +100,10 @@ impl Level {
             (Level::Descriptor, "rate_limit") => Expect::Map(Level::RateLimit),
             (Level::Descriptor, "rate_limits") => Expect::List(Level::RateLimit),
             (Level::Descriptor, "metadata") => Expect::Skip,
+            (Level::Descriptor, "response") => Expect::Map(Level::Response),
+            // Header names are the operator's: the typed pass checks the map's shape and
+            // validation the names.
+            (Level::Response, "headers") => Expect::Skip,
             (Level::RateLimit, "replaces") => Expect::List(Level::Replaces),
             (Level::Any, _) => Expect::Any,
             _ => Expect::Scalar,
@@ -97,13 +113,13 @@ impl Level {
 
 /// The schema's own spelling of a known key (document paths hold `&'static str`).
 pub(super) fn static_key(key: &str) -> Option<&'static str> {
-    [ROOT_KEYS, DESCRIPTOR_KEYS, RATE_LIMIT_KEYS]
+    [ROOT_KEYS, DESCRIPTOR_KEYS, RATE_LIMIT_KEYS, RESPONSE_KEYS]
         .iter()
         .find_map(|set| set.iter().find(|k| **k == key).copied())
 }
 
 fn known(key: &str) -> bool {
-    [ROOT_KEYS, DESCRIPTOR_KEYS, RATE_LIMIT_KEYS]
+    [ROOT_KEYS, DESCRIPTOR_KEYS, RATE_LIMIT_KEYS, RESPONSE_KEYS]
         .iter()
         .any(|set| set.contains(&key))
 }
@@ -116,6 +132,8 @@ fn home(key: &str) -> &'static str {
         "at the top level"
     } else if DESCRIPTOR_KEYS.contains(&key) {
         "in a descriptor"
+    } else if RESPONSE_KEYS.contains(&key) {
+        "in a descriptor's response"
     } else {
         "in rate_limit"
     }

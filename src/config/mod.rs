@@ -11,7 +11,8 @@
 //!    stricter than theirs, keys must also sit at their own level and not repeat;
 //! 2. the typed decode with yaml.v2's leniency (`raw.rs`, `scalars.rs`, `metadata.rs`);
 //! 3. whole-config validation and assembly (`validate.rs`, `limits.rs` for the limits and
-//!    the extension fields), compiled into per-domain trees (`tree.rs`).
+//!    the extension fields, `response.rs` for a rule's `response`), compiled into
+//!    per-domain trees (`tree.rs`).
 //!
 //! Positions: passes 0–2 raise errors at the offending node so serde_yaml stamps its line
 //! and column, while the exact message travels beside the error (`yaml::Ctx`). Pass 3
@@ -24,14 +25,16 @@
 //! share one validator and one set of messages.
 
 mod discover;
+mod glob;
 mod keys;
 mod limits;
 mod locate;
 mod metadata;
 mod raw;
+mod response;
 mod scalars;
 mod stats;
-pub use stats::override_reference_cache_key;
+pub use stats::{override_reference_cache_key, override_state_tag, override_stats_key};
 mod trace;
 mod tree;
 mod validate;
@@ -51,8 +54,9 @@ use serde::Deserialize;
 use crate::limit::{LimitSpec, StateTag};
 
 pub use discover::{DEFAULT_MAX_FILE_BYTES, Fingerprint, discover, fingerprint};
-pub use raw::{RawDescriptor, RawLimit, RawRoot};
-pub use stats::{push_shown, shown};
+pub use raw::{RawDescriptor, RawLimit, RawResponse, RawRoot};
+pub use response::RuleResponse;
+pub use stats::{push_fragment, push_shown, shown};
 pub use trace::{Children, How, Step, Trace};
 pub use tree::Domain;
 
@@ -73,6 +77,9 @@ pub struct LoadOptions {
     pub merge_domains: bool,
     /// `--max-config-file-bytes`: larger rule files are errors, never read whole.
     pub max_file_bytes: u64,
+    /// `--sanitize-metric-dots` / `SANITIZE_DESCRIPTOR_METRIC_DOTS`: the dots of descriptor
+    /// keys and values become `_` in stats keys (never in matching, state or messages).
+    pub sanitize_metric_dots: bool,
 }
 
 impl Default for LoadOptions {
@@ -80,6 +87,7 @@ impl Default for LoadOptions {
         LoadOptions {
             merge_domains: false,
             max_file_bytes: DEFAULT_MAX_FILE_BYTES,
+            sanitize_metric_dots: false,
         }
     }
 }
@@ -347,26 +355,6 @@ impl<'a> Match<'a> {
     }
 }
 
-/// State tag of a request-supplied `limit` override: domain + entries as sent.
-pub fn override_state_tag<E: EntryRef>(domain: &str, entries: &[E]) -> StateTag {
-    StateTag::compute(domain, entries.iter().map(|e| (e.key(), e.value())))
-}
-
-/// Stats key of a request override: `domain.k1_v1.k2` (value omitted when empty; bytes
-/// shown as [`push_shown`] does).
-pub fn override_stats_key<E: EntryRef>(domain: &str, entries: &[E]) -> String {
-    let mut s = String::from(domain);
-    for e in entries {
-        s.push('.');
-        push_shown(&mut s, e.key());
-        if !e.value().is_empty() {
-            s.push('_');
-            push_shown(&mut s, e.value());
-        }
-    }
-    s
-}
-
 /// A descriptor node that carries `rate_limit` or `rate_limits`.
 #[derive(Debug)]
 pub struct Rule {
@@ -374,6 +362,10 @@ pub struct Rule {
     pub id: usize,
     /// The config-path key, e.g. `test-domain.key1_value1.subkey1` (their `FullKey`).
     pub full_key: Arc<str>,
+    /// The stats key of a request that lands here without request values in it: the
+    /// config path, with the dots of keys and values as `_` under
+    /// [`LoadOptions::sanitize_metric_dots`] (else the same string as `full_key`).
+    pub stats_key: Arc<str>,
     /// The limits (one for `rate_limit`, several for `rate_limits`); empty iff `unlimited`.
     pub limits: Box<[LimitSpec]>,
     pub unlimited: bool,
@@ -381,12 +373,16 @@ pub struct Rule {
     pub replaces: Box<[Arc<str>]>,
     pub shadow_mode: bool,
     pub quota_mode: bool,
-    /// `consistency`; `None`: not written (`--consistency` applies where sound).
+    /// `consistency`: `None` when not written (the `--consistency` default applies where it
+    /// is sound, see `Consistency::sound_for`).
     pub consistency: Option<crate::limit::Consistency>,
     /// `metadata` as a JSON object, returned in dynamic metadata for passed descriptors.
     pub metadata: Option<Arc<serde_json::Map<String, serde_json::Value>>>,
     /// `name` of the rule's `rate_limit` (with `rate_limits`: the first named limit).
     pub name: Option<Arc<str>>,
+    /// `response`: the 429's body and headers when this rule denies, and whether it shows
+    /// in the rate limit headers.
+    pub response: Option<Arc<RuleResponse>>,
 }
 
 impl Rule {

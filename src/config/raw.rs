@@ -37,6 +37,20 @@ pub struct RawDescriptor {
     pub consistency: Option<String>,
     /// `Err` holds the conversion problem, reported later in their pipeline order.
     pub metadata: Option<Result<Map<String, Value>, String>>,
+    /// `response` (sluice extension), checked by validation (`response.rs`).
+    pub response: Option<RawResponse>,
+}
+
+/// A descriptor's `response`: what its denial sends, and how it shows in the rate limit
+/// headers.
+#[derive(Debug, Default)]
+pub struct RawResponse {
+    pub raw_body: Option<String>,
+    pub content_type: Option<String>,
+    /// In file order.
+    pub headers: Vec<(String, String)>,
+    pub hidden: bool,
+    pub hide_current_limit: bool,
 }
 
 #[derive(Debug, Default)]
@@ -234,9 +248,70 @@ impl Fields for RawDescriptor {
             "share_threshold" => self.share_threshold = flag(map)?,
             "consistency" => self.consistency = Some(field(map, ctx, Str, key, STRING)?),
             "metadata" => self.metadata = field(map, ctx, Metadata, key, "a mapping")?,
+            "response" => self.response = field(map, ctx, node(ctx), key, "a mapping")?,
             _ => skip(map)?,
         }
         Ok(())
+    }
+}
+
+impl Fields for RawResponse {
+    fn read<'de, A: MapAccess<'de>>(
+        &mut self,
+        key: &str,
+        map: &mut A,
+        ctx: &Ctx,
+    ) -> Result<(), A::Error> {
+        let flag = |map: &mut A| {
+            field(map, ctx, Flag { ctx, key }, key, FLAG).map(Option::unwrap_or_default)
+        };
+        match key {
+            "raw_body" => self.raw_body = Some(field(map, ctx, Str, key, STRING)?),
+            "content_type" => self.content_type = Some(field(map, ctx, Str, key, STRING)?),
+            "headers" => {
+                self.headers = field(
+                    map,
+                    ctx,
+                    Headers,
+                    key,
+                    "a mapping of header names to strings",
+                )?
+            }
+            "hidden" => self.hidden = flag(map)?,
+            "hide_current_limit" => self.hide_current_limit = flag(map)?,
+            _ => skip(map)?,
+        }
+        Ok(())
+    }
+}
+
+/// `headers`: name → value, both read as their string fields are; null is none.
+struct Headers;
+
+impl<'de> DeserializeSeed<'de> for Headers {
+    type Value = Vec<(String, String)>;
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
+        d.deserialize_any(self)
+    }
+}
+
+impl<'de> Visitor<'de> for Headers {
+    type Value = Vec<(String, String)>;
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("a mapping of header names to strings")
+    }
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+        let mut out = Vec::new();
+        while let Some(name) = map.next_key_seed(Str)? {
+            out.push((name, map.next_value_seed(Str)?));
+        }
+        Ok(out)
+    }
+    fn visit_unit<E: de::Error>(self) -> Result<Self::Value, E> {
+        Ok(Vec::new())
+    }
+    fn visit_none<E: de::Error>(self) -> Result<Self::Value, E> {
+        Ok(Vec::new())
     }
 }
 

@@ -4,7 +4,7 @@
 use std::borrow::Cow;
 use std::fmt::Write;
 
-use super::tree::{MAX_DEPTH, Node};
+use super::tree::{Domain, MAX_DEPTH, Node};
 use super::{EntryRef, Match, RateLimitConfig};
 use crate::limit::{Algorithm, StateTag};
 
@@ -69,13 +69,15 @@ impl<'a> Match<'a> {
 
     pub(super) fn stats<E: EntryRef>(&self, entries: &[E]) -> Cow<'a, str> {
         let Some(leaf) = self.leaf() else {
-            return Cow::Borrowed(&self.rule.full_key);
+            return Cow::Borrowed(&self.rule.stats_key);
         };
         if leaf.static_stats {
-            return Cow::Borrowed(&self.rule.full_key);
+            return Cow::Borrowed(&self.rule.stats_key);
         }
-        let mut out = String::with_capacity(self.rule.full_key.len() + 16);
+        let mut out = String::with_capacity(self.rule.stats_key.len() + 16);
         out.push_str(self.domain.name());
+        let dots = self.domain.sanitize_dots();
+        let push_shown = |out: &mut String, b: &[u8]| push_fragment(out, b, dots);
         let push_kv = |out: &mut String, k: &[u8], v: &[u8]| {
             push_shown(out, k);
             if !v.is_empty() {
@@ -138,6 +140,19 @@ pub fn push_shown(out: &mut String, bytes: &[u8]) {
             let _ = write!(out, "\\x{b:02X}");
         }
     }
+}
+
+/// [`push_shown`], and with `sanitize_dots` every `.` of the fragment as `_`
+/// (`SANITIZE_DESCRIPTOR_METRIC_DOTS`: a stats key's levels are joined with dots, so a dot
+/// inside a key or value would add a level to its metric names).
+pub fn push_fragment(out: &mut String, bytes: &[u8], sanitize_dots: bool) {
+    if !sanitize_dots || !bytes.contains(&b'.') {
+        return push_shown(out, bytes);
+    }
+    let start = out.len();
+    push_shown(out, bytes);
+    let fragment = out.split_off(start).replace('.', "_");
+    out.push_str(&fragment);
 }
 
 /// [`push_shown`] into a new string, borrowing when the bytes are UTF-8.
@@ -224,4 +239,31 @@ pub fn reference_cache_key<'e>(
 /// and window start: domain + entries as sent.
 pub fn override_reference_cache_key<E: EntryRef>(domain: &str, entries: &[E]) -> Vec<u8> {
     reference_cache_key(domain, entries.iter().map(|e| (e.key(), e.value())))
+}
+
+/// State tag of a request-supplied `limit` override: domain + entries as sent.
+pub fn override_state_tag<E: EntryRef>(domain: &str, entries: &[E]) -> StateTag {
+    StateTag::compute(domain, entries.iter().map(|e| (e.key(), e.value())))
+}
+
+impl Domain {
+    /// The stats key of a request override of this domain.
+    pub fn override_stats_key<E: EntryRef>(&self, entries: &[E]) -> String {
+        override_stats_key(self.name(), entries, self.sanitize_dots())
+    }
+}
+
+/// Stats key of a request override: `domain.k1_v1.k2` (value omitted when empty; bytes
+/// shown as [`push_shown`] does, dots as `_` when `sanitize_dots`).
+pub fn override_stats_key<E: EntryRef>(domain: &str, entries: &[E], sanitize_dots: bool) -> String {
+    let mut s = String::from(domain);
+    for e in entries {
+        s.push('.');
+        push_fragment(&mut s, e.key(), sanitize_dots);
+        if !e.value().is_empty() {
+            s.push('_');
+            push_fragment(&mut s, e.value(), sanitize_dots);
+        }
+    }
+    s
 }

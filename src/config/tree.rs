@@ -6,11 +6,12 @@
 //! apart in declaration order with their glob precompiled.
 //!
 //! The walk reports each level to an optional [`Trace`] (`sluice explain`); the matcher
-//! itself passes `()`, which compiles to nothing.
+//! itself passes `()`, which compiles to nothing. Wildcard keys match through `glob.rs`.
 
 use std::collections::HashMap;
 use std::sync::Arc;
 
+use super::glob::Glob;
 use super::trace::{Children, How, NodeNames, Step, Trace};
 use super::{EntryRef, Match, Rule};
 
@@ -65,6 +66,8 @@ pub(super) struct Level {
 #[derive(Debug)]
 pub struct Domain {
     name: Arc<str>,
+    /// Stats keys built from request values replace the dots of keys and values.
+    sanitize_dots: bool,
     root: Level,
     nodes: Box<[Node]>,
     rules: Arc<[Rule]>,
@@ -73,6 +76,11 @@ pub struct Domain {
 impl Domain {
     pub fn name(&self) -> &str {
         &self.name
+    }
+
+    /// `--sanitize-metric-dots`, for the stats keys built from request values.
+    pub fn sanitize_dots(&self) -> bool {
+        self.sanitize_dots
     }
 
     /// envoyproxy/ratelimit's `GetLimit` walk: per entry, exact `key_value` child, else
@@ -217,61 +225,11 @@ fn fnv(mut h: u64, bytes: &[u8]) -> u64 {
     h
 }
 
-/// A wildcard finalKey split on `*`: each `*` matches zero or more bytes (on UTF-8 text,
-/// zero or more characters, as theirs: the pieces are UTF-8, so they only ever match at
-/// character boundaries).
-#[derive(Debug)]
-struct Glob {
-    pieces: Box<[Box<[u8]>]>,
-    fixed: usize,
-}
-
-impl Glob {
-    fn new(pattern: &str) -> Option<Glob> {
-        if !pattern.contains('*') {
-            return None;
-        }
-        let pieces: Box<[Box<[u8]>]> = pattern.split('*').map(|p| p.as_bytes().into()).collect();
-        let fixed = pieces.iter().map(|p| p.len()).sum();
-        Some(Glob { pieces, fixed })
-    }
-
-    /// Their `wildcardMatch`: first piece a prefix, last a suffix, the middle ones found
-    /// left to right in between.
-    fn matches(&self, s: &[u8]) -> bool {
-        let (Some(first), Some(last)) = (self.pieces.first(), self.pieces.last()) else {
-            return false;
-        };
-        if s.len() < self.fixed || !s.starts_with(first) || !s.ends_with(last) {
-            return false;
-        }
-        let (mut pos, end) = (first.len(), s.len() - last.len());
-        let middle = self
-            .pieces
-            .get(1..self.pieces.len() - 1)
-            .unwrap_or_default();
-        for piece in middle.iter().filter(|p| !p.is_empty()) {
-            let Some(found) = s.get(pos..end).and_then(|hay| find(hay, piece)) else {
-                return false;
-            };
-            pos += found + piece.len();
-        }
-        true
-    }
-}
-
-/// First position of `needle` (not empty) in `hay`. Values are at most `--max-value-bytes`
-/// and pieces come from the config, so the simple scan is bounded.
-fn find(hay: &[u8], needle: &[u8]) -> Option<usize> {
-    let first = *needle.first()?;
-    let last_start = hay.len().checked_sub(needle.len())?;
-    (0..=last_start).find(|&i| hay[i] == first && hay[i..].starts_with(needle))
-}
-
 /// A domain's tree while files are being loaded (merge appends to it).
 #[derive(Debug)]
 pub(super) struct DomainBuilder {
     pub name: Arc<str>,
+    pub sanitize_dots: bool,
     nodes: Vec<BuildNode>,
     root: BuildLevel,
 }
@@ -292,9 +250,10 @@ struct BuildLevel {
 }
 
 impl DomainBuilder {
-    pub fn new(name: &str) -> DomainBuilder {
+    pub fn new(name: &str, sanitize_dots: bool) -> DomainBuilder {
         DomainBuilder {
             name: Arc::from(name),
+            sanitize_dots,
             nodes: Vec::new(),
             root: BuildLevel::default(),
         }
@@ -380,6 +339,7 @@ impl DomainBuilder {
             .collect();
         Domain {
             name: self.name,
+            sanitize_dots: self.sanitize_dots,
             root,
             nodes,
             rules: Arc::clone(rules),

@@ -6,6 +6,7 @@ use std::sync::Arc;
 
 use super::limits::{self, Compiled, MAX_RATE_LIMITS, Place, Problem};
 use super::raw::{RawDescriptor, RawRoot};
+use super::response;
 use super::tree::{DomainBuilder, MAX_DEPTH, NodeFlags};
 use super::yaml::Seg;
 use super::{LoadOptions, RateLimitConfig, Rule};
@@ -46,7 +47,10 @@ impl<'o> Loader<'o> {
             }
             Some(&i) => i,
             None => {
-                self.domains.push(DomainBuilder::new(&root.domain));
+                self.domains.push(DomainBuilder::new(
+                    &root.domain,
+                    self.opts.sanitize_metric_dots,
+                ));
                 self.by_name
                     .insert(root.domain.clone(), self.domains.len() - 1);
                 self.domains.len() - 1
@@ -59,9 +63,14 @@ impl<'o> Loader<'o> {
             domain,
             rules: &mut self.rules,
             path: vec![Seg::Key("descriptors")],
+            sanitize_dots: self.opts.sanitize_metric_dots,
         };
         let prefix = format!("{}.", root.domain);
-        walk.descriptors(None, &prefix, root.descriptors, 0)
+        let keys = Keys {
+            path: &prefix,
+            stats: &prefix,
+        };
+        walk.descriptors(None, keys, root.descriptors, 0)
     }
 
     pub fn finish(self) -> RateLimitConfig {
@@ -89,6 +98,16 @@ struct Walk<'a> {
     rules: &'a mut Vec<Rule>,
     /// Where the current descriptor is in the file, for error positions.
     path: Vec<Seg>,
+    /// `--sanitize-metric-dots`.
+    sanitize_dots: bool,
+}
+
+/// A parent's key prefixes: its config path (`domain.k_v.`, for messages and `full_key`)
+/// and its stats key (the same, dots of keys and values sanitized when asked).
+#[derive(Clone, Copy)]
+struct Keys<'k> {
+    path: &'k str,
+    stats: &'k str,
 }
 
 impl Walk<'_> {
@@ -104,7 +123,7 @@ impl Walk<'_> {
     fn descriptors(
         &mut self,
         parent: Option<u32>,
-        parent_key: &str,
+        parent_key: Keys<'_>,
         list: Vec<RawDescriptor>,
         depth: usize,
     ) -> Result<(), Problem> {
@@ -119,7 +138,7 @@ impl Walk<'_> {
     fn descriptor(
         &mut self,
         parent: Option<u32>,
-        parent_key: &str,
+        parent_key: Keys<'_>,
         d: RawDescriptor,
         depth: usize,
     ) -> Result<(), Problem> {
@@ -137,7 +156,13 @@ impl Walk<'_> {
         } else {
             format!("{}_{}", d.key, d.value)
         };
-        let full_key = format!("{parent_key}{final_key}");
+        let full_key = format!("{}{final_key}", parent_key.path);
+        // Every dot of `final_key` is a key's or a value's (levels are joined outside it).
+        let stats_key = if self.sanitize_dots {
+            format!("{}{}", parent_key.stats, final_key.replace('.', "_"))
+        } else {
+            full_key.clone()
+        };
         let flags = NodeFlags {
             share_threshold: d.share_threshold,
             value_to_metric: d.value_to_metric,
@@ -169,11 +194,21 @@ impl Walk<'_> {
             Some(Ok(m)) => Some(Arc::new(m)),
             None => None,
         };
+        let response = match d.response {
+            Some(raw) => {
+                let unlimited = limits.as_ref().is_some_and(|l| l.unlimited);
+                let r = response::compile(raw, limits.is_some(), unlimited)
+                    .map_err(|p| self.problem(p.msg, &p.at))?;
+                Some(Arc::new(r))
+            }
+            None => None,
+        };
         if let Some(l) = limits {
             let id = self.rules.len();
             self.rules.push(Rule {
                 id,
                 full_key: full_key.as_str().into(),
+                stats_key: stats_key.as_str().into(),
                 limits: l.specs.into(),
                 unlimited: l.unlimited,
                 replaces: l.replaces.into_iter().map(Arc::from).collect(),
@@ -182,18 +217,19 @@ impl Walk<'_> {
                 consistency,
                 metadata,
                 name: l.name.map(Arc::from),
+                response,
             });
             if let Ok(id) = u32::try_from(id) {
                 self.domain.set_rule(node, id);
             }
         }
         self.path.push(Seg::Key("descriptors"));
-        self.descriptors(
-            Some(node),
-            &format!("{full_key}."),
-            d.descriptors,
-            depth + 1,
-        )?;
+        let (path, stats) = (format!("{full_key}."), format!("{stats_key}."));
+        let keys = Keys {
+            path: &path,
+            stats: &stats,
+        };
+        self.descriptors(Some(node), keys, d.descriptors, depth + 1)?;
         self.path.pop();
         Ok(())
     }

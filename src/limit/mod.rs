@@ -8,8 +8,8 @@
 //! implements them natively (memory store) and `src/store/lua/*.lua` in Redis. Nothing here
 //! does I/O.
 //!
-//! Why this file is long: it is the whole shared vocabulary, one type per concept, each
-//! small; splitting it would scatter what every layer reads together.
+//! This file is the shared vocabulary itself, one small type per word; files of their own
+//! would scatter what every layer reads together.
 
 pub mod algorithm;
 pub mod clock;

@@ -223,10 +223,9 @@ pub async fn decide<S: Store + ?Sized>(
         }
     }
     if fresh.len() != sent {
-        return Err(StoreError::Backend(format!(
-            "store returned {} results for {sent} limits",
-            fresh.len()
-        )));
+        return Err(StoreError::Backend(
+            format!("store returned {} results for {sent} limits", fresh.len()).into(),
+        ));
     }
     // In plan order: the store's results are, unless some descriptors came from the cache.
     let results = if any_cached {

@@ -192,10 +192,13 @@ pub async fn decide_with_view<S: Store + ?Sized>(
         if fresh.len() == sent_len {
             Ok(())
         } else {
-            Err(StoreError::Backend(format!(
-                "store returned {} results for {sent_len} limits",
-                fresh.len()
-            )))
+            Err(StoreError::Backend(
+                format!(
+                    "store returned {} results for {sent_len} limits",
+                    fresh.len()
+                )
+                .into(),
+            ))
         }
     });
     if let Err(e) = outcome {

@@ -34,6 +34,10 @@ pub struct Metrics {
     pub overflow_total: IntCounterVec,
     pub total_requests: IntCounter,
     pub response_time: Histogram,
+    /// The family `response_time` belongs to, to swap it for the millisecond one.
+    response_time_family: HistogramVec,
+    /// `PROMETHEUS_RESPONSE_TIME_AS_MILLISECONDS`: observe whole milliseconds.
+    response_time_ms: bool,
     pub service_error: IntCounter,
     pub redis_error: IntCounter,
     /// Calls refused by admission: no slot among those in flight within what the queue or
@@ -80,6 +84,18 @@ impl std::fmt::Debug for Metrics {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Metrics").finish_non_exhaustive()
     }
+}
+
+/// `ratelimit_service_response_time_seconds{grpc_method}` with these buckets.
+fn response_time_family(buckets: &[f64]) -> HistogramVec {
+    must(HistogramVec::new(
+        HistogramOpts::new(
+            "ratelimit_service_response_time_seconds",
+            "ShouldRateLimit latency.",
+        )
+        .buckets(buckets.to_vec()),
+        &["grpc_method"],
+    ))
 }
 
 fn must<T>(r: prometheus::Result<T>) -> T {
@@ -142,14 +158,7 @@ impl Metrics {
             &["grpc_method"],
         ));
         reg(Box::new(total_requests.clone()));
-        let response_time = must(HistogramVec::new(
-            HistogramOpts::new(
-                "ratelimit_service_response_time_seconds",
-                "ShouldRateLimit latency.",
-            )
-            .buckets(LATENCY_BUCKETS.to_vec()),
-            &["grpc_method"],
-        ));
+        let response_time = response_time_family(LATENCY_BUCKETS);
         reg(Box::new(response_time.clone()));
         let store_latency = must(HistogramVec::new(
             HistogramOpts::new(
@@ -225,6 +234,8 @@ impl Metrics {
             overflow_total,
             total_requests: total_requests.with_label_values(&["ShouldRateLimit"]),
             response_time: response_time.with_label_values(&["ShouldRateLimit"]),
+            response_time_family: response_time,
+            response_time_ms: false,
             service_error: error_vec.with_label_values(&["service_error"]),
             redis_error: error_vec.with_label_values(&["redis_error"]),
             shed: error_vec.with_label_values(&["shed"]),
@@ -284,6 +295,21 @@ impl Metrics {
             local: local::LocalMetrics::new(&registry),
             registry,
         }
+    }
+
+    /// `PROMETHEUS_RESPONSE_TIME_AS_MILLISECONDS`: `ratelimit_service_response_time_seconds`
+    /// observes whole milliseconds into Prometheus's default buckets, as their statsd
+    /// exporter's mapping did before it scaled the timer to seconds (same name, same
+    /// buckets). Call before serving: earlier observations are dropped with the old family.
+    pub fn response_time_in_milliseconds(&mut self) {
+        let _ = self
+            .registry
+            .unregister(Box::new(self.response_time_family.clone()));
+        let family = response_time_family(prometheus::DEFAULT_BUCKETS);
+        must(self.registry.register(Box::new(family.clone())));
+        self.response_time = family.with_label_values(&["ShouldRateLimit"]);
+        self.response_time_family = family;
+        self.response_time_ms = true;
     }
 
     /// Create the error and dropped-connection series of a Redis store, so they start at 0.

@@ -82,7 +82,11 @@ impl Metrics {
     /// One `ShouldRateLimit` call's latency: the Prometheus histogram and, when statsd is
     /// on, the whole-millisecond timer their statsd sink reports.
     pub fn observe_response_time(&self, elapsed: Duration) {
-        self.response_time.observe(elapsed.as_secs_f64());
+        if self.response_time_ms {
+            self.response_time.observe(elapsed.as_millis() as f64);
+        } else {
+            self.response_time.observe(elapsed.as_secs_f64());
+        }
         if let Some(t) = &self.statsd_timings {
             t.record(elapsed);
         }

@@ -75,3 +75,47 @@ fn sanitize_like_theirs() {
     assert_eq!(sanitize("d.ip_192.168.1.10.x"), "d.ip_192_168_1_10.x");
     assert_eq!(sanitize("d.v1.2.3"), "d.v1.2.3");
 }
+
+#[test]
+fn response_time_in_milliseconds_keeps_the_name_and_uses_the_default_buckets() {
+    let mut m = Metrics::new(0.8, 100, "memory");
+    m.observe_response_time(std::time::Duration::from_micros(1500));
+    assert!(
+        m.render()
+            .contains("ratelimit_service_response_time_seconds_bucket{grpc_method=\"ShouldRateLimit\",le=\"0.0025\"} 1"),
+        "seconds by default, sluice's buckets"
+    );
+    m.response_time_in_milliseconds();
+    // 3.7 ms is observed as 3 (whole milliseconds, their timer's value).
+    m.observe_response_time(std::time::Duration::from_micros(3700));
+    let text = m.render();
+    let series = |s: &str| {
+        text.lines()
+            .find(|l| l.starts_with(s))
+            .unwrap_or_else(|| panic!("{s} in:\n{text}"))
+            .to_string()
+    };
+    let label = "grpc_method=\"ShouldRateLimit\"";
+    assert_eq!(
+        series(&format!(
+            "ratelimit_service_response_time_seconds_sum{{{label}}}"
+        )),
+        format!("ratelimit_service_response_time_seconds_sum{{{label}}} 3")
+    );
+    for (le, n) in [("2.5", 0), ("5", 1), ("10", 1)] {
+        let name = format!("ratelimit_service_response_time_seconds_bucket{{{label},le=\"{le}\"}}");
+        assert_eq!(series(&name), format!("{name} {n}"));
+    }
+    // Prometheus's default buckets (Go's DefBuckets), nothing of sluice's sub-ms ones.
+    let les: Vec<&str> = text
+        .lines()
+        .filter(|l| l.starts_with("ratelimit_service_response_time_seconds_bucket"))
+        .filter_map(|l| l.split("le=\"").nth(1)?.split('"').next())
+        .collect();
+    assert_eq!(
+        les,
+        [
+            "0.005", "0.01", "0.025", "0.05", "0.1", "0.25", "0.5", "1", "2.5", "5", "10", "+Inf"
+        ]
+    );
+}

@@ -1,5 +1,5 @@
 //! The bound sockets and what serves them: gRPC (rate limit + health, optionally over TLS)
-//! on one, the HTTP endpoints on another, optionally Prometheus and the debug endpoints on
+//! on one (TCP, or a unix socket with `--grpc-uds`), the HTTP endpoints on another, optionally Prometheus and the debug endpoints on
 //! their own, and the admin listener (loopback by default, unless disabled). Every listener
 //! is served by `transport` with the connection limits of `settings.listen`; the gRPC one
 //! adds HTTP/2 stream caps and the maximum connection age.
@@ -23,7 +23,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::net::{TcpListener, TcpSocket};
+use tokio::net::TcpSocket;
 use tokio_util::sync::CancellationToken;
 use tonic::service::Routes;
 
@@ -34,7 +34,7 @@ use crate::service::RateLimitService;
 use crate::service::health::Health;
 use crate::settings::{ListenSettings, Settings};
 use crate::tls::{ServerTls, ServerTlsFiles};
-use crate::transport::{self, ConnLimits, Listener, Protocol};
+use crate::transport::{self, ConnLimits, Listener, Protocol, Socket, UnixBound};
 
 /// How often the gRPC certificate files are checked for rotation.
 const CERT_POLL: Duration = Duration::from_secs(1);
@@ -43,10 +43,12 @@ const CERT_POLL: Duration = Duration::from_secs(1);
 const BACKLOG: u32 = 1024;
 
 /// A socket bound to its address (which it reserves) that does not listen yet: connections
-/// to it are refused until serving starts.
-pub struct Bound {
-    socket: TcpSocket,
-    addr: SocketAddr,
+/// to it are refused until serving starts. TCP, or for gRPC a unix socket (`--grpc-uds`).
+pub struct Bound(BoundKind);
+
+enum BoundKind {
+    Tcp { socket: TcpSocket, addr: SocketAddr },
+    Unix(UnixBound),
 }
 
 impl Bound {
@@ -65,21 +67,44 @@ impl Bound {
             Ok(s)
         });
         match bound {
-            Ok(socket) => Ok(Bound { socket, addr }),
+            Ok(socket) => Ok(Bound(BoundKind::Tcp { socket, addr })),
             Err(e) => Err(cannot_listen(addr, e)),
         }
     }
 
+    /// Bind a unix socket at `path` (see `transport::UnixBound`).
+    pub fn bind_unix(path: &std::path::Path, mode: Option<u32>) -> std::io::Result<Bound> {
+        UnixBound::bind(path, mode).map(|u| Bound(BoundKind::Unix(u)))
+    }
+
+    /// The TCP address (a unix socket has none).
     pub fn local_addr(&self) -> std::io::Result<SocketAddr> {
-        self.socket.local_addr()
+        match &self.0 {
+            BoundKind::Tcp { socket, .. } => socket.local_addr(),
+            BoundKind::Unix(u) => Err(std::io::Error::other(format!(
+                "unix:{} has no TCP address",
+                u.path().display()
+            ))),
+        }
+    }
+
+    /// The address as logs show it: `host:port`, or `unix:PATH`.
+    pub fn shown(&self) -> std::io::Result<String> {
+        match &self.0 {
+            BoundKind::Tcp { socket, .. } => Ok(socket.local_addr()?.to_string()),
+            BoundKind::Unix(u) => Ok(format!("unix:{}", u.path().display())),
+        }
     }
 
     /// Start listening: from now on connections are accepted.
-    pub fn listen(self) -> std::io::Result<TcpListener> {
-        let addr = self.addr;
-        self.socket
-            .listen(BACKLOG)
-            .map_err(|e| cannot_listen(addr, e))
+    pub fn listen(self) -> std::io::Result<Socket> {
+        match self.0 {
+            BoundKind::Tcp { socket, addr } => socket
+                .listen(BACKLOG)
+                .map(Socket::Tcp)
+                .map_err(|e| cannot_listen(addr, e)),
+            BoundKind::Unix(u) => u.listen().map(Socket::Unix),
+        }
     }
 }
 
@@ -92,7 +117,7 @@ pub struct Listeners {
     pub grpc: Bound,
     pub http: Bound,
     /// Listening from the start (see the file's comment).
-    pub metrics: Option<TcpListener>,
+    pub metrics: Option<Socket>,
     pub debug: Option<Bound>,
     pub admin: Option<Bound>,
     /// The admin address was chosen, not the default: failing to use it is an error.
@@ -110,8 +135,12 @@ impl Listeners {
             Some(a) => admin_socket(Bound::bind(a), admin_explicit)?,
             None => None,
         };
+        let grpc = match &settings.grpc_uds {
+            Some(path) => Bound::bind_unix(path, settings.listen.grpc_uds_mode)?,
+            None => Bound::bind(settings.grpc_addr)?,
+        };
         Ok(Listeners {
-            grpc: Bound::bind(settings.grpc_addr)?,
+            grpc,
             http: Bound::bind(settings.http_addr)?,
             metrics,
             debug: settings.listen.debug_addr.map(Bound::bind).transpose()?,
@@ -131,7 +160,10 @@ impl Listeners {
         let Some(socket) = self.metrics.take() else {
             return Ok(None);
         };
-        let addr = socket.local_addr()?;
+        let addr = match &socket {
+            Socket::Tcp(l) => l.local_addr()?,
+            Socket::Unix(_) => return Err(std::io::Error::other("metrics listen on TCP")),
+        };
         let task = tokio::spawn(transport::serve(
             http_listener("metrics", socket, conn_limits(&settings.listen)),
             http::metrics_router(state, &settings.metrics_path),
@@ -158,12 +190,11 @@ impl Listeners {
             Some(a) => admin_socket(a.listen(), self.admin_explicit)?,
             None => None,
         };
-        let addr = |l: &TcpListener| l.local_addr();
-        let grpc_addr = addr(&grpc)?;
-        let http_addr = addr(&http)?;
-        let shown = |l: &Option<TcpListener>| -> std::io::Result<String> {
+        let grpc_addr = grpc.shown()?;
+        let http_addr = http.shown()?;
+        let shown = |l: &Option<Socket>| -> std::io::Result<String> {
             Ok(match l {
-                Some(l) => addr(l)?.to_string(),
+                Some(l) => l.shown()?,
                 None => "off".into(),
             })
         };
@@ -274,7 +305,7 @@ fn admin_socket<S>(socket: std::io::Result<S>, explicit: bool) -> std::io::Resul
     }
 }
 
-fn http_listener(name: &'static str, socket: TcpListener, limits: ConnLimits) -> Listener {
+fn http_listener(name: &'static str, socket: Socket, limits: ConnLimits) -> Listener {
     Listener {
         name,
         socket,

@@ -1,11 +1,12 @@
 //! Wiring: build the store, service, health and config sources, serve the listeners until
 //! `shutdown`, then drain.
 //!
-//! [`run`] takes already-bound listeners, so tests bind port 0 and read the addresses. It
-//! reads as its steps: load the config, build the store and the service, start health and
-//! the background tasks (config sources among them), serve, and drain on shutdown
-//! (`shutdown.rs`). Protocol types stay in `service`: this module only adds the services it
-//! is given to its routers.
+//! [`run`] takes already-bound listeners, so tests bind port 0 and read the addresses, and
+//! the clock every part reads time from (the binary passes the system clock; tests a
+//! `limit::ManualClock` they move). It reads as its steps: load the config, build the store
+//! and the service, start health and the background tasks (config sources among them),
+//! serve, and drain on shutdown (`shutdown.rs`). Protocol types stay in `service`: this
+//! module only adds the services it is given to its routers.
 //!
 //! The initial config, as envoyproxy/ratelimit loads it: rule files with an error do not
 //! stop the server; it serves, every call fails with "no rate limit configuration loaded"
@@ -27,7 +28,7 @@ pub use listeners::{Bound, Listeners};
 
 use crate::config::{LoadOptions, RateLimitConfig};
 use crate::http::HttpState;
-use crate::limit::SystemClock;
+use crate::limit::Clock;
 use crate::limiter::{LocalView, OverLimitCache, ViewOptions};
 use crate::metrics::Metrics;
 use crate::metrics::mapper::Mapper;
@@ -56,11 +57,13 @@ pub enum ServerError {
 }
 
 /// Serve until `shutdown` is cancelled, then stop accepting, let in-flight requests finish
-/// (at most `settings.shutdown_grace`) and return.
+/// (at most `settings.shutdown_grace`) and return. `clock` is the time of every window,
+/// cache entry, local view and quota assignment (timeouts and intervals are tokio's).
 pub async fn run(
     settings: Settings,
     listeners: Listeners,
     shutdown: CancellationToken,
+    clock: Arc<dyn Clock>,
 ) -> Result<(), ServerError> {
     for note in &settings.notes {
         tracing::warn!("{note}");
@@ -71,24 +74,25 @@ pub async fn run(
     let opts = LoadOptions {
         merge_domains: settings.merge_domains,
         max_file_bytes: settings.caps.max_config_file_bytes,
+        sanitize_metric_dots: settings.sanitize_metric_dots,
     };
     let config = match settings.config_source {
         ConfigSource::Files => load_initial_config(&settings, &opts, &metrics),
         ConfigSource::Xds(_) => None,
     };
-    let store = Arc::new(store::build(&settings)?);
+    let store = Arc::new(store::build(&settings, &clock)?);
     for (name, ..) in store.redis_pools() {
         metrics.add_store(name);
     }
     tracing::info!(store = store.name(), "store configured");
-    let cache = OverLimitCache::new(settings.local_cache_bytes, Arc::new(SystemClock));
+    let cache = OverLimitCache::new(settings.local_cache_bytes, clock.clone());
     if cache.is_some() {
         tracing::info!(
             bytes = settings.local_cache_bytes,
             "local over-limit cache enabled"
         );
     }
-    let view = local_view(&settings);
+    let view = local_view(&settings, &clock);
     let service = Arc::new(
         RateLimitService::new(
             config,
@@ -114,6 +118,7 @@ pub async fn run(
         service.clone(),
         settings.rlqs.clone(),
         drain.clone(),
+        clock,
     );
     health.refresh().await;
 
@@ -162,7 +167,7 @@ pub async fn run(
 
 /// The local view every instance keeps (cheap while unused: rules may turn `batched` on a
 /// reload), with the store-failure fallback when asked.
-fn local_view(settings: &Settings) -> Option<Arc<LocalView>> {
+fn local_view(settings: &Settings, clock: &Arc<dyn Clock>) -> Option<Arc<LocalView>> {
     let c = &settings.consistency;
     let opts = ViewOptions {
         interval_ms: u64::try_from(c.batch_interval.as_millis()).unwrap_or(u64::MAX),
@@ -177,7 +182,7 @@ fn local_view(settings: &Settings) -> Option<Arc<LocalView>> {
             "store-failure fallback: decisions go local while the store fails"
         );
     }
-    Some(Arc::new(LocalView::new(opts, Arc::new(SystemClock))))
+    Some(Arc::new(LocalView::new(opts, clock.clone())))
 }
 
 /// The degraded state told at the moment it changes, before the first local decision: its
@@ -214,6 +219,16 @@ fn build_metrics(settings: &Settings) -> Result<Metrics, ServerError> {
     );
     if settings.telemetry.statsd.is_some() {
         metrics.enable_statsd_timings();
+    }
+    if settings.telemetry.response_time_ms {
+        if settings.telemetry.metrics_mapper.is_some() {
+            tracing::warn!(
+                "PROMETHEUS_RESPONSE_TIME_AS_MILLISECONDS is ignored with PROMETHEUS_MAPPER_YAML \
+                 (as theirs: the mapping file says how the response time is scaled)"
+            );
+        } else {
+            metrics.response_time_in_milliseconds();
+        }
     }
     if let Some(path) = &settings.telemetry.metrics_mapper {
         let mapper = Mapper::load(path)?;
@@ -271,7 +286,7 @@ async fn wait_for_first_config(
     shutdown: &CancellationToken,
 ) -> Result<bool, ServerError> {
     let debug_addr = match &listeners.debug {
-        Some(d) => d.local_addr()?.to_string(),
+        Some(d) => d.shown()?,
         None => "off".into(),
     };
     let metrics_addr = match metrics {
@@ -279,8 +294,8 @@ async fn wait_for_first_config(
         None => "off".into(),
     };
     tracing::info!(
-        grpc = %listeners.grpc.local_addr()?,
-        http = %listeners.http.local_addr()?,
+        grpc = %listeners.grpc.shown()?,
+        http = %listeners.http.shown()?,
         debug = %debug_addr,
         metrics = %metrics_addr,
         "waiting for the first xDS config before serving"

@@ -6,7 +6,7 @@
 use std::sync::Arc;
 
 use super::ServerError;
-use crate::limit::SystemClock;
+use crate::limit::Clock;
 use crate::settings::{RedisSettings, RedisTlsFiles, RedisType, Settings};
 use crate::store::Backend;
 use crate::store::memory::{MemoryOptions, MemoryStore};
@@ -14,23 +14,23 @@ use crate::store::per_second::{PER_SECOND, PerSecond};
 use crate::store::redis::{RedisConfig, RedisStore, RedisTls, SentinelConfig};
 use crate::tls::{PemKind, read_pem};
 
-pub(super) fn build(settings: &Settings) -> Result<Backend, ServerError> {
+pub(super) fn build(settings: &Settings, clock: &Arc<dyn Clock>) -> Result<Backend, ServerError> {
     let Some(r) = &settings.redis else {
         let opts = MemoryOptions {
             max_bytes: settings.caps.memory_max_bytes,
             ..MemoryOptions::default()
         };
         return Ok(Backend::Memory(MemoryStore::with_options(
-            Arc::new(SystemClock),
+            clock.clone(),
             opts,
         )));
     };
     let tls = tls(&r.tls)?;
-    let main = redis(r, "redis", &tls)?;
+    let main = redis(r, "redis", &tls, clock)?;
     let Some(p) = &r.per_second else {
         return Ok(Backend::Redis(main));
     };
-    let per_second = redis(p, PER_SECOND, &tls)?;
+    let per_second = redis(p, PER_SECOND, &tls, clock)?;
     Ok(Backend::RedisPerSecond(Box::new(PerSecond {
         main,
         per_second,
@@ -57,7 +57,12 @@ fn tls(files: &RedisTlsFiles) -> Result<RedisTls, ServerError> {
     })
 }
 
-fn redis(r: &RedisSettings, name: &'static str, tls: &RedisTls) -> Result<RedisStore, ServerError> {
+fn redis(
+    r: &RedisSettings,
+    name: &'static str,
+    tls: &RedisTls,
+    clock: &Arc<dyn Clock>,
+) -> Result<RedisStore, ServerError> {
     let mut cfg = RedisConfig {
         name,
         pool_size: r.pool_size,
@@ -87,5 +92,5 @@ fn redis(r: &RedisSettings, name: &'static str, tls: &RedisTls) -> Result<RedisS
             });
         }
     }
-    RedisStore::new(cfg, Arc::new(SystemClock)).map_err(ServerError::Redis)
+    RedisStore::new(cfg, clock.clone()).map_err(ServerError::Redis)
 }

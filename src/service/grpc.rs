@@ -75,13 +75,11 @@ fn answer_margin(timeout: Duration) -> Duration {
     (timeout / 10).clamp(Duration::from_millis(1), Duration::from_millis(5))
 }
 
-const EXPIRED: &str = "the caller's deadline (grpc-timeout) passed before an answer";
-
 /// A call whose deadline passed before it reached the service: counted, not worked on.
 fn expired(service: &RateLimitService) -> Status {
     service.metrics().total_requests.inc();
     service.metrics().deadline_exceeded.inc();
-    Status::deadline_exceeded(EXPIRED)
+    ServiceError::DeadlineExceeded.to_status()
 }
 
 /// A call that admission refused: no permit within what the queue or its deadline allows.
@@ -96,7 +94,7 @@ fn overloaded(service: &RateLimitService, refusal: Refusal, req: http::Request<B
     service.metrics().total_requests.inc();
     service.metrics().shed.inc();
     tracing::debug!(%refusal, "call shed");
-    Status::resource_exhausted(refusal.to_string())
+    ServiceError::Overloaded(refusal).to_status()
 }
 
 impl NamedService for RateLimitServer {
@@ -128,7 +126,7 @@ impl Service<http::Request<Body>> for RateLimitServer {
         let service = self.service.clone();
         Box::pin(async move {
             if req.uri().path() != SHOULD_RATE_LIMIT {
-                return Ok(Status::unimplemented("unknown method").into_http());
+                return Ok(ServiceError::UnknownMethod.to_status().into_http());
             }
             let timeout = grpc_timeout(req.headers());
             let deadline = timeout.and_then(|t| arrived.checked_add(t));
@@ -158,7 +156,7 @@ impl Service<http::Request<Body>> for RateLimitServer {
                     Err(_) => {
                         // Counted as a call already if it reached the service.
                         service.metrics().deadline_exceeded.inc();
-                        Status::deadline_exceeded(EXPIRED).into_http()
+                        ServiceError::DeadlineExceeded.to_status().into_http()
                     }
                 },
             };
@@ -249,7 +247,7 @@ impl Encoder for ResponseEncoder {
     fn encode(&mut self, item: RateLimitResponse, buf: &mut EncodeBuf<'_>) -> Result<(), Status> {
         // The buffer grows as needed; encoding into it cannot run out of room.
         item.encode(buf)
-            .map_err(|e| Status::internal(format!("encoding the response: {e}")))
+            .map_err(|e| ServiceError::Encoding(e.to_string()).to_status())
     }
 }
 

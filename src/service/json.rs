@@ -2,6 +2,7 @@
 //! a `RateLimitResponse` in proto3 JSON out (camelCase, enums as names, default values
 //! omitted, durations as `"58s"`), like envoyproxy/ratelimit's endpoint.
 
+use envoy_types::pb::envoy::config::core::v3::HeaderValue;
 use envoy_types::pb::envoy::service::ratelimit::v3::RateLimitResponse;
 use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_response::rate_limit::Unit as PbUnit;
 use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_response::{
@@ -56,9 +57,15 @@ pub async fn handle(service: &RateLimitService, body: &[u8]) -> Reply {
             | ServiceError::Malformed(_)
             | ServiceError::TooLarge),
         ) => text(Outcome::BadRequest, format!("Bad Request: {e}\n")),
-        Err(e @ (ServiceError::Store(_) | ServiceError::NoConfig)) => {
-            text(Outcome::Unavailable, format!("{e}\n"))
-        }
+        // (The last four are the gRPC transport's, never `should_rate_limit`'s.)
+        Err(
+            e @ (ServiceError::Store(_)
+            | ServiceError::NoConfig
+            | ServiceError::DeadlineExceeded
+            | ServiceError::Overloaded(_)
+            | ServiceError::UnknownMethod
+            | ServiceError::Encoding(_)),
+        ) => text(Outcome::Unavailable, format!("{e}\n")),
     }
 }
 
@@ -183,18 +190,54 @@ pub fn render_response(resp: &RateLimitResponse) -> Value {
             Value::Array(resp.statuses.iter().map(status).collect()),
         );
     }
+    let headers = |hs: &[HeaderValue]| {
+        Value::Array(
+            hs.iter()
+                .map(|h| json!({"key": h.key, "value": h.value}))
+                .collect(),
+        )
+    };
     if !resp.response_headers_to_add.is_empty() {
-        let h = resp
-            .response_headers_to_add
-            .iter()
-            .map(|h| json!({"key": h.key, "value": h.value}))
-            .collect();
-        o.insert("responseHeadersToAdd".into(), Value::Array(h));
+        o.insert(
+            "responseHeadersToAdd".into(),
+            headers(&resp.response_headers_to_add),
+        );
+    }
+    if !resp.request_headers_to_add.is_empty() {
+        o.insert(
+            "requestHeadersToAdd".into(),
+            headers(&resp.request_headers_to_add),
+        );
+    }
+    if !resp.raw_body.is_empty() {
+        o.insert("rawBody".into(), json!(base64(&resp.raw_body)));
     }
     if let Some(m) = &resp.dynamic_metadata {
         o.insert("dynamicMetadata".into(), struct_json(m));
     }
     Value::Object(o)
+}
+
+/// Proto3 JSON's `bytes`: standard base64 with padding.
+fn base64(bytes: &[u8]) -> String {
+    const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    let mut out = String::with_capacity(bytes.len().div_ceil(3) * 4);
+    for chunk in bytes.chunks(3) {
+        let b = [
+            chunk[0],
+            chunk.get(1).copied().unwrap_or(0),
+            chunk.get(2).copied().unwrap_or(0),
+        ];
+        let n = (u32::from(b[0]) << 16) | (u32::from(b[1]) << 8) | u32::from(b[2]);
+        for i in 0..4 {
+            if i <= chunk.len() {
+                out.push(char::from(ALPHABET[(n >> (18 - 6 * i)) as usize & 63]));
+            } else {
+                out.push('=');
+            }
+        }
+    }
+    out
 }
 
 fn status(s: &DescriptorStatus) -> Value {
@@ -305,6 +348,16 @@ mod tests {
             let e = parse_request(body).unwrap_err();
             assert!(e.contains(want), "{e}");
         }
+    }
+
+    #[test]
+    fn bytes_are_base64_as_protojson() {
+        assert_eq!(base64(b""), "");
+        assert_eq!(base64(b"f"), "Zg==");
+        assert_eq!(base64(b"fo"), "Zm8=");
+        assert_eq!(base64(b"foo"), "Zm9v");
+        assert_eq!(base64(b"foob"), "Zm9vYg==");
+        assert_eq!(base64(&[0xff, 0xfe, 0x00]), "//4A");
     }
 
     #[test]

@@ -6,14 +6,18 @@
 //!
 //! One file per job: this one holds the shared state ([`RateLimitService`]) and the request
 //! flow; `validate` (bounds and their messages), `plan` (matching → plans, `replaces`),
-//! `record` (per-rule statistics), `response` (decision → response), `health`, the two
+//! `record` (per-rule statistics), `response` (decision → response, the deciding rule's
+//! body and headers), `headers` (rate limit headers to the client and to the upstream),
+//! `metadata` (dynamic metadata, the decision's included), `health`, the two
 //! codecs, `grpc` and `json`, and `inspect` (operator queries: `/explain`, a descriptor's
 //! state peeked or reset).
 
 pub mod grpc;
+mod headers;
 pub mod health;
 pub mod inspect;
 pub mod json;
+mod metadata;
 mod plan;
 pub mod proto;
 mod record;
@@ -63,21 +67,43 @@ pub enum ServiceError {
     /// (with `FORCE_START_WITHOUT_INITIAL_CONFIG`). Their message.
     #[error("no rate limit configuration loaded")]
     NoConfig,
+    /// The caller's deadline passed before an answer (before the call was read, or while
+    /// it was worked on).
+    #[error("the caller's deadline (grpc-timeout) passed before an answer")]
+    DeadlineExceeded,
+    /// Refused by admission: no in-flight slot within what the queue or the call's deadline
+    /// allows (`crate::admission`).
+    #[error("{0}")]
+    Overloaded(crate::admission::Refusal),
+    /// A method of the rate limit service this server does not have.
+    #[error("unknown method")]
+    UnknownMethod,
+    /// The response could not be encoded (the buffer grows as needed: not expected).
+    #[error("encoding the response: {0}")]
+    Encoding(String),
 }
 
 impl ServiceError {
-    /// The gRPC status for this error: bad input is the client's problem
-    /// (`INVALID_ARGUMENT`, `RESOURCE_EXHAUSTED` when too big); a store failure is
-    /// `UNAVAILABLE`, so Envoy's `failure_mode_deny` decides. So is a missing config: the
-    /// server cannot decide yet (envoyproxy/ratelimit answers `UNKNOWN` with the same
-    /// message; Envoy treats every error status alike).
+    /// The gRPC status for this error, for `ShouldRateLimit` and RLQS streams alike: bad
+    /// input is the client's problem (`INVALID_ARGUMENT`, `RESOURCE_EXHAUSTED` when too
+    /// big); a store failure is `UNAVAILABLE`, so Envoy's `failure_mode_deny` decides. So is
+    /// a missing config: the server cannot decide yet (envoyproxy/ratelimit answers
+    /// `UNKNOWN` with the same message; Envoy treats every error status alike). A call
+    /// shed under overload is `RESOURCE_EXHAUSTED`, one past its deadline
+    /// `DEADLINE_EXCEEDED`, as gRPC names them.
     pub fn to_status(&self) -> tonic::Status {
+        let message = self.to_string();
         match self {
-            ServiceError::InvalidArgument(m) => tonic::Status::invalid_argument(m.clone()),
-            ServiceError::Malformed(_) => tonic::Status::invalid_argument(self.to_string()),
-            ServiceError::TooLarge => tonic::Status::resource_exhausted(self.to_string()),
-            ServiceError::Store(e) => tonic::Status::unavailable(e.to_string()),
-            ServiceError::NoConfig => tonic::Status::unavailable(self.to_string()),
+            ServiceError::InvalidArgument(_) | ServiceError::Malformed(_) => {
+                tonic::Status::invalid_argument(message)
+            }
+            ServiceError::TooLarge | ServiceError::Overloaded(_) => {
+                tonic::Status::resource_exhausted(message)
+            }
+            ServiceError::Store(_) | ServiceError::NoConfig => tonic::Status::unavailable(message),
+            ServiceError::DeadlineExceeded => tonic::Status::deadline_exceeded(message),
+            ServiceError::UnknownMethod => tonic::Status::unimplemented(message),
+            ServiceError::Encoding(_) => tonic::Status::internal(message),
         }
     }
 }
@@ -307,6 +333,13 @@ impl RateLimitService {
                 self.metrics.redis_error.inc();
                 tracing::debug!(domain = %req.domain, error = %e, "store error");
             }
+            // The gRPC transport's own refusals, counted where they happen.
+            Err(
+                ServiceError::DeadlineExceeded
+                | ServiceError::Overloaded(_)
+                | ServiceError::UnknownMethod
+                | ServiceError::Encoding(_),
+            ) => {}
         }
         result
     }

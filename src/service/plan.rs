@@ -47,7 +47,7 @@ impl RateLimitService {
                     .reference_keys
                     .then(|| config::override_reference_cache_key(domain_name, &d.entries).into()),
             });
-            let key = config::override_stats_key(domain_name, &d.entries);
+            let key = domain.override_stats_key(&d.entries);
             return Ok((
                 plan,
                 Matched {

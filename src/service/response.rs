@@ -1,22 +1,29 @@
-//! Decision → `RateLimitResponse`: statuses with every field Envoy reads, optional
-//! response headers and dynamic metadata.
+//! Decision → `RateLimitResponse`: statuses with every field Envoy reads, the deciding
+//! rule's body and headers on OVER_LIMIT, and the optional rate limit headers
+//! (`headers.rs`) and dynamic metadata (`metadata.rs`).
+//!
+//! The deciding descriptor of an OVER_LIMIT answer is the first one, in request order,
+//! that denies: over its limit, not in shadow mode, and not a quota descriptor (unless the
+//! request is over because every quota descriptor is, then the first of those). Its rule's
+//! `response` (`raw_body`, `content_type`, `headers`) is the one sent; the other denying
+//! rules' are not, so a client gets one coherent answer. This is the descriptor order's
+//! counterpart of "the status reports the first denying limit" within a descriptor.
 
-use envoy_types::pb::envoy::config::core::v3::HeaderValue;
 use envoy_types::pb::envoy::service::ratelimit::v3::RateLimitResponse;
 use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_response::rate_limit::Unit as PbUnit;
 use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_response::{
     Code as PbCode, DescriptorStatus, RateLimit as PbRateLimit,
 };
-use envoy_types::pb::google::protobuf::{
-    Duration as PbDuration, ListValue, Struct, Value as PbValue, value::Kind,
-};
+use envoy_types::pb::google::protobuf::Duration as PbDuration;
 
-use super::plan::{Matched, override_unit};
+use super::headers::{self, header};
+use super::metadata::{self, Inputs};
+use super::plan::Matched;
 use super::proto::RateLimitRequest;
-use crate::config::{Match, push_shown};
+use crate::config::RuleResponse;
 use crate::limit::{LimitSpec, Unit};
-use crate::limiter::{Code, Decision, Outcome, Plan, Verdict};
-use crate::settings::{DecisionSettings, HeaderStyle};
+use crate::limiter::{Code, Decision, Outcome, Plan};
+use crate::settings::DecisionSettings;
 
 pub(super) fn build(
     req: &RateLimitRequest,
@@ -28,20 +35,76 @@ pub(super) fn build(
     let statuses: Vec<DescriptorStatus> = plans
         .iter()
         .zip(&decision.outcomes)
-        .map(|(plan, status)| descriptor_status(plan, status))
+        .zip(matched)
+        .map(|((plan, status), m)| descriptor_status(plan, status, m))
         .collect();
     let mut resp = RateLimitResponse {
         overall_code: pb_code(decision.overall()) as i32,
         ..Default::default()
     };
     if settings.headers.enabled || settings.headers.retry_after {
-        resp.response_headers_to_add = headers(plans, decision, &statuses, matched, settings);
+        resp.response_headers_to_add =
+            headers::to_client(plans, decision, &statuses, matched, settings);
     }
-    if settings.dynamic_metadata {
-        resp.dynamic_metadata = Some(dynamic_metadata(req, matched, &statuses));
+    if settings.request_headers.enabled {
+        resp.request_headers_to_add =
+            headers::to_upstream(plans, decision, &settings.request_headers);
+    }
+    let deciding = deciding(plans, decision);
+    if let Some(r) = deciding.and_then(|i| matched.get(i)?.m.as_ref()?.rule.response.as_deref()) {
+        denial(&mut resp, r);
+    }
+    if settings.dynamic_metadata || settings.decision_metadata {
+        let inputs = Inputs {
+            req,
+            plans,
+            matched,
+            decision,
+            statuses: &statuses,
+            overall: pb_code(decision.overall()),
+            deciding,
+        };
+        resp.dynamic_metadata = Some(metadata::build(&inputs, settings.decision_metadata));
     }
     resp.statuses = statuses;
     resp
+}
+
+/// The descriptor whose denial the OVER_LIMIT answer is (see the file's opening comment);
+/// `None` when the answer is OK.
+fn deciding(plans: &[Plan<'_>], decision: &Decision) -> Option<usize> {
+    if decision.overall() != Code::OverLimit {
+        return None;
+    }
+    let denying = |quota: bool| {
+        plans
+            .iter()
+            .zip(&decision.outcomes)
+            .position(|(p, o)| match (p, o) {
+                (Plan::Metered(l), Outcome::Metered(v)) => {
+                    v.code == Code::OverLimit && l.quota == quota
+                }
+                _ => false,
+            })
+    };
+    denying(false).or_else(|| denying(true))
+}
+
+/// The deciding rule's body and headers: Envoy sends `raw_body` as the 429's body, and a
+/// `content-type` among `response_headers_to_add` replaces the `text/plain` it would send
+/// (envoyproxy/envoy's rate limit filter, `populateResponseHeaders`).
+fn denial(resp: &mut RateLimitResponse, r: &RuleResponse) {
+    if let Some(body) = &r.raw_body {
+        resp.raw_body = body.to_vec();
+        if let Some(ct) = &r.content_type {
+            resp.response_headers_to_add
+                .push(header("content-type", ct.clone()));
+        }
+    }
+    for (name, value) in &r.headers {
+        resp.response_headers_to_add
+            .push(header(name, value.clone()));
+    }
 }
 
 fn pb_code(c: Code) -> PbCode {
@@ -78,13 +141,19 @@ fn duration(ms: u64) -> PbDuration {
     }
 }
 
-fn descriptor_status(plan: &Plan<'_>, status: &Outcome) -> DescriptorStatus {
+/// A descriptor's status; a rule with `response: {hide_current_limit: true}` leaves
+/// `current_limit` out, so Envoy's `x-ratelimit-*` headers skip the status.
+fn descriptor_status(plan: &Plan<'_>, status: &Outcome, m: &Matched<'_>) -> DescriptorStatus {
     match (plan, status) {
         (Plan::Metered(l), Outcome::Metered(s)) => {
             let limit = &l.limits.as_slice()[s.reported];
+            let hide =
+                m.m.as_ref()
+                    .and_then(|m| m.rule.response.as_ref())
+                    .is_some_and(|r| r.hide_current_limit);
             DescriptorStatus {
                 code: pb_code(s.code) as i32,
-                current_limit: Some(current_limit(limit)),
+                current_limit: (!hide).then(|| current_limit(limit)),
                 limit_remaining: s.remaining,
                 duration_until_reset: Some(duration(s.duration_ms)),
                 quota: None,
@@ -112,266 +181,4 @@ fn current_limit(limit: &LimitSpec) -> PbRateLimit {
         requests_per_unit,
         unit: pb_unit(unit) as i32,
     }
-}
-
-fn header(key: &str, value: String) -> HeaderValue {
-    HeaderValue {
-        key: key.to_string(),
-        value,
-        ..Default::default()
-    }
-}
-
-/// Their choice of descriptor for the three headers: the limited status with the least
-/// remaining (first wins ties), overridden by any non-quota OVER_LIMIT status (last wins).
-fn chosen(plans: &[Plan<'_>], decision: &Decision) -> Option<usize> {
-    let mut best: Option<(usize, u32)> = None;
-    let mut over = None;
-    for (i, (plan, status)) in plans.iter().zip(&decision.outcomes).enumerate() {
-        let (Plan::Metered(l), Outcome::Metered(s)) = (plan, status) else {
-            continue;
-        };
-        if s.code == Code::OverLimit && !l.quota {
-            over = Some(i);
-        }
-        if best.is_none_or(|(_, r)| s.remaining < r) {
-            best = Some((i, s.remaining));
-        }
-    }
-    over.or(best.map(|(i, _)| i))
-}
-
-fn limited(decision: &Decision, i: usize) -> Option<&Verdict> {
-    match decision.outcomes.get(i) {
-        Some(Outcome::Metered(s)) => Some(s),
-        _ => None,
-    }
-}
-
-fn seconds_ceil(ms: u64) -> u64 {
-    ms.div_ceil(1000)
-}
-
-fn headers(
-    plans: &[Plan<'_>],
-    decision: &Decision,
-    statuses: &[DescriptorStatus],
-    matched: &[Matched<'_>],
-    settings: &DecisionSettings,
-) -> Vec<HeaderValue> {
-    let h = &settings.headers;
-    let mut out = Vec::new();
-    if h.enabled
-        && let Some(i) = chosen(plans, decision)
-        && let Some(s) = limited(decision, i)
-    {
-        let (Plan::Metered(l), st) = (&plans[i], &statuses[i]) else {
-            return out;
-        };
-        let limit = &l.limits.as_slice()[s.reported];
-        match h.style {
-            HeaderStyle::Draft03 => {
-                out.push(header(&h.limit_header, limit.requests_per_unit.to_string()));
-                out.push(header(&h.remaining_header, st.limit_remaining.to_string()));
-                out.push(header(
-                    &h.reset_header,
-                    seconds_ceil(s.duration_ms).to_string(),
-                ));
-            }
-            HeaderStyle::Ietf => {
-                let mut policies = Vec::new();
-                for (j, (plan, m)) in plans.iter().zip(matched).enumerate() {
-                    let m = &m.m;
-                    let Plan::Metered(pl) = plan else { continue };
-                    for (k, lim) in pl.limits.as_slice().iter().enumerate() {
-                        policies.push(format!(
-                            "{};q={};w={}",
-                            policy_name(lim, m.as_ref(), j, k),
-                            lim.capacity(),
-                            lim.window_seconds()
-                        ));
-                    }
-                }
-                out.push(header("RateLimit-Policy", policies.join(", ")));
-                out.push(header(
-                    "RateLimit",
-                    format!(
-                        "{};r={};t={}",
-                        policy_name(limit, matched[i].m.as_ref(), i, s.reported),
-                        st.limit_remaining,
-                        seconds_ceil(s.duration_ms)
-                    ),
-                ));
-            }
-        }
-    }
-    if h.retry_after && decision.overall() == Code::OverLimit {
-        // Envoy's rule: the largest wait among OVER_LIMIT statuses, at least one second.
-        let wait = decision
-            .outcomes
-            .iter()
-            .filter_map(|s| match s {
-                Outcome::Metered(s) if s.code == Code::OverLimit => Some(s.duration_ms),
-                _ => None,
-            })
-            .max()
-            .unwrap_or(0);
-        out.push(header("Retry-After", seconds_ceil(wait).max(1).to_string()));
-    }
-    out
-}
-
-/// An sf-string naming a limit: its `name`, else the rule's config key, else its position.
-fn policy_name(limit: &LimitSpec, m: Option<&Match<'_>>, descriptor: usize, slot: usize) -> String {
-    let raw = match (&limit.name, m) {
-        (Some(n), _) => n.to_string(),
-        (None, Some(m)) if m.rule.limits.len() > 1 => format!("{}#{slot}", m.rule.full_key),
-        (None, Some(m)) => m.rule.full_key.to_string(),
-        (None, None) => format!("descriptor{descriptor}"),
-    };
-    let mut s = String::with_capacity(raw.len() + 2);
-    s.push('"');
-    for c in raw.chars() {
-        match c {
-            '"' | '\\' => {
-                s.push('\\');
-                s.push(c);
-            }
-            ' '..='~' => s.push(c),
-            _ => s.push('?'),
-        }
-    }
-    s.push('"');
-    s
-}
-
-fn string(s: impl Into<String>) -> PbValue {
-    PbValue {
-        kind: Some(Kind::StringValue(s.into())),
-    }
-}
-
-/// Their `RESPONSE_DYNAMIC_METADATA` struct: the domain, the descriptors as sent, and the
-/// rule metadata of every passed descriptor, deep-merged (first value wins).
-fn dynamic_metadata(
-    req: &RateLimitRequest,
-    matched: &[Matched<'_>],
-    statuses: &[DescriptorStatus],
-) -> Struct {
-    let mut fields = std::collections::BTreeMap::new();
-    fields.insert("domain".to_string(), string(req.domain.clone()));
-    let descriptors = req
-        .descriptors
-        .iter()
-        .map(|d| {
-            let mut f = std::collections::BTreeMap::new();
-            let entries = d
-                .entries
-                .iter()
-                .map(|e| {
-                    let mut s = String::with_capacity(e.key.len() + e.value.len() + 1);
-                    push_shown(&mut s, &e.key);
-                    s.push('=');
-                    push_shown(&mut s, &e.value);
-                    string(s)
-                })
-                .collect();
-            f.insert(
-                "entries".to_string(),
-                PbValue {
-                    kind: Some(Kind::ListValue(ListValue { values: entries })),
-                },
-            );
-            if let Some(o) = &d.limit {
-                let unit = override_unit(o.unit).map(|u| u.name()).unwrap_or("UNKNOWN");
-                f.insert(
-                    "limit".to_string(),
-                    string(format!(
-                        "requests_per_unit:{} unit:{unit}",
-                        o.requests_per_unit
-                    )),
-                );
-            }
-            if let Some(h) = &d.hits_addend {
-                f.insert(
-                    "hitsAddend".to_string(),
-                    PbValue {
-                        kind: Some(Kind::NumberValue(h.value as f64)),
-                    },
-                );
-            }
-            PbValue {
-                kind: Some(Kind::StructValue(Struct {
-                    fields: f.into_iter().collect(),
-                })),
-            }
-        })
-        .collect();
-    fields.insert(
-        "descriptors".to_string(),
-        PbValue {
-            kind: Some(Kind::ListValue(ListValue {
-                values: descriptors,
-            })),
-        },
-    );
-    if req.hits_addend != 0 {
-        fields.insert(
-            "hitsAddend".to_string(),
-            PbValue {
-                kind: Some(Kind::NumberValue(f64::from(req.hits_addend))),
-            },
-        );
-    }
-    let mut merged = serde_json::Map::new();
-    for (m, st) in matched.iter().zip(statuses) {
-        let Some(m) = &m.m else { continue };
-        let passed = st.code == PbCode::Ok as i32 && !m.rule.unlimited;
-        if let (true, Some(meta)) = (passed, &m.rule.metadata) {
-            merge_first_wins(&mut merged, meta);
-        }
-    }
-    if !merged.is_empty() {
-        fields.insert(
-            "metadata".to_string(),
-            json_to_pb(&serde_json::Value::Object(merged)),
-        );
-    }
-    Struct {
-        fields: fields.into_iter().collect(),
-    }
-}
-
-fn merge_first_wins(
-    into: &mut serde_json::Map<String, serde_json::Value>,
-    from: &serde_json::Map<String, serde_json::Value>,
-) {
-    for (k, v) in from {
-        match (into.get_mut(k), v) {
-            (Some(serde_json::Value::Object(a)), serde_json::Value::Object(b)) => {
-                merge_first_wins(a, b)
-            }
-            (Some(_), _) => {}
-            (None, v) => {
-                into.insert(k.clone(), v.clone());
-            }
-        }
-    }
-}
-
-pub(super) fn json_to_pb(v: &serde_json::Value) -> PbValue {
-    use serde_json::Value as J;
-    let kind = match v {
-        J::Null => Kind::NullValue(0),
-        J::Bool(b) => Kind::BoolValue(*b),
-        J::Number(n) => Kind::NumberValue(n.as_f64().unwrap_or(0.0)),
-        J::String(s) => Kind::StringValue(s.clone()),
-        J::Array(a) => Kind::ListValue(ListValue {
-            values: a.iter().map(json_to_pb).collect(),
-        }),
-        J::Object(o) => Kind::StructValue(Struct {
-            fields: o.iter().map(|(k, v)| (k.clone(), json_to_pb(v))).collect(),
-        }),
-    };
-    PbValue { kind: Some(kind) }
 }

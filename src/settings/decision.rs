@@ -1,5 +1,6 @@
 //! What every request's decision reads: the modes (shadow, quota, stop-increment), the
-//! near-limit threshold, the response's headers and metadata, and the bounds of one request.
+//! near-limit threshold, the response's headers (to the client and to the upstream) and
+//! metadata, and the bounds of one request.
 
 use super::decl::{Setting, Their};
 use super::declare::settings;
@@ -53,10 +54,21 @@ settings! {
                 .same(Their::new("NEAR_LIMIT_RATIO", "0.5"))
         ),
         pub headers: HeaderSettings = group(),
+        pub request_headers: RequestHeaderSettings = group(),
         /// Rule metadata in the response's dynamic metadata
         pub dynamic_metadata: bool = setting(
             Setting::switch("response-dynamic-metadata")
                 .same(Their::new("RESPONSE_DYNAMIC_METADATA", "true"))
+        ),
+        /// Report each descriptor's decision (code, rule, limit name and unit, remaining)
+        /// and the overall code in the response's dynamic metadata, for Envoy's access logs
+        pub decision_metadata: bool = setting(
+            Setting::switch("decision-metadata").readme(
+                "each descriptor's decision (`code`, `rule`, `limitName`, `unit`, \
+                 `remaining`), the overall code and the deciding rule in the response's \
+                 dynamic metadata, for Envoy's access logs; see \
+                 [Which rule denied a request](#which-rule-denied-a-request)",
+            )
         ),
         pub limits: RequestLimits = group(),
         /// `--redis-reference-keys`: plans carry envoyproxy/ratelimit's cache key of each
@@ -102,6 +114,38 @@ settings! {
             Setting::theirs_only(text)
                 .default("RateLimit-Reset")
                 .same(Their::new("LIMIT_RESET_HEADER", "X-Reset"))
+        ),
+    }
+}
+
+settings! {
+    /// The rate limit headers Envoy adds to the request it forwards upstream
+    /// (`request_headers_to_add`), so the upstream sees its quota: their three headers, for
+    /// the descriptor their response headers would report.
+    #[derive(Clone, Debug, PartialEq)]
+    pub struct RequestHeaderSettings {
+        /// Add RateLimit-Limit/-Remaining/-Reset to the request Envoy forwards upstream
+        pub enabled: bool = setting(
+            Setting::switch("request-headers")
+                .same(Their::new("LIMIT_REQUEST_HEADERS_ENABLED", "true"))
+        ),
+        /// Name of the limit header added to the forwarded request
+        pub limit_header: String = setting(
+            Setting::theirs_only(text)
+                .default("RateLimit-Limit")
+                .same(Their::new("LIMIT_REQUEST_LIMIT_HEADER", "X-Upstream-Limit"))
+        ),
+        /// Name of the remaining header added to the forwarded request
+        pub remaining_header: String = setting(
+            Setting::theirs_only(text)
+                .default("RateLimit-Remaining")
+                .same(Their::new("LIMIT_REQUEST_REMAINING_HEADER", "X-Upstream-Remaining"))
+        ),
+        /// Name of the reset header added to the forwarded request
+        pub reset_header: String = setting(
+            Setting::theirs_only(text)
+                .default("RateLimit-Reset")
+                .same(Their::new("LIMIT_REQUEST_RESET_HEADER", "X-Upstream-Reset"))
         ),
     }
 }

@@ -8,7 +8,7 @@ use clap::Args;
 
 use super::declare::settings;
 use super::redis_input::CACHE_KEY_PREFIX;
-use super::rules::{CONFIG, MERGE_DOMAINS};
+use super::rules::{CONFIG, MERGE_DOMAINS, SANITIZE_METRIC_DOTS};
 use crate::limit::{Descriptor, parse_bucket, parse_descriptor};
 
 #[derive(Debug, Args)]
@@ -37,5 +37,6 @@ settings! {
         /// `None`: the store's default (`sluice:`).
         pub cache_key_prefix: Option<String> = shared(CACHE_KEY_PREFIX),
         pub merge_domains: bool = shared(MERGE_DOMAINS),
+        pub sanitize_metric_dots: bool = shared(SANITIZE_METRIC_DOTS),
     }
 }

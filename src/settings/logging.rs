@@ -30,3 +30,27 @@ pub(super) fn log_level(level: &str) -> Result<String, String> {
         }
     })
 }
+
+/// Whether text logs carry terminal colours: only when they go to a terminal, and never
+/// with `NO_COLOR` set to anything non-empty (<https://no-color.org>). Written to a file, a
+/// pipe or a container's log stream, escape codes are garbage to whoever reads them.
+pub fn log_colour(stderr_is_terminal: bool, no_color: Option<&std::ffi::OsStr>) -> bool {
+    stderr_is_terminal && no_color.is_none_or(|v| v.is_empty())
+}
+
+#[cfg(test)]
+mod tests {
+    use std::ffi::OsStr;
+
+    use super::log_colour;
+
+    #[test]
+    fn colour_only_on_a_terminal_and_never_under_no_color() {
+        assert!(log_colour(true, None));
+        assert!(!log_colour(false, None));
+        assert!(!log_colour(true, Some(OsStr::new("1"))));
+        assert!(!log_colour(false, Some(OsStr::new("1"))));
+        // The convention: set and empty counts as unset.
+        assert!(log_colour(true, Some(OsStr::new(""))));
+    }
+}

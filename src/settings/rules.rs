@@ -1,5 +1,6 @@
-//! Where the rule files are and how they are read: `--config` (their `RUNTIME_*` layout)
-//! and `--merge-domains`, which `serve`, `check` and `explain` all read, declared once here.
+//! Where the rule files are and how they are read: `--config` (their `RUNTIME_*` layout),
+//! `--merge-domains` and `--sanitize-metric-dots` (how stats keys are built), which `serve`,
+//! `check` and `explain` read, declared once here.
 
 use std::path::PathBuf;
 
@@ -30,6 +31,14 @@ pub(super) static CONFIG: Setting<Vec<PathBuf>> = Setting::repeated("config", "P
 pub(super) static MERGE_DOMAINS: Setting<bool> = Setting::switch("merge-domains")
     .help("Allow one domain to be split over several files")
     .same(Their::new("MERGE_DOMAIN_CONFIG", "true"));
+
+/// `--sanitize-metric-dots`: their `SANITIZE_DESCRIPTOR_METRIC_DOTS`.
+pub(super) static SANITIZE_METRIC_DOTS: Setting<bool> = Setting::switch("sanitize-metric-dots")
+    .help(
+        "Replace the dots of descriptor keys and values with `_` in stats keys (metric names \
+         and labels), so a value like `10.0.0.1` or `foo.bar` adds no level to them",
+    )
+    .same(Their::new("SANITIZE_DESCRIPTOR_METRIC_DOTS", "true"));
 
 /// Their layout: the rule files live in ROOT/SUBDIRECTORY/APPDIRECTORY, with their defaults
 /// for the parts not set.

@@ -1,6 +1,7 @@
 //! Telemetry settings: statsd/DogStatsD (`USE_STATSD`, `STATSD_HOST`, `STATSD_PORT`,
 //! `STATSD_PROTOCOL`, `USE_DOG_STATSD`, `EXTRA_TAGS`, `STATS_FLUSH_INTERVAL`), the
-//! Prometheus mapping file (`PROMETHEUS_MAPPER_YAML`) and OpenTelemetry tracing
+//! Prometheus mapping file (`PROMETHEUS_MAPPER_YAML`), the unit of the response-time
+//! histogram (`PROMETHEUS_RESPONSE_TIME_AS_MILLISECONDS`) and OpenTelemetry tracing
 //! (`trace.rs`).
 //!
 //! statsd is off unless asked for. envoyproxy/ratelimit defaults `USE_STATSD` to true, but
@@ -80,6 +81,18 @@ settings! {
                 )
                 .same(Their::new("PROMETHEUS_MAPPER_YAML", "/etc/mapper.yaml").does(
                     "statsd_exporter mapping file applied to `/metrics` (`--metrics-mapper`)",
+                ))
+        ),
+        /// `ratelimit_service_response_time_seconds` observes whole milliseconds with the
+        /// default Prometheus buckets (their statsd_exporter mapping without its `scale`),
+        /// unless a mapping file is given
+        pub response_time_ms: bool = setting(
+            Setting::theirs_only(boolean)
+                .default("false")
+                .same(Their::new("PROMETHEUS_RESPONSE_TIME_AS_MILLISECONDS", "true").does(
+                    "`true`: `ratelimit_service_response_time_seconds` observes whole \
+                     milliseconds with the default Prometheus buckets, as their legacy mapping \
+                     (ignored with `PROMETHEUS_MAPPER_YAML`, as theirs)",
                 ))
         ),
         pub tracing: Option<TracingSettings> = with(trace::tracing, trace::TracingSwitch, TracingSettings),

@@ -67,9 +67,12 @@ fn statsd_errors_name_the_variable() {
 }
 
 #[test]
-fn what_would_change_meaning_is_refused() {
+fn response_time_in_milliseconds_is_their_boolean() {
     let k = "PROMETHEUS_RESPONSE_TIME_AS_MILLISECONDS";
-    let e = resolve_env(&[(k, "true")]).unwrap_err();
+    assert!(resolve_env(&[(k, "true")]).unwrap().response_time_ms);
+    assert!(!resolve_env(&[(k, "0")]).unwrap().response_time_ms);
+    assert!(!resolve_env(&[]).unwrap().response_time_ms);
+    let e = resolve_env(&[(k, "sometimes")]).unwrap_err();
     assert_eq!(e.name, k);
 }
 

@@ -17,6 +17,29 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use crate::limit::{Charge, Check, LimitResult, LimitSpec, StateTag};
 
+/// What went wrong below a store, kept as the error's `source()`: the backend's own error
+/// (a Redis error, to downcast), or a message where there is none (`"…".into()`).
+pub type Cause = Box<dyn std::error::Error + Send + Sync>;
+
+/// A backend's error with what it was doing in front (`"{context}: {source}"`), the error
+/// kept as the source.
+#[derive(Debug, thiserror::Error)]
+#[error("{context}: {source}")]
+pub struct Context {
+    pub context: &'static str,
+    #[source]
+    pub source: Cause,
+}
+
+impl Context {
+    pub fn cause(context: &'static str, source: impl Into<Cause>) -> Cause {
+        Box::new(Context {
+            context,
+            source: source.into(),
+        })
+    }
+}
+
 /// The identity of a store call whose hits may be sent again (see [`Store::run_once`]): a
 /// call sent twice under one id is applied at most once. Unique across instances: a random
 /// base per process, then a counter.
@@ -49,13 +72,13 @@ pub struct Batch<'a> {
 pub enum StoreError {
     /// The backend is not connected (startup, or reconnecting after a failure).
     #[error("store unavailable: {0}")]
-    Unavailable(String),
+    Unavailable(#[source] Cause),
     /// The backend did not answer within the configured timeout.
     #[error("store timed out after {0:?}")]
     Timeout(std::time::Duration),
     /// The backend answered with an error.
     #[error("store error: {0}")]
-    Backend(String),
+    Backend(#[source] Cause),
     /// An error of one of several stores (the per-second Redis), named.
     #[error("{store}: {error}")]
     In {

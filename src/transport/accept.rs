@@ -6,7 +6,7 @@ use std::io;
 use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::net::{TcpListener, TcpStream};
+use super::socket::{Accepted, Socket};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
@@ -19,10 +19,10 @@ const REPEAT_LOG: Duration = Duration::from_secs(10);
 
 /// Accept until `drain`; `spawn` starts a connection's task, which holds the permit.
 pub(super) async fn run(
-    listener: TcpListener,
+    listener: Socket,
     name: &'static str,
     max_connections: usize,
-    spawn: impl Fn(TcpStream, CancellationToken, OwnedSemaphorePermit),
+    spawn: impl Fn(Accepted, CancellationToken, OwnedSemaphorePermit),
     drain: CancellationToken,
 ) {
     // acquire_many below takes a u32.
@@ -59,11 +59,9 @@ pub(super) async fn run(
             r = listener.accept() => r,
         };
         match accepted {
-            Ok((tcp, _peer)) => {
+            Ok(conn) => {
                 failures.recovered(name);
-                // Without TCP_NODELAY small responses wait for the peer's delayed ACK.
-                let _ = tcp.set_nodelay(true);
-                spawn(tcp, drain.clone(), permit);
+                spawn(conn, drain.clone(), permit);
             }
             // The peer gave up between SYN and accept: nothing to wait for.
             Err(e) if per_connection(&e) => {
@@ -78,6 +76,7 @@ pub(super) async fn run(
             }
         }
     }
+    // Closes the socket (and removes a unix socket's file).
     drop(listener);
     // Every connection task holds a permit until it ends.
     let _ = permits.acquire_many(cap as u32).await;

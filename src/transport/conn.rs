@@ -12,13 +12,13 @@ use hyper::server::conn::{http1, http2};
 use hyper::{Request, Response};
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use tokio::io::AsyncReadExt;
-use tokio::net::TcpStream;
 use tokio::sync::OwnedSemaphorePermit;
 use tokio::time::{Instant, sleep_until};
 use tokio_util::sync::CancellationToken;
 
 use super::activity::{Activity, IdleWatch, Tracked};
 use super::io::{Prefixed, Stream};
+use super::socket::Accepted;
 use super::{ConnLimits, Protocol};
 use crate::tls::ServerTls;
 
@@ -84,7 +84,7 @@ fn reset_allowance(max_concurrent_streams: u32) -> usize {
 
 /// Serve one accepted connection; the permit is its place under the connection cap.
 pub(super) async fn serve<S, B>(
-    tcp: TcpStream,
+    conn: Accepted,
     shared: Arc<Shared<S>>,
     drain: CancellationToken,
     permit: OwnedSemaphorePermit,
@@ -106,7 +106,7 @@ pub(super) async fn serve<S, B>(
     let io = tokio::select! {
         // Half-open connections do not hold a drain up.
         _ = drain.cancelled() => return,
-        r = tokio::time::timeout_at(deadline, handshake(tcp, &shared)) => match r {
+        r = tokio::time::timeout_at(deadline, handshake(conn, &shared)) => match r {
             Ok(Ok(io)) => io,
             Ok(Err(e)) => {
                 tracing::debug!(listener = shared.name, error = %e, "connection closed before its first request");
@@ -152,13 +152,18 @@ pub(super) async fn serve<S, B>(
 const H2_PREFACE: &[u8; 24] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
 
 /// TLS (when configured), then for HTTP/2 the client's connection preface.
-async fn handshake<S>(tcp: TcpStream, shared: &Shared<S>) -> std::io::Result<Prefixed<Stream>> {
-    let mut stream = match &shared.tls {
-        None => Stream::Plain(tcp),
-        Some(tls) => {
-            let acceptor = tokio_rustls::TlsAcceptor::from(tls.config());
-            Stream::Tls(Box::new(acceptor.accept(tcp).await?))
-        }
+async fn handshake<S>(conn: Accepted, shared: &Shared<S>) -> std::io::Result<Prefixed<Stream>> {
+    let acceptor = || {
+        shared
+            .tls
+            .as_ref()
+            .map(|t| tokio_rustls::TlsAcceptor::from(t.config()))
+    };
+    let mut stream = match (conn, acceptor()) {
+        (Accepted::Tcp(tcp), None) => Stream::Plain(tcp),
+        (Accepted::Tcp(tcp), Some(a)) => Stream::Tls(Box::new(a.accept(tcp).await?)),
+        (Accepted::Unix(unix), None) => Stream::Unix(unix),
+        (Accepted::Unix(unix), Some(a)) => Stream::UnixTls(Box::new(a.accept(unix).await?)),
     };
     let prefix = match shared.protocol {
         Protocol::Http1 => Vec::new(),

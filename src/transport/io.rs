@@ -1,4 +1,5 @@
-//! A connection's byte stream as hyper gets it: plain TCP or TLS ([`Stream`]), behind
+//! A connection's byte stream as hyper gets it: plain or TLS, over TCP or a unix socket
+//! ([`Stream`]), behind
 //! [`Prefixed`], which first replays bytes already read from it (the HTTP/2 preface, read
 //! under the connection's handshake deadline before hyper takes over), then reads on.
 //! Writes, vectored writes included, go straight through both.
@@ -8,13 +9,17 @@ use std::pin::Pin;
 use std::task::{Context, Poll};
 
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
-use tokio::net::TcpStream;
+use tokio::net::{TcpStream, UnixStream};
 use tokio_rustls::server::TlsStream;
 
-/// Plain or TLS (boxed: a TLS session is large, and most listeners are plain).
+/// Plain or TLS (boxed: a TLS session is large, and most listeners are plain), over TCP or
+/// a unix socket (`--grpc-uds`). One variant per combination, so a TCP connection's reads
+/// and writes take one branch, as they did before unix sockets.
 pub(super) enum Stream {
     Plain(TcpStream),
     Tls(Box<TlsStream<TcpStream>>),
+    Unix(UnixStream),
+    UnixTls(Box<TlsStream<UnixStream>>),
 }
 
 impl AsyncRead for Stream {
@@ -26,6 +31,8 @@ impl AsyncRead for Stream {
         match self.get_mut() {
             Stream::Plain(s) => Pin::new(s).poll_read(cx, buf),
             Stream::Tls(s) => Pin::new(s.as_mut()).poll_read(cx, buf),
+            Stream::Unix(s) => Pin::new(s).poll_read(cx, buf),
+            Stream::UnixTls(s) => Pin::new(s.as_mut()).poll_read(cx, buf),
         }
     }
 }
@@ -39,6 +46,8 @@ impl AsyncWrite for Stream {
         match self.get_mut() {
             Stream::Plain(s) => Pin::new(s).poll_write(cx, buf),
             Stream::Tls(s) => Pin::new(s.as_mut()).poll_write(cx, buf),
+            Stream::Unix(s) => Pin::new(s).poll_write(cx, buf),
+            Stream::UnixTls(s) => Pin::new(s.as_mut()).poll_write(cx, buf),
         }
     }
 
@@ -50,6 +59,8 @@ impl AsyncWrite for Stream {
         match self.get_mut() {
             Stream::Plain(s) => Pin::new(s).poll_write_vectored(cx, bufs),
             Stream::Tls(s) => Pin::new(s.as_mut()).poll_write_vectored(cx, bufs),
+            Stream::Unix(s) => Pin::new(s).poll_write_vectored(cx, bufs),
+            Stream::UnixTls(s) => Pin::new(s.as_mut()).poll_write_vectored(cx, bufs),
         }
     }
 
@@ -57,6 +68,8 @@ impl AsyncWrite for Stream {
         match self {
             Stream::Plain(s) => s.is_write_vectored(),
             Stream::Tls(s) => s.is_write_vectored(),
+            Stream::Unix(s) => s.is_write_vectored(),
+            Stream::UnixTls(s) => s.is_write_vectored(),
         }
     }
 
@@ -64,6 +77,8 @@ impl AsyncWrite for Stream {
         match self.get_mut() {
             Stream::Plain(s) => Pin::new(s).poll_flush(cx),
             Stream::Tls(s) => Pin::new(s.as_mut()).poll_flush(cx),
+            Stream::Unix(s) => Pin::new(s).poll_flush(cx),
+            Stream::UnixTls(s) => Pin::new(s.as_mut()).poll_flush(cx),
         }
     }
 
@@ -71,6 +86,8 @@ impl AsyncWrite for Stream {
         match self.get_mut() {
             Stream::Plain(s) => Pin::new(s).poll_shutdown(cx),
             Stream::Tls(s) => Pin::new(s.as_mut()).poll_shutdown(cx),
+            Stream::Unix(s) => Pin::new(s).poll_shutdown(cx),
+            Stream::UnixTls(s) => Pin::new(s.as_mut()).poll_shutdown(cx),
         }
     }
 }

@@ -3,6 +3,8 @@
 //! any other listener that wants the same hygiene).
 //!
 //! One place holds what a listener facing untrusted clients needs:
+//! - TCP or a unix domain socket (`socket.rs`, `unix.rs`: the socket file is created at
+//!   bind, a stale one replaced, and removed when the listener closes);
 //! - a cap on open connections (accepting pauses at the cap, so the kernel backlog absorbs
 //!   bursts) and back-off with a log line when `accept` fails for lack of resources (EMFILE:
 //!   the listening socket stays readable, so a loop that retries at once spins a core);
@@ -25,6 +27,11 @@ mod accept;
 mod activity;
 mod conn;
 mod io;
+mod socket;
+mod unix;
+
+pub use socket::Socket;
+pub use unix::{UnixBound, UnixListener};
 
 use std::future::Future;
 use std::sync::Arc;
@@ -32,7 +39,6 @@ use std::time::Duration;
 
 use hyper::body::{Body, Incoming};
 use hyper::{Request, Response};
-use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
 use crate::tls::ServerTls;
@@ -87,7 +93,7 @@ impl Default for ConnLimits {
 pub struct Listener {
     /// Names the listener in logs (`grpc`, `http`, …).
     pub name: &'static str,
-    pub socket: TcpListener,
+    pub socket: Socket,
     pub protocol: Protocol,
     pub tls: Option<Arc<ServerTls>>,
     pub limits: ConnLimits,
@@ -122,8 +128,8 @@ where
         listener.limits,
         hyper_util::service::TowerToHyperService::new(service),
     ));
-    let spawn = move |tcp, drain, permit| {
-        tokio::spawn(conn::serve(tcp, shared.clone(), drain, permit));
+    let spawn = move |conn, drain, permit| {
+        tokio::spawn(conn::serve(conn, shared.clone(), drain, permit));
     };
     accept::run(listener.socket, name, max_connections, spawn, drain)
 }

@@ -116,30 +116,37 @@ fn kubernetes_sluice_service_exposes_every_listener() {
 }
 
 /// Every port of every Service selecting the pods targets a declared container port
-/// (`container_port` panics otherwise).
+/// (`container_port` panics otherwise), and there is such a Service.
 #[test]
 fn kubernetes_services_target_declared_container_ports() {
     let pod = sluice_pod();
+    let mut checked = 0;
     for ((kind, _), svc) in objects() {
         if kind == "Service" && labels_match(at(svc, "spec.selector"), pod.labels()) {
             for p in seq_at(svc, "spec.ports") {
                 pod.container_port(target_port(p));
+                checked += 1;
             }
         }
     }
+    assert!(checked > 0, "no Service port selects the sluice pods");
 }
 
+/// There is a PodDisruptionBudget, and each one selects the sluice pods.
 #[test]
 fn kubernetes_pod_disruption_budget_selects_sluice_pods() {
     let pod = sluice_pod();
+    let mut budgets = 0;
     for ((kind, name), o) in objects() {
         if kind == "PodDisruptionBudget" {
             assert!(
                 labels_match(at(o, "spec.selector.matchLabels"), pod.labels()),
                 "PodDisruptionBudget {name} selects no sluice pod"
             );
+            budgets += 1;
         }
     }
+    assert!(budgets > 0, "no PodDisruptionBudget");
 }
 
 /// The ConfigMap mounted at the config directory holds rules `sluice check` accepts.

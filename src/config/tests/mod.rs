@@ -8,6 +8,7 @@ mod extensions;
 mod locations;
 mod matching;
 mod nasty;
+mod response;
 mod stats;
 mod wildcards;
 

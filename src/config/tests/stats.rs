@@ -248,10 +248,13 @@ fn static_stats_keys_borrow() {
 fn override_keys() {
     let e = [("key1", "value1"), ("subkey1", "something")];
     assert_eq!(
-        override_stats_key("test-domain", &e),
+        override_stats_key("test-domain", &e, false),
         "test-domain.key1_value1.subkey1_something"
     );
-    assert_eq!(override_stats_key("d", &[("a", ""), ("b", "c")]), "d.a.b_c");
+    assert_eq!(
+        override_stats_key("d", &[("a", ""), ("b", "c")], false),
+        "d.a.b_c"
+    );
     assert_ne!(
         override_state_tag("d", &[("a", "b_c")]),
         override_state_tag("d", &[("a_b", "c")])
@@ -289,4 +292,82 @@ fn dump_format() {
         assert!(dump.lines().any(|l| l == want), "missing {want} in\n{dump}");
     }
     assert_eq!(RateLimitConfig::empty().dump(), "");
+}
+
+/// `SANITIZE_DESCRIPTOR_METRIC_DOTS`: dots of keys and values become `_` in stats keys —
+/// from the config path, from request values and in overrides — while matching, the
+/// config path (`full_key`, messages) and the state are untouched.
+#[test]
+fn sanitized_dots_in_stats_keys_only() {
+    let rules = r#"domain: my.domain
+descriptors:
+  - key: host
+    value: api.example.com
+    rate_limit: {unit: second, requests_per_unit: 1}
+  - key: ip.v4
+    detailed_metric: true
+    rate_limit: {unit: second, requests_per_unit: 1}
+  - key: path
+    value: "/svc.*"
+    rate_limit: {unit: second, requests_per_unit: 1}
+  - key: method
+    value_to_metric: true
+    rate_limit: {unit: second, requests_per_unit: 1}
+"#;
+    let file = super::inline("dots.yaml", rules);
+    let load = |sanitize: bool| {
+        RateLimitConfig::build(
+            std::slice::from_ref(&file),
+            &crate::config::LoadOptions {
+                sanitize_metric_dots: sanitize,
+                ..crate::config::LoadOptions::default()
+            },
+        )
+        .expect("loads")
+    };
+    let (plain, clean) = (load(false), load(true));
+    let host = [("host", "api.example.com")];
+    let ip = [("ip.v4", "10.0.0.1")];
+    let path = [("path", "/svc.Greeter/Say")];
+    let method = [("method", "Get.v2")];
+    for (entries, before, after) in [
+        (
+            &host[..],
+            "my.domain.host_api.example.com",
+            "my.domain.host_api_example_com",
+        ),
+        (
+            &ip[..],
+            "my.domain.ip.v4_10.0.0.1",
+            "my.domain.ip_v4_10_0_0_1",
+        ),
+        (&path[..], "my.domain.path_/svc.*", "my.domain.path_/svc_*"),
+        (
+            &method[..],
+            "my.domain.method_Get.v2",
+            "my.domain.method_Get_v2",
+        ),
+    ] {
+        assert_eq!(stats(&plain, "my.domain", entries), before);
+        assert_eq!(stats(&clean, "my.domain", entries), after);
+        // Same counter either way.
+        assert_eq!(
+            tag(&plain, "my.domain", entries),
+            tag(&clean, "my.domain", entries)
+        );
+    }
+    let m = find(&clean, "my.domain", &host).expect("matches");
+    assert_eq!(&*m.rule.full_key, "my.domain.host_api.example.com");
+    let d = clean.domain("my.domain").expect("domain");
+    assert_eq!(
+        d.override_stats_key(&[("a.b", "1.2"), ("c", "")]),
+        "my.domain.a_b_1_2.c"
+    );
+    assert_eq!(
+        plain
+            .domain("my.domain")
+            .expect("domain")
+            .override_stats_key(&[("a.b", "1.2")]),
+        "my.domain.a.b_1.2"
+    );
 }

@@ -144,10 +144,9 @@ impl LocalView {
             if out.len() == sent_len {
                 Ok(())
             } else {
-                Err(StoreError::Backend(format!(
-                    "store returned {} results for {sent_len} limits",
-                    out.len()
-                )))
+                Err(StoreError::Backend(
+                    format!("store returned {} results for {sent_len} limits", out.len()).into(),
+                ))
             }
         });
         if let Err(e) = result {

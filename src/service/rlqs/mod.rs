@@ -29,6 +29,7 @@ use tonic::{Request, Response, Status, Streaming};
 pub use bucket::bucket_descriptor;
 
 use super::RateLimitService;
+use crate::limit::Clock;
 use crate::settings::RlqsSettings;
 
 /// What every stream of this replica shares.
@@ -37,6 +38,8 @@ struct Shared {
     settings: RlqsSettings,
     /// Cancelled when the server drains: every stream sends TTL-0 assignments and ends.
     stop: CancellationToken,
+    /// The server's clock: assignment expiry, resends and idleness are measured on it.
+    clock: Arc<dyn Clock>,
     /// Names this process among the replicas sharing a Redis (subscriber ids are
     /// `<replica>:<stream>`).
     replica: String,
@@ -50,12 +53,14 @@ pub fn add_route(
     service: Arc<RateLimitService>,
     settings: RlqsSettings,
     stop: CancellationToken,
+    clock: Arc<dyn Clock>,
 ) -> Routes {
     let max = service.settings.limits.max_request_bytes;
     let shared = Arc::new(Shared {
         service,
         settings,
         stop,
+        clock,
         replica: replica_id(),
         streams: AtomicU64::new(0),
     });

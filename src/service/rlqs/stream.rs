@@ -22,7 +22,7 @@
 
 use std::collections::HashMap;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use envoy_types::pb::envoy::service::rate_limit_quota::v3::rate_limit_quota_response::BucketAction;
 use envoy_types::pb::envoy::service::rate_limit_quota::v3::{
@@ -35,11 +35,11 @@ use super::Shared;
 
 mod lifecycle;
 use super::bucket::{action_name, assign, bucket_descriptor};
-use crate::limit::{Clock, StateTag, SystemClock};
+use crate::limit::StateTag;
 use crate::metrics::quota::UNKNOWN_DOMAIN;
 use crate::quota::{self, Assignment, Policy, Quota};
-use crate::service::ActiveConfig;
 use crate::service::proto::Entry;
+use crate::service::{ActiveConfig, ServiceError};
 use crate::store::quota::{QuotaReport, QuotaStore, Subscriber};
 
 type Out = Sender<Result<RateLimitQuotaResponse, Status>>;
@@ -52,11 +52,12 @@ struct Bucket {
     demand: u64,
     /// Allowed since the last store call.
     pending_allowed: u64,
-    /// The last report with requests in it (or the first report): Envoy reports every
-    /// bucket it holds at each interval, traffic or not, so idleness is no requests.
-    last_active: Instant,
-    /// What the Envoy holds, and when it was sent.
-    sent: Option<(Assignment, Instant)>,
+    /// The last report with requests in it (or the first report), in the server clock's
+    /// milliseconds: Envoy reports every bucket it holds at each interval, traffic or not,
+    /// so idleness is no requests.
+    last_active_ms: u64,
+    /// What the Envoy holds, and when it was sent (the server clock's milliseconds).
+    sent: Option<(Assignment, u64)>,
 }
 
 impl Bucket {
@@ -116,11 +117,11 @@ impl Stream {
                     // tonic's decoder says INTERNAL for bytes that are not the message: the
                     // client's fault, as gRPC names it.
                     Err(e) if e.code() == Code::Internal => {
-                        let status = Status::invalid_argument(format!(
+                        let e = ServiceError::InvalidArgument(format!(
                             "malformed RateLimitQuotaUsageReports: {}",
                             e.message()
                         ));
-                        self.refuse(status, &tx).await;
+                        self.refuse(e, &tx).await;
                         break;
                     }
                     Err(_) => break,
@@ -135,26 +136,31 @@ impl Stream {
         }
     }
 
-    async fn refuse(&self, status: Status, tx: &Out) {
+    async fn refuse(&self, e: ServiceError, tx: &Out) {
         let m = &self.shared.service.metrics.quota;
         m.errors.with_label_values(&["invalid"]).inc();
-        tracing::debug!(stream = %self.id, error = %status.message(), "RLQS stream refused");
-        let _ = tx.send(Err(status)).await;
+        tracing::debug!(stream = %self.id, error = %e, "RLQS stream refused");
+        let _ = tx.send(Err(e.to_status())).await;
     }
 
-    async fn on_report(&mut self, m: RateLimitQuotaUsageReports, tx: &Out) -> Result<(), Status> {
+    async fn on_report(
+        &mut self,
+        m: RateLimitQuotaUsageReports,
+        tx: &Out,
+    ) -> Result<(), ServiceError> {
         let shared = self.shared.clone();
         let limits = &shared.service.settings.limits;
         let active = arc_swap::Guard::into_inner(self.shared.service.config());
         match &self.domain {
             None => {
                 if m.domain.is_empty() {
-                    return Err(Status::invalid_argument(
-                        "the first RateLimitQuotaUsageReports of a stream must name its domain",
+                    return Err(ServiceError::InvalidArgument(
+                        "the first RateLimitQuotaUsageReports of a stream must name its domain"
+                            .into(),
                     ));
                 }
                 if m.domain.len() > limits.max_value_bytes {
-                    return Err(Status::invalid_argument(format!(
+                    return Err(ServiceError::InvalidArgument(format!(
                         "domain over --max-value-bytes ({})",
                         limits.max_value_bytes
                     )));
@@ -167,7 +173,7 @@ impl Stream {
                 self.domain = Some(m.domain.clone());
             }
             Some(d) if !m.domain.is_empty() && *d != m.domain => {
-                return Err(Status::invalid_argument(format!(
+                return Err(ServiceError::InvalidArgument(format!(
                     "domain changed from '{d}' to '{}' within a stream; open a new stream for \
                      another domain",
                     m.domain
@@ -186,16 +192,16 @@ impl Stream {
         {
             self.rematch(&active);
         }
-        let now = Instant::now();
+        let now = self.shared.clock.now_ms();
         let mut batch = Vec::with_capacity(m.bucket_quota_usages.len());
         for u in m.bucket_quota_usages {
             let Some(id) = u.bucket_id.filter(|b| !b.bucket.is_empty()) else {
-                return Err(Status::invalid_argument(
-                    "a BucketQuotaUsage without a bucket_id (or with an empty one)",
+                return Err(ServiceError::InvalidArgument(
+                    "a BucketQuotaUsage without a bucket_id (or with an empty one)".into(),
                 ));
             };
             if id.bucket.len() > limits.max_entries {
-                return Err(Status::invalid_argument(format!(
+                return Err(ServiceError::InvalidArgument(format!(
                     "bucket_id over --max-entries ({})",
                     limits.max_entries
                 )));
@@ -203,14 +209,17 @@ impl Stream {
             if id.bucket.iter().any(|(k, v)| {
                 k.is_empty() || k.len() > limits.max_key_bytes || v.len() > limits.max_value_bytes
             }) {
-                return Err(Status::invalid_argument(
+                return Err(ServiceError::InvalidArgument(
                     "bucket_id with an empty key, or a key or value over --max-key-bytes / \
-                     --max-value-bytes",
+                     --max-value-bytes"
+                        .into(),
                 ));
             }
             let elapsed_ms = match u.time_elapsed {
                 Some(d) if d.seconds < 0 || d.nanos < 0 => {
-                    return Err(Status::invalid_argument("negative time_elapsed"));
+                    return Err(ServiceError::InvalidArgument(
+                        "negative time_elapsed".into(),
+                    ));
                 }
                 Some(d) => Some(
                     u64::try_from(d.seconds)
@@ -248,7 +257,7 @@ impl Stream {
                         tag,
                         demand: 0,
                         pending_allowed: 0,
-                        last_active: now,
+                        last_active_ms: now,
                         sent: None,
                     },
                 );
@@ -258,7 +267,7 @@ impl Stream {
                     quota::demand_milli(u.num_requests_allowed, u.num_requests_denied, elapsed_ms);
                 b.pending_allowed = b.pending_allowed.saturating_add(u.num_requests_allowed);
                 if u.num_requests_allowed > 0 || u.num_requests_denied > 0 {
-                    b.last_active = now;
+                    b.last_active_ms = now;
                 }
             }
             if !batch.contains(&key) {
@@ -334,8 +343,8 @@ impl Stream {
                 return;
             }
         }
-        let now = Instant::now();
-        let now_ms = SystemClock.now_ms();
+        let now_ms = self.shared.clock.now_ms();
+        let ttl_ms = u64::try_from(ttl.as_millis()).unwrap_or(u64::MAX);
         let mut grants = grants.iter();
         let mut actions = Vec::new();
         for k in &keys {
@@ -347,13 +356,13 @@ impl Stream {
                 _ => None,
             };
             b.pending_allowed = 0;
-            let d = quota::decide(b.quota, grant, now_ms, ttl.as_millis() as u64);
+            let d = quota::decide(b.quota, grant, now_ms, ttl_ms);
             let send = match b.sent {
                 None => true,
-                Some((held, at)) => held != d.assignment || now - at >= ttl / 2,
+                Some((held, at)) => held != d.assignment || now_ms.saturating_sub(at) >= ttl_ms / 2,
             };
             if send {
-                b.sent = Some((d.assignment, now));
+                b.sent = Some((d.assignment, now_ms));
                 actions.push((assign(&b.id, d), action_name(d.assignment)));
             }
         }

@@ -1,31 +1,12 @@
 //! Their variables that sluice refuses, and those that have no effect here, each with the
 //! reason given at startup (and in the README's table of their variables).
 
-use super::{Inert, Refusal};
+use super::Refusal;
 
 /// Set to anything but their inert value, these stop startup: ignoring them would silently
-/// change behaviour.
-pub const REFUSED: &[Refusal] = &[
-    Refusal {
-        name: "GRPC_UDS",
-        inert: Inert::Nothing,
-        why: "gRPC over a unix socket is not supported; listen on TCP with GRPC_HOST/GRPC_PORT \
-              (127.0.0.1 keeps it local)",
-    },
-    Refusal {
-        name: "MAX_CONCURRENT_REQUESTS",
-        inert: Inert::Zero,
-        why: "sluice's process-wide cap on calls in flight is --max-in-flight (past it a call \
-              is shed at once with RESOURCE_EXHAUSTED); per connection and per listener, \
-              --grpc-max-concurrent-streams and --max-connections; use those, or set it to 0",
-    },
-    Refusal {
-        name: "PROMETHEUS_RESPONSE_TIME_AS_MILLISECONDS",
-        inert: Inert::False,
-        why: "ratelimit_service_response_time_seconds is always in seconds here; remove the \
-              setting and its factor of 1000 in dashboards",
-    },
-];
+/// change behaviour. None today: every variable of theirs but memcache's is honoured or
+/// has no effect (`BACKEND_TYPE=memcache` is refused by its setting's parser).
+pub const REFUSED: &[Refusal] = &[];
 
 const PIPELINE_WINDOW: &str = "concurrent requests on a connection are always coalesced into one \
                                pipeline, with no flush timer (a lone request is sent at once)";
@@ -50,8 +31,16 @@ pub const NO_EFFECT: &[(&str, &str)] = &[
          `::` listens on IPv6)",
     ),
     (
+        "MAX_CONCURRENT_REQUESTS",
+        "not read by envoyproxy/ratelimit (proposed by its open pull request #1241: a cap on \
+         ShouldRateLimit calls worked on at once); sluice's cap adapts to the store's round \
+         trip, at most --max-in-flight (1024); past it a call is refused with \
+         RESOURCE_EXHAUSTED before its message is read",
+    ),
+    (
         "REQUEST_TIMEOUT",
-        "a request's store work is already bounded by the caller's deadline (grpc-timeout, \
+        "not read by envoyproxy/ratelimit (proposed with MAX_CONCURRENT_REQUESTS); a \
+         request's store work is already bounded by the caller's deadline (grpc-timeout, \
          less a margin to answer), or by --redis-timeout (1s) without one; past it the call \
          fails with UNAVAILABLE",
     ),
@@ -83,6 +72,11 @@ pub const NO_EFFECT: &[(&str, &str)] = &[
         "REDIS_HEALTH_CHECK_ACTIVE_CONNECTION",
         "health always follows Redis (their `true`): NOT_SERVING while no connection is up, or \
          while Redis refuses writes; SERVING again once it answers",
+    ),
+    (
+        "REDIS_CLOSE_CONNECTION_ON_READONLY_ERROR",
+        "a READONLY reply always drops its connection, and the next one resolves the \
+         address again (their `true`), so a failover behind a DNS name or proxy heals itself",
     ),
     ("REDIS_POOL_ON_EMPTY_BEHAVIOR", POOL_ON_EMPTY),
     ("REDIS_PERSECOND_POOL_ON_EMPTY_BEHAVIOR", POOL_ON_EMPTY),

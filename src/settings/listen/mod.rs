@@ -89,8 +89,14 @@ settings! {
                 )
                 .their(Their::new("GRPC_MAX_CONCURRENT_STREAMS", "32").does(
                     "requests in flight per gRPC connection (`--grpc-max-concurrent-streams`); \
-                     `0`: no cap, as theirs; unset: 16",
+                     `0`: no cap; unset: 16 (their settings do not read it: their pull \
+                     request #1189, which proposed it, was closed)",
                 ))
+        ),
+        /// With `--grpc-uds`: the socket file's permissions, octal (`660`: owner and group
+        /// may connect); unset, the process's umask decides, as theirs
+        pub grpc_uds_mode: Option<u32> = setting(
+            Setting::value("grpc-uds-mode", "MODE", file_mode).shown_default("from the umask")
         ),
         /// Debug listener: /rlconfig and an index, as envoyproxy/ratelimit's debug port
         pub debug_addr: Option<SocketAddr> = setting(
@@ -184,7 +190,18 @@ settings! {
     }
 }
 
-/// Theirs: 0 leaves grpc-go's default, no cap.
+/// A file mode in octal (`660`, `0660`), permission bits only.
+fn file_mode(s: &str) -> Result<Option<u32>, String> {
+    let t = s.trim();
+    match u32::from_str_radix(t, 8) {
+        Ok(m) if m <= 0o777 => Ok(Some(m)),
+        _ => Err(format!(
+            "'{t}' is not an octal file mode of permission bits (e.g. 660)"
+        )),
+    }
+}
+
+/// As their closed pull request #1189 had it: 0 leaves grpc-go's default, no cap.
 fn their_stream_cap(env: Env<'_>) -> Result<Option<u32>, SettingsError> {
     Ok(num_var::<u32>(env, "GRPC_MAX_CONCURRENT_STREAMS")?
         .map(|n| if n == 0 { u32::MAX } else { n }))

@@ -84,7 +84,7 @@ impl RedisStore {
         }
         // The breaker: with no live connection, fail now rather than connect or wait.
         let Some(lease) = self.ring.pick() else {
-            return Err(StoreError::Unavailable("redis is not connected".to_owned()));
+            return Err(StoreError::Unavailable("redis is not connected".into()));
         };
         // A call that times out is dropped: before the batcher takes it (single node) or
         // while redis-rs redirects it (cluster), it is then never sent, so a call its caller
@@ -95,24 +95,23 @@ impl RedisStore {
                 tokio::time::timeout_at(deadline.into(), batcher.exec(calls)).await
             }
             Conn::Cluster(c) => {
-                tokio::time::timeout_at(deadline.into(), self.exec_cluster(c.clone(), &calls))
-                    .await
+                tokio::time::timeout_at(deadline.into(), self.exec_cluster(c.clone(), &calls)).await
             }
         };
         let values = match done {
             Err(_) => return Err(StoreError::Timeout(budget)),
             Ok(Err(e)) if is_connection_error(&e) => {
                 self.ring.broken(&lease);
-                return Err(StoreError::Unavailable(e.to_string()));
+                return Err(StoreError::Unavailable(e.into()));
             }
             Ok(Err(e)) if e.code().is_some_and(health::is_refusal) => {
                 self.refusals.refused();
-                return Err(StoreError::Unavailable(e.to_string()));
+                return Err(StoreError::Unavailable(e.into()));
             }
             Ok(Err(e)) if matches!(e.kind(), ErrorKind::Server(k) if is_transient(k)) => {
-                return Err(StoreError::Unavailable(e.to_string()));
+                return Err(StoreError::Unavailable(e.into()));
             }
-            Ok(Err(e)) => return Err(StoreError::Backend(e.to_string())),
+            Ok(Err(e)) => return Err(StoreError::Backend(e.into())),
             Ok(Ok(values)) => values,
         };
         // Per-command errors that say "wrong server" or "not now" rather than "bad call".
@@ -129,22 +128,20 @@ impl RedisStore {
                     // reconnect so the name is resolved again.
                     Some(ServerErrorKind::ReadOnly) => {
                         self.ring.broken(&lease);
-                        return Err(StoreError::Unavailable(e.to_string()));
+                        return Err(StoreError::Unavailable(e.clone().into()));
                     }
                     Some(k) if is_transient(k) => {
-                        return Err(StoreError::Unavailable(e.to_string()));
+                        return Err(StoreError::Unavailable(e.clone().into()));
                     }
-                    _ if refused => return Err(StoreError::Unavailable(e.to_string())),
+                    _ if refused => return Err(StoreError::Unavailable(e.clone().into())),
                     _ => {}
                 }
             }
         }
         if values.len() != sizes.len() {
-            return Err(StoreError::Backend(format!(
-                "expected {} replies, got {}",
-                sizes.len(),
-                values.len()
-            )));
+            return Err(StoreError::Backend(
+                format!("expected {} replies, got {}", sizes.len(), values.len()).into(),
+            ));
         }
         let mut out = Vec::with_capacity(sizes.len());
         for (&limits, value) in sizes.iter().zip(&values) {

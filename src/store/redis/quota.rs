@@ -121,25 +121,28 @@ fn answer(value: Value, len: usize) -> Result<Answer, StoreError> {
             return Err(classify(RedisError::from(e)));
         }
         other => {
-            return Err(StoreError::Backend(format!(
-                "quota script answered {other:?}"
-            )));
+            return Err(StoreError::Backend(
+                format!("quota script answered {other:?}").into(),
+            ));
         }
     };
     if items.is_empty() || items.len() % 4 != 0 || items.len() / 4 > len {
-        return Err(StoreError::Backend(format!(
-            "quota script answered {} values for {len} buckets",
-            items.len()
-        )));
+        return Err(StoreError::Backend(
+            format!(
+                "quota script answered {} values for {len} buckets",
+                items.len()
+            )
+            .into(),
+        ));
     }
     let mut ints = Vec::with_capacity(items.len());
     for item in items {
         match item {
             Value::Int(i) => ints.push(u64::try_from(i).unwrap_or(0)),
             other => {
-                return Err(StoreError::Backend(format!(
-                    "quota script answered {other:?} for a number"
-                )));
+                return Err(StoreError::Backend(
+                    format!("quota script answered {other:?} for a number").into(),
+                ));
             }
         }
     }
@@ -158,9 +161,9 @@ fn answer(value: Value, len: usize) -> Result<Answer, StoreError> {
 fn classify(e: RedisError) -> StoreError {
     if is_connection_error(&e) || matches!(e.kind(), redis::ErrorKind::Server(k) if is_transient(k))
     {
-        StoreError::Unavailable(e.to_string())
+        StoreError::Unavailable(e.into())
     } else {
-        StoreError::Backend(e.to_string())
+        StoreError::Backend(e.into())
     }
 }
 
@@ -230,11 +233,9 @@ impl RedisStore {
                 let calls: Vec<QuotaCall> = pending.iter().map(call).collect();
                 let values = self.quota_pipeline(&calls).await?;
                 if values.len() != calls.len() {
-                    return Err(StoreError::Backend(format!(
-                        "{} replies for {} quota calls",
-                        values.len(),
-                        calls.len()
-                    )));
+                    return Err(StoreError::Backend(
+                        format!("{} replies for {} quota calls", values.len(), calls.len()).into(),
+                    ));
                 }
                 let mut next = Vec::new();
                 let mut moving = false;
@@ -295,9 +296,9 @@ impl RedisStore {
                 Value::Int(_) => {}
                 Value::ServerError(e) => return Err(classify(RedisError::from(e))),
                 other => {
-                    return Err(StoreError::Backend(format!(
-                        "quota script answered {other:?} to a leave"
-                    )));
+                    return Err(StoreError::Backend(
+                        format!("quota script answered {other:?} to a leave").into(),
+                    ));
                 }
             }
         }
@@ -312,7 +313,7 @@ impl RedisStore {
         let lease = self
             .ring
             .pick()
-            .ok_or_else(|| StoreError::Unavailable("redis is not connected".to_owned()))?;
+            .ok_or_else(|| StoreError::Unavailable("redis is not connected".into()))?;
         let sha = SCRIPT.get_hash();
         match &lease.conn {
             Conn::Single(batcher) => {

@@ -146,7 +146,7 @@ impl RedisStore {
     pub(super) async fn count(&self, counted: Vec<Counted>) -> Result<Vec<i64>, StoreError> {
         let n = counted.len();
         let Some(lease) = self.ring.pick() else {
-            return Err(StoreError::Unavailable("redis is not connected".to_owned()));
+            return Err(StoreError::Unavailable("redis is not connected".into()));
         };
         let pipe = |items: &[Counted]| {
             let mut p = redis::pipe();
@@ -182,15 +182,13 @@ impl RedisStore {
             Err(_) => Err(StoreError::Timeout(budget)),
             Ok(Err(e)) if is_connection_error(&e) => {
                 self.ring.broken(&lease);
-                Err(StoreError::Unavailable(e.to_string()))
+                Err(StoreError::Unavailable(e.into()))
             }
-            Ok(Err(e)) => Err(StoreError::Backend(e.to_string())),
+            Ok(Err(e)) => Err(StoreError::Backend(e.into())),
             Ok(Ok(counts)) if counts.len() == n => Ok(counts),
-            Ok(Ok(counts)) => Err(StoreError::Backend(format!(
-                "expected {} counts, got {}",
-                n,
-                counts.len()
-            ))),
+            Ok(Ok(counts)) => Err(StoreError::Backend(
+                format!("expected {} counts, got {}", n, counts.len()).into(),
+            )),
         }
     }
 }

@@ -32,7 +32,7 @@ impl RedisStore {
         let lease = self
             .ring
             .pick()
-            .ok_or_else(|| StoreError::Unavailable("redis is not connected".to_owned()))?;
+            .ok_or_else(|| StoreError::Unavailable("redis is not connected".into()))?;
         let deleted = async {
             match &lease.conn {
                 Conn::Single(batcher) => {
@@ -51,8 +51,8 @@ impl RedisStore {
 
 fn classify(e: RedisError) -> StoreError {
     if is_connection_error(&e) {
-        StoreError::Unavailable(e.to_string())
+        StoreError::Unavailable(e.into())
     } else {
-        StoreError::Backend(e.to_string())
+        StoreError::Backend(e.into())
     }
 }

@@ -7,7 +7,7 @@ use std::sync::LazyLock;
 use deadpool_redis::redis::{self, Value};
 
 use crate::limit::{Algorithm, Check, LimitResult, LimitSpec};
-use crate::store::StoreError;
+use crate::store::{Context, StoreError};
 
 /// The whole check script: the header, the algorithm files, then the protocol. One script,
 /// so a request whose limits use different algorithms is one atomic `EVALSHA`.
@@ -268,7 +268,12 @@ pub fn parse_reply(
 ) -> Result<(), StoreError> {
     let items = match value {
         Value::Array(items) => items,
-        Value::ServerError(e) => return Err(StoreError::Backend(format!("script error: {e}"))),
+        Value::ServerError(e) => {
+            return Err(StoreError::Backend(Context::cause(
+                "script error",
+                e.clone(),
+            )));
+        }
         other => return Err(malformed(format!("expected an array, got {other:?}"))),
     };
     if items.len() != 1 + REPLY_PER_LIMIT * limits {
@@ -313,7 +318,7 @@ pub fn parse_reply(
 }
 
 fn malformed(what: String) -> StoreError {
-    StoreError::Backend(format!("malformed script reply: {what}"))
+    StoreError::Backend(format!("malformed script reply: {what}").into())
 }
 
 #[cfg(test)]

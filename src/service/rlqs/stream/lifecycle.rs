@@ -28,11 +28,13 @@ impl Stream {
             self.settle(keys, tx).await;
         }
         // Idle buckets are abandoned.
-        let idle = self.shared.settings.abandon_after;
+        let idle_ms =
+            u64::try_from(self.shared.settings.abandon_after.as_millis()).unwrap_or(u64::MAX);
+        let now = self.shared.clock.now_ms();
         let gone: Vec<Vec<Entry>> = self
             .buckets
             .iter()
-            .filter(|(_, b)| b.last_active.elapsed() >= idle)
+            .filter(|(_, b)| now.saturating_sub(b.last_active_ms) >= idle_ms)
             .map(|(k, _)| k.clone())
             .collect();
         if gone.is_empty() {
