@@ -133,6 +133,7 @@ pub(super) fn spawn_batch_flush(
 struct Published {
     batched: u64,
     fallback: u64,
+    overload: u64,
     overflow: u64,
     flushes: u64,
     flush_errors: u64,
@@ -155,6 +156,9 @@ impl Published {
         m.decisions
             .with_label_values(&["store_failure"])
             .inc_by(step(&mut self.fallback, s.fallback_decisions.load(Relaxed)));
+        m.decisions
+            .with_label_values(&["overload"])
+            .inc_by(step(&mut self.overload, s.overload_decisions.load(Relaxed)));
         m.overflow
             .inc_by(step(&mut self.overflow, s.overflow.load(Relaxed)));
         m.flushes

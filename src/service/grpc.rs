@@ -84,13 +84,9 @@ fn expired(service: &RateLimitService) -> Status {
 
 /// A call that admission refused: no permit within what the queue or its deadline allows.
 /// Answered `RESOURCE_EXHAUSTED` at once, its message never read (Envoy's
-/// `failure_mode_deny` then decides, as for any error).
-///
-/// This is where a call that cannot get a timely store answer is decided. With the local
-/// fallback (`--store-failure-mode local`), it could instead be read and decided by the local
-/// view, counted apart as an overload decision; `req` is passed, unread, for that.
-fn overloaded(service: &RateLimitService, refusal: Refusal, req: http::Request<Body>) -> Status {
-    drop(req);
+/// `failure_mode_deny` then decides, as for any error). With the local fallback the call is
+/// decided by the local view instead (see `call` below).
+fn overloaded(service: &RateLimitService, refusal: Refusal) -> Status {
     service.metrics().total_requests.inc();
     service.metrics().shed.inc();
     tracing::debug!(%refusal, "call shed");
@@ -114,7 +110,8 @@ impl Service<http::Request<Body>> for RateLimitServer {
     /// deadline has passed is answered DEADLINE_EXCEEDED without work, and a call that
     /// admission does not let through in time (`crate::admission`: an adaptive limit on
     /// calls in flight, at most `--max-in-flight`, and a queue that refuses what waited too
-    /// long) is refused with RESOURCE_EXHAUSTED. A call admitted holds its slot until
+    /// long) is refused with RESOURCE_EXHAUSTED, or, with `--store-failure-mode local`,
+    /// decided by the local view without store work. A call admitted holds its slot until
     /// answered; its store work ends by what its deadline leaves less the margin to answer,
     /// and a call whose deadline passes while it is worked on is abandoned then (its store
     /// round trip may still count the hit, as a timeout may).
@@ -133,13 +130,23 @@ impl Service<http::Request<Body>> for RateLimitServer {
             if deadline.is_some_and(|d| d <= Instant::now()) {
                 return Ok(expired(&service).into_http());
             }
-            let _permit = match service.admission().admit(arrived, deadline).await {
-                Ok(permit) => permit,
-                Err(refusal) => return Ok(overloaded(&service, refusal, req).into_http()),
+            let (_permit, store_deadline) = match service.admission().admit(arrived, deadline).await
+            {
+                Ok(permit) => {
+                    let left = deadline
+                        .zip(timeout)
+                        .map(|(d, t)| d.checked_sub(answer_margin(t)).unwrap_or(arrived));
+                    (Some(permit), left)
+                }
+                // With the local fallback, a call that cannot get a timely store answer is
+                // still answered, by the local view: read, and given no time for the store
+                // (`limiter::with_view`, overload). Goodput then follows the CPU.
+                Err(refusal) if service.decides_overload_locally() => {
+                    tracing::debug!(%refusal, "no store time: deciding locally");
+                    (None, Some(arrived))
+                }
+                Err(refusal) => return Ok(overloaded(&service, refusal).into_http()),
             };
-            let store_deadline = deadline
-                .zip(timeout)
-                .map(|(d, t)| d.checked_sub(answer_margin(t)).unwrap_or(arrived));
             let max = service.settings.limits.max_request_bytes;
             let mut grpc = Grpc::new(RequestCodec(service.clone()))
                 .apply_max_message_size_config(Some(max), None);

@@ -218,6 +218,13 @@ impl RateLimitService {
         self.view.as_ref()
     }
 
+    /// `--store-failure-mode local` (and no `--redis-reference-keys`, which keeps every
+    /// decision strict): a call admission refuses is read and decided by the local view
+    /// instead of refused (`limiter::with_view`: overload).
+    pub fn decides_overload_locally(&self) -> bool {
+        !self.settings.reference_keys && self.view.as_ref().is_some_and(|v| v.options().fallback)
+    }
+
     /// Set the local view's gauges (descriptors held, hits not yet in the store) from the
     /// view as it is now: before rendering the metrics, so a scrape never reads a value older
     /// than itself (the batch task also sets them every interval).
@@ -412,10 +419,12 @@ impl RateLimitService {
         };
         let took = started.elapsed();
         self.metrics.store_latency.observe(took.as_secs_f64());
-        // The round trip the admission limit follows. Calls that decide nothing have no
-        // store work to measure; the memory store has none at all.
+        // The round trip the admission limit follows. Calls that decide nothing, or that the
+        // fallback decided without a round trip, have no store work to measure; the memory
+        // store has none at all.
         if !matches!(*self.store, Backend::Memory(_))
             && plans.iter().any(|p| matches!(p, limiter::Plan::Metered(_)))
+            && !decision.as_ref().is_ok_and(|d| d.skipped_store)
         {
             self.admission.observe(took);
         }

@@ -32,6 +32,18 @@ pub fn of_call(default: Duration) -> Instant {
         .unwrap_or_else(|_| Instant::now() + default)
 }
 
+/// Whether store calls made now are bounded by a caller's deadline (inside [`within`] with
+/// one), rather than by the store's own timeout.
+pub fn is_callers() -> bool {
+    DEADLINE.try_with(|_| ()).is_ok()
+}
+
+/// The caller's deadline (of the enclosing [`within`]) has passed: a store call made now
+/// would make no round trip. False without a caller's deadline.
+pub fn passed() -> bool {
+    DEADLINE.try_with(|d| *d <= Instant::now()).unwrap_or(false)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -56,5 +68,11 @@ mod tests {
             (d, d),
             "joined futures share the request's deadline"
         );
+        assert!(within(Some(d), async { is_callers() }).await);
+        assert!(!within(None, async { is_callers() }).await);
+        let gone = Instant::now();
+        assert!(within(Some(gone), async { passed() }).await);
+        assert!(!within(Some(d + Duration::from_secs(60)), async { passed() }).await);
+        assert!(!within(None, async { passed() }).await);
     }
 }
