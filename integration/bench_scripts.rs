@@ -275,7 +275,7 @@ fn overload_runs_every_setup_and_prints_its_tables() {
                 .find(|l| l.starts_with(&prefix))
                 .unwrap_or_else(|| panic!("no {setup} {load} row:\n{stdout}"));
             let row = cells(row);
-            assert_eq!(row.len(), 14, "{row:?}");
+            assert_eq!(row.len(), 15, "{row:?}");
             for cell in &row[2..] {
                 assert!(cell.parse::<f64>().is_ok(), "{cell:?} in {row:?}");
             }

@@ -223,12 +223,14 @@ for setup in $SETUPS; do
         rate=$(python3 -c "print(max(1, round($capacity * $m)))")
         log "$setup: ${m}x = $rate req/s offered"
         before=("$(cpu_ticks "$SLUICE_PID")" "$(cpu_ticks "${REDIS_PID:-0}")"
-            "$(metric 'sluice_store_connections_dropped_total{store="redis"}')")
+            "$(metric 'sluice_store_connections_dropped_total{store="redis"}')"
+            "$(metric 'sluice_local_decisions_total{reason="overload"}')")
         breaker=()
         [ "$OUTSTANDING" = 0 ] || breaker=(--max-outstanding "$OUTSTANDING")
         out=$(lg --rate "$rate" --timeout "$TIMEOUT" "${breaker[@]}")
         after=("$(cpu_ticks "$SLUICE_PID")" "$(cpu_ticks "${REDIS_PID:-0}")"
-            "$(metric 'sluice_store_connections_dropped_total{store="redis"}')")
+            "$(metric 'sluice_store_connections_dropped_total{store="redis"}')"
+            "$(metric 'sluice_local_decisions_total{reason="overload"}')")
         echo "run	$setup	$capacity	$m	$rate	${before[*]}	${after[*]}	$out" >>"$ROWS"
     done
     stop_all
@@ -257,11 +259,11 @@ for line in open(rows):
 HZ = os.sysconf("SC_CLK_TCK")
 def cores(ticks, secs): return ticks / HZ / secs if secs > 0 else 0.0
 print("| setup | load | offered/s | goodput/s | goodput ÷ capacity | client overflow/s | refused/s "
-      "| late/s | other errors/s | p99 ms (answered) | breaker drops | sluice CPU | redis CPU "
-      "| generator CPU |")
-print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+      "| decided locally (overload)/s | late/s | other errors/s | p99 ms (answered) | breaker drops "
+      "| sluice CPU | redis CPU | generator CPU |")
+print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
 for setup, (cap, r) in caps.items():
-    print(f"| {setup} | capacity ({conns} × {conc}, closed loop) | – | {cap} | 1.00 | – | – | – | – | "
+    print(f"| {setup} | capacity ({conns} × {conc}, closed loop) | – | {cap} | 1.00 | – | – | – | – | – | "
           f"{(r.get('latency_ms') or {}).get('p99', 0):.2f} | – | – | – | {r.get('client_cpu_cores') or 0:.2f} |")
 summary = {}
 for setup, cap, m, rate, before, after, r in runs:
@@ -273,11 +275,14 @@ for setup, cap, m, rate, before, after, r in runs:
     good = r.get("answered_per_second") or 0
     p99 = (r.get("latency_ms") or {}).get("p99", 0)
     drops = int(after[2] - before[2])
+    # Descriptors the fallback decided because the store had no time for them (one per
+    # call: the generator sends one descriptor); 0 without --store-failure-mode local.
+    local = (after[3] - before[3]) if len(after) > 3 else 0
     s_cpu = cores(after[0] - before[0], secs)
     r_cpu = cores(after[1] - before[1], secs) if setup != "memory" else 0
     gen = r.get("client_cpu_cores") or 0
     overflow = r.get("client_overflow") or 0
-    print(f"| {setup} | {m}× | {rate} | {good:.0f} | {good / cap:.2f} | {overflow / secs:.0f} | {refused / secs:.0f} | "
+    print(f"| {setup} | {m}× | {rate} | {good:.0f} | {good / cap:.2f} | {overflow / secs:.0f} | {refused / secs:.0f} | {local / secs:.0f} | "
           f"{late / secs:.0f} | {other / secs:.0f} | {p99:.2f} | {drops} | {s_cpu:.2f} | "
           f"{r_cpu:.2f} | {gen:.2f} |")
     summary.setdefault(setup, {})[m] = (good / cap, p99, drops, gen)
