@@ -24,7 +24,7 @@
 --     usually hold the first live one and tell its rank, what the write prunes); a key with no live run left is dropped with UNLINK (freed off the main
 --     thread) by the next write;
 --   * a refund takes from the newest runs, at most RN_REFUND (64) of them
---     (docs/algorithms.md, SLIDING_LOG_REFUND_RUNS);
+--     (docs/explanation/algorithms.md, SLIDING_LOG_REFUND_RUNS);
 --   * retry (the run holding the entry that must leave) is a bisection over ranks,
 --     O(log^2 N), one probe when every run holds one entry.
 -- The key is the state key plus ':r' (script.rs): the keys of releases before the cache
@@ -37,7 +37,7 @@
 -- when it came from the cache), l.fpos and l.base (its position and cum - cnt), l.top,
 -- l.ncnt, l.npos, l.nmember (the newest run), l.pruned (no expired run precedes the oldest
 -- live one); l.stale: the key holds nothing live.
--- KEYS/ARGV/return: see header.lua; semantics: docs/algorithms.md.
+-- KEYS/ARGV/return: see header.lua; semantics: docs/explanation/algorithms.md.
 local rn_load, rn_write, rn_retry
 if USES[3] then
   local RN_PRUNE, RN_REFUND, RN_M = 64, 64, 9007199254740992

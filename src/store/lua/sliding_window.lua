@@ -37,7 +37,7 @@
 -- l.slo and l.base (its lo and base), l.phi (P_hi), l.sp (where the field after P_hi
 -- starts), l.cut (false, or where the dropped tail starts: the ':' before P_(cur-B-1)) and
 -- l.pd (that field).
--- KEYS/ARGV/return: see header.lua; semantics: docs/algorithms.md "sliding_window".
+-- KEYS/ARGV/return: see header.lua; semantics: docs/explanation/algorithms.md "sliding_window".
 local sw_load, sw_write, sw_retry
 if USES[2] then
   local SW_REFUND, SW_M = 64, 9007199254740992

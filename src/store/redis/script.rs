@@ -1,6 +1,6 @@
 //! The check script and its wire format: the composed Lua source, key layout, the `ARGV` a
 //! check is sent with, and the defensive parsing of the reply. The interface itself is
-//! documented in `src/store/lua/header.lua` and `docs/algorithms.md`.
+//! documented in `src/store/lua/header.lua` and `docs/explanation/algorithms.md`.
 
 use std::sync::LazyLock;
 
