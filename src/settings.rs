@@ -80,7 +80,7 @@ static ADMIN_ADDR: Setting<Option<SocketAddr>> =
         )
         .readme(
             "admin listener (`/state`), `off` to disable; no authentication, see \
-             [Operator's tools](#operators-tools). At the default, a port already taken (a \
+             [Operator's tools](../how-to/inspect-and-reset.md). At the default, a port already taken (a \
              second instance on the host) is a warning and sluice runs without it; an \
              address set here that cannot be used stops startup",
         );
@@ -109,7 +109,7 @@ settings! {
                 .shown_default("off")
                 .readme(
                     "serve gRPC on this unix domain socket instead of `--grpc-addr` (TCP); see \
-                     [gRPC on a unix socket](#grpc-on-a-unix-socket)",
+                     [gRPC on a unix socket](../how-to/tls-and-connections.md#grpc-on-a-unix-socket)",
                 )
                 .same(Their::new("GRPC_UDS", "/run/ratelimit.sock").does(
                     "serve gRPC on this unix socket instead of `GRPC_HOST`/`GRPC_PORT` \

@@ -60,7 +60,7 @@ settings! {
                 .readme(
                     "`consistency` of every rule that does not set it (`strict` or `batched`; \
                      `batched` only where sound, never `sliding_log`); see \
-                     [Consistency](#consistency-strict-batched-and-the-store-failure-fallback)",
+                     [Consistency](../how-to/choose-consistency.md)",
                 )
         ),
         /// Batched mode: how often this instance's hits are written to the store (1ms to 60s)

@@ -163,7 +163,7 @@ settings! {
                 "count envoy-compatible fixed windows with envoyproxy/ratelimit's own commands \
                  and key names, for a rolling migration on one Redis; requires \
                  `--redis-time-source local`, see [Rolling migration on one \
-                 Redis](#rolling-migration-on-one-redis---redis-reference-keys)",
+                 Redis](../how-to/migrate-from-envoyproxy-ratelimit.md#rolling-migration-on-one-redis---redis-reference-keys)",
             )
         ),
         /// `password` or `user:password` of the master found through sentinel (other URLs
@@ -219,7 +219,7 @@ settings! {
                 .default("1s")
                 .readme(
                     "how long Redis may refuse every write before health turns NOT_SERVING \
-                     ([Redis](#redis))",
+                     ([Redis](../how-to/redis.md))",
                 )
         ),
         pub(super) cache_key_prefix: Option<String> = shared(CACHE_KEY_PREFIX),
