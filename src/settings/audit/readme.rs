@@ -43,7 +43,11 @@ fn render() -> String {
 
 #[test]
 fn the_reference_table_of_their_variables_is_the_lists() {
-    check_block("docs/reference/envoyproxy-ratelimit-variables.md", "settings-audit", &render());
+    check_block(
+        "docs/reference/envoyproxy-ratelimit-variables.md",
+        "settings-audit",
+        &render(),
+    );
 }
 
 /// The migration guide's "Not supported" list holds what is refused, each with its reason.
