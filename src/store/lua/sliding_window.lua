@@ -29,7 +29,7 @@
 --     the running totals, then counts the ':' before the field found (C, no parse).
 -- TTL = reset + slack (the newest counted sub-window's end), set by the SET of every write.
 -- The key is the state key plus ':s' (script.rs): earlier releases' keys (the run-length
--- ZSET runs.lua kept until issue 18, the hash before it) are never read. One of those under
+-- ZSET runs.lua kept before this layout, the hash before that) are never read. One of those under
 -- this name reads as empty and is replaced by the next write; any other type is an error.
 -- Loaded into l.u, l.cur, l.lo (cur - B), l.reset (ms until hi leaves the window, 0 when
 -- empty; kept up to date by sw_write), l.live (something is counted), l.stale (the key
