@@ -165,7 +165,7 @@ impl fmt::Display for Algorithm {
 
 /// How a rule's descriptors are decided (`consistency` in rule files, `--consistency`):
 /// every hit by the store, or from this instance's local view with hits sent to the store
-/// in batches (README, "Consistency: strict, batched, and the store-failure fallback").
+/// in batches (`docs/how-to/choose-consistency.md`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
 pub enum Consistency {
     #[default]
@@ -297,8 +297,8 @@ impl LimitSpec {
     /// (`minute × 60` → `HOUR`) keeps `requests_per_unit`; otherwise the smallest unit, from
     /// the configured one up, in which the rate is a whole number (100 per 5 minutes → 20
     /// per `MINUTE`, 1000 per 6 hours → 4000 per `DAY`). When no unit makes it whole, the
-    /// configured unit with the rate rounded down, at least 1 (README, "Windows of N
-    /// units").
+    /// configured unit with the rate rounded down, at least 1 (`docs/reference/limits.md`,
+    /// "Windows of N units").
     pub fn reported(&self) -> (u32, Unit) {
         let (rpu, w) = (u64::from(self.requests_per_unit), self.window_seconds());
         if self.unit_multiplier <= 1 {

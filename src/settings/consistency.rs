@@ -1,7 +1,6 @@
 //! Consistency and the store-failure fallback: the default `consistency` of every rule,
 //! the batch interval, what happens when the store cannot answer, and the bounds of the
-//! local view both rest on (README, "Consistency: strict, batched, and the store-failure
-//! fallback").
+//! local view both rest on (`docs/how-to/choose-consistency.md`).
 
 use std::time::Duration;
 
