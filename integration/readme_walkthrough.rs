@@ -194,7 +194,7 @@ fn the_readme_walkthrough_prints_what_it_shows() {
     script.push_str("kill $(jobs -p) 2>/dev/null; wait\n");
     std::fs::write(dir.path().join("walkthrough.sh"), &script).expect("write the script");
 
-    let mut child = Command::new("bash")
+    let child = Command::new("bash")
         .arg("walkthrough.sh")
         .current_dir(dir.path())
         .env("PATH", path)
