@@ -13,6 +13,7 @@
 mod bound;
 mod health;
 mod kill;
+mod overload;
 mod stall;
 mod table;
 

@@ -6,9 +6,8 @@
 //! What the test changes, and why: the ports (the README's fixed ones would collide between
 //! parallel tests, so each is swapped for a free one), the output of commands sent to the
 //! background (a terminal shows their logs, the README does not), a wait after each of them
-//! until it serves (a reader's typing is slower than a script), the Redis deadline (2 s, which
-//! a loaded test machine meets, for the default 10 ms), and durations (they count down with
-//! the clock, so `3599.921s` and `3600s` compare equal).
+//! until it serves (a reader's typing is slower than a script), and durations (they count down
+//! with the clock, so `3599.921s` and `3600s` compare equal).
 
 use std::io::Write;
 use std::os::unix::process::CommandExt;
@@ -105,8 +104,7 @@ impl Ports {
             .fold(command.to_owned(), |c, (from, to)| c.replace(from, to))
     }
 
-    /// The env a reader's shell would not have: the default listeners on free ports, and a
-    /// Redis deadline for a loaded machine.
+    /// The env a reader's shell would not have: the default listeners on free ports.
     fn env(&self) -> Vec<(&'static str, String)> {
         let port = |from: &str| {
             self.swaps
@@ -119,9 +117,6 @@ impl Ports {
             ("SLUICE_GRPC_ADDR", port("localhost:8081")),
             ("SLUICE_HTTP_ADDR", port("localhost:8080")),
             ("SLUICE_ADMIN_ADDR", port("localhost:8082")),
-            // A Redis round trip's deadline a loaded test machine always meets (the
-            // default, 10 ms, is for production; the suite runs many Redis at once).
-            ("SLUICE_REDIS_TIMEOUT", "2s".to_owned()),
         ]
     }
 

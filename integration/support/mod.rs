@@ -6,6 +6,7 @@
 
 pub mod certs;
 pub mod cli;
+pub mod delay_proxy;
 pub mod fault_cluster;
 pub mod h2raw;
 pub mod http;

@@ -183,17 +183,18 @@ settings! {
                 .default("4194304")
                 .shown_default("4 MiB")
         ),
-        /// Most ShouldRateLimit gRPC calls worked on at once; past it a call is shed at once
-        /// with RESOURCE_EXHAUSTED (0: no bound). The default is far above what one instance
+        /// Ceiling of the adaptive limit on ShouldRateLimit gRPC calls worked on at once, and
+        /// of the calls waiting for one; past them a call is refused at once with
+        /// RESOURCE_EXHAUSTED (0: no ceiling). The default is far above what one instance
         /// keeps busy at its capacity (a few dozen calls at a Redis round trip each), low
-        /// enough that a burst past capacity is refused at once rather than queued for
-        /// seconds.
+        /// enough that the limit cannot grow into seconds of queued work.
         pub max_in_flight: usize = setting(
             Setting::value("max-in-flight", "N", number)
                 .default("1024")
                 .readme(
-                    "`ShouldRateLimit` gRPC calls worked on at once; past it a call is shed at \
-                     once with `RESOURCE_EXHAUSTED` (0: no bound); see [Overload](../how-to/overload-and-tuning.md)",
+                    "ceiling of the adaptive limit on `ShouldRateLimit` gRPC calls worked on at \
+                     once, and of the calls waiting for one; past them a call is refused at \
+                     once with `RESOURCE_EXHAUSTED` (0: no ceiling); see [Overload](../how-to/overload-and-tuning.md)",
                 )
         ),
     }
