@@ -1,6 +1,6 @@
 //! The local view: what this instance knows of each descriptor's global state (the store's
-//! last answer) plus the hits it admitted since. It serves two features (README,
-//! "Consistency: strict, batched, and the store-failure fallback").
+//! last answer) plus the hits it admitted since. It serves two features
+//! (`docs/explanation/consistency.md`).
 //!
 //! Why this file is long: one type whose decisions (batched, fallback) and bookkeeping
 //! (answers, carried hits) all read and move the same per-descriptor counts; apart, the rules

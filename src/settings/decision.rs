@@ -44,7 +44,7 @@ settings! {
                 .readme(
                     "when any descriptor of a request is over its limit, no other descriptor \
                      of it is charged (see \
-                     [Redis cost](#redis-cost-local-over-limit-cache-and-stop-increment))",
+                     [Redis cost](../how-to/reduce-redis-cost.md))",
                 )
         ),
         /// Fraction of a limit above which hits count as `near_limit` (the metric's threshold)
@@ -67,7 +67,7 @@ settings! {
                 "each descriptor's decision (`code`, `rule`, `limitName`, `unit`, \
                  `remaining`), the overall code and the deciding rule in the response's \
                  dynamic metadata, for Envoy's access logs; see \
-                 [Which rule denied a request](#which-rule-denied-a-request)",
+                 [Which rule denied a request](responses.md#which-rule-denied-a-request)",
             )
         ),
         pub limits: RequestLimits = group(),
@@ -194,7 +194,7 @@ settings! {
                 .readme(
                     "ceiling of the adaptive limit on `ShouldRateLimit` gRPC calls worked on at \
                      once, and of the calls waiting for one; past them a call is refused at \
-                     once with `RESOURCE_EXHAUSTED` (0: no ceiling); see [Overload](#overload)",
+                     once with `RESOURCE_EXHAUSTED` (0: no ceiling); see [Overload](../how-to/overload-and-tuning.md)",
                 )
         ),
     }

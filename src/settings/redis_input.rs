@@ -148,7 +148,7 @@ settings! {
                 .readme(
                     "deadline of a call's Redis work when the call has no deadline of its own \
                      (a call with `grpc-timeout`, as Envoy sends, gets what that leaves \
-                     instead), then `UNAVAILABLE`; see [Redis](#redis)",
+                     instead), then `UNAVAILABLE`; see [Redis](../how-to/redis.md#failures-and-health)",
                 )
         ),
         /// Deadline to establish a Redis connection
@@ -176,7 +176,7 @@ settings! {
                 "count envoy-compatible fixed windows with envoyproxy/ratelimit's own commands \
                  and key names, for a rolling migration on one Redis; requires \
                  `--redis-time-source local`, see [Rolling migration on one \
-                 Redis](#rolling-migration-on-one-redis---redis-reference-keys)",
+                 Redis](../how-to/migrate-from-envoyproxy-ratelimit.md#rolling-migration-on-one-redis---redis-reference-keys)",
             )
         ),
         /// `password` or `user:password` of the master found through sentinel (other URLs
@@ -232,7 +232,7 @@ settings! {
                 .default("1s")
                 .readme(
                     "how long Redis may refuse every write before health turns NOT_SERVING \
-                     ([Redis](#redis))",
+                     ([Redis](../how-to/redis.md))",
                 )
         ),
         pub(super) cache_key_prefix: Option<String> = shared(CACHE_KEY_PREFIX),

@@ -1,5 +1,5 @@
 //! Their variables that sluice refuses, and those that have no effect here, each with the
-//! reason given at startup (and in the README's table of their variables).
+//! reason given at startup (and in the reference's table of their variables).
 
 use super::Refusal;
 

@@ -84,7 +84,7 @@ settings! {
                 .readme(
                     "requests in flight per gRPC connection, advertised as \
                      `SETTINGS_MAX_CONCURRENT_STREAMS`; those past it wait, unread, at the \
-                     client (see [Overload](#overload)): raise it and an overloaded instance \
+                     client (see [Overload](../how-to/overload-and-tuning.md)): raise it and an overloaded instance \
                      reads, and pays for, calls it can only refuse",
                 )
                 .their(Their::new("GRPC_MAX_CONCURRENT_STREAMS", "32").does(

@@ -104,7 +104,7 @@ impl Ring {
     /// (an event-loop turn, a `read`, a `write`: the same `INCRBY` cost it 1 µs pipelined ×16
     /// and 7 µs pipelined ×2) and per script call, so the requests waiting at one moment go
     /// in one batch rather than a quarter of them in each of four (script calls per request
-    /// at one descriptor: 0.23 under round robin, 0.14; BENCHMARKS.md "Issue 18"). A request
+    /// at one descriptor: 0.23 under round robin, 0.14; BENCHMARKS.md, "Redis cost per decision"). A request
     /// waits at most for the batch in flight on its connection, as it did under round robin,
     /// and the other connections take the overflow (a full batch, or a connection that
     /// stopped answering).

@@ -7,7 +7,7 @@
 //! seconds, `src/limiter/cache_key.go`), and decided from the count `INCRBY` returns, as
 //! theirs is: both count one counter. Every other check goes to the script as usual.
 //!
-//! What it gives up (README "Migrating from envoyproxy/ratelimit"): windows are timed by
+//! What it gives up (`docs/how-to/migrate-from-envoyproxy-ratelimit.md`): windows are timed by
 //! each instance's clock (theirs are too, hence local time only), the key has no hash tag
 //! (on a cluster each key is on a slot of its own, one pipeline per key, concurrently), and
 //! the two commands are not one atomic step (a crash in between leaves a key without TTL
