@@ -3,9 +3,9 @@
 //! `sluice_local_decisions_total{reason="overload"}`, without the store being called
 //! degraded (health stays SERVING), and Redis ends holding exactly the hits answered OK.
 //! Two ways in, against a real Redis behind a delaying proxy: calls admission refuses (the
-//! one in-flight slot held), and calls whose round trip times out at their deadline (Redis
-//! answers, but later than that: it ran them, so their write-backs must not count them
-//! again).
+//! one in-flight slot held), and calls whose round trip outlasts half their deadline, the
+//! store's share with the fallback (Redis answers, but later than that: it ran them, so
+//! their write-backs must not count them again).
 
 use tokio::net::TcpStream;
 
@@ -78,11 +78,13 @@ async fn overload_is_decided_locally_counted_apart_and_written_back_once() {
     assert_eq!((http, status.as_deref()), (200, Some("0")));
     admitted += 1;
 
-    // Redis answers a second late, the calls' deadlines are 400 ms: each round trip times
-    // out (Redis runs the call regardless) and the view decides.
-    proxy.set_delay(Duration::from_millis(1000));
+    // Redis answers 700 ms late, the calls' deadlines are 1 s: strict, the round trip would
+    // have its answer in time (the deadline less a 5 ms margin); the fallback gives it half
+    // the deadline, so each round trip times out at 500 ms (Redis runs the call regardless)
+    // and the view decides, with half the deadline left to answer.
+    proxy.set_delay(Duration::from_millis(700));
     for _ in 0..5 {
-        assert!(hit(&mut c, Duration::from_millis(400)).await);
+        assert!(hit(&mut c, Duration::from_secs(1)).await);
         admitted += 1;
     }
     assert!(

@@ -130,18 +130,24 @@ impl Service<http::Request<Body>> for RateLimitServer {
             if deadline.is_some_and(|d| d <= Instant::now()) {
                 return Ok(expired(&service).into_http());
             }
-            let (_permit, store_deadline) = match service.admission().admit(arrived, deadline).await
+            let local = service.decides_overload_locally();
+            // When store work must end. Strict: what the deadline leaves less the margin to
+            // answer (a late store answer is an error anyway). With the local fallback, half
+            // the caller's time: a call the store cannot answer by then is decided locally,
+            // and that answer needs time too (a CPU quota alone can stall a process for most
+            // of its period), else it is as late as the store's would have been.
+            let store_by = deadline.zip(timeout).map(|(d, t)| {
+                let keep = if local { t / 2 } else { answer_margin(t) };
+                d.checked_sub(keep).unwrap_or(arrived)
+            });
+            let admit_by = if local { store_by } else { deadline };
+            let (_permit, store_deadline) = match service.admission().admit(arrived, admit_by).await
             {
-                Ok(permit) => {
-                    let left = deadline
-                        .zip(timeout)
-                        .map(|(d, t)| d.checked_sub(answer_margin(t)).unwrap_or(arrived));
-                    (Some(permit), left)
-                }
+                Ok(permit) => (Some(permit), store_by),
                 // With the local fallback, a call that cannot get a timely store answer is
                 // still answered, by the local view: read, and given no time for the store
                 // (`limiter::with_view`, overload). Goodput then follows the CPU.
-                Err(refusal) if service.decides_overload_locally() => {
+                Err(refusal) if local => {
                     tracing::debug!(%refusal, "no store time: deciding locally");
                     (None, Some(arrived))
                 }
