@@ -2,6 +2,7 @@
 //! `scripts/redis-capacity.sh` (BENCHMARKS.md's capacity table) runs end to end in a tiny
 //! mode against the debug binaries: its own redis-server on a free port, sluice, the load
 //! generator and redis-benchmark, with every column it reports filled; so does
+//! `scripts/overload.sh` (RELIABILITY.md's overload table), unconfined, and
 //! `scripts/cpu-compare.sh` (sluice beside the gRPC floor, examples/floor.rs). Speeds are not
 //! asserted (they are what the scripts measure); the counts that do not depend on speed are.
 
@@ -112,13 +113,18 @@ fn number(row: &HashMap<String, String>, column: &str) -> f64 {
 
 /// Run `scripts/redis-capacity.sh` in a tiny configuration (markdown tables, no callgrind
 /// pass, a 2 s Redis deadline: the debug build under a parallel test suite must not miss it)
-/// with `env` on top; its stdout, after checking that it succeeded.
+/// with `env` on top; its stdout, after checking that it succeeded. Four calls in flight at
+/// most: the admission's floor, so a suite that starves the debug build of CPU (round trips
+/// of hundreds of ms) never has a call queued and refused; these tests count calls, not
+/// capacity.
 fn capacity(env: &[(&str, String)]) -> String {
     let mut cmd = Command::new(root().join("scripts/redis-capacity.sh"));
     cmd.env("LOADGEN", loadgen())
         .env("ALGOS", "fixed_window")
         .env("BENCH_N", "2000")
         .env("TIMEOUT", "2s")
+        .env("CONNECTIONS", "1")
+        .env("CONCURRENCY", "4")
         .env("FORMAT", "md")
         .env("CALLGRIND", "0");
     for (k, v) in env {
@@ -239,6 +245,69 @@ fn redis_capacity_measures_several_builds_in_one_pass() {
             stdout.contains(&format!("| fixed_window@{label} | 1 | ")),
             "no ratio row for {label}: {stdout}"
         );
+    }
+}
+
+/// `scripts/overload.sh` end to end in a tiny mode: every setup (memory, strict Redis, Redis
+/// with the local fallback), its capacity then 1× and 2× of it, against the debug binaries,
+/// unconfined (no CPU quota or pinning: the suite need not run as root). Speeds are not
+/// asserted; that every row and column of both tables is filled is.
+#[test]
+fn overload_runs_every_setup_and_prints_its_tables() {
+    let out = Command::new(root().join("scripts/overload.sh"))
+        .env("SLUICE", env!("CARGO_BIN_EXE_sluice"))
+        .env("LOADGEN", loadgen())
+        .env("DURATION", "1s")
+        .env("WARMUP", "200ms")
+        .env("MULTIPLES", "1 2")
+        .env("CONCURRENCY", "4")
+        .env("QUOTA", "0")
+        .env("PIN", "0")
+        .output()
+        .expect("run scripts/overload.sh");
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        out.status.success(),
+        "scripts/overload.sh failed ({}):\n{stdout}\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let cells = |line: &str| -> Vec<String> {
+        line.trim_matches('|')
+            .split(" | ")
+            .map(|c| c.trim().to_owned())
+            .collect()
+    };
+    for setup in ["memory", "redis", "local"] {
+        for load in ["1×", "2×"] {
+            let prefix = format!("| {setup} | {load} | ");
+            let row = stdout
+                .lines()
+                .find(|l| l.starts_with(&prefix))
+                .unwrap_or_else(|| panic!("no {setup} {load} row:\n{stdout}"));
+            let row = cells(row);
+            assert_eq!(row.len(), 15, "{row:?}");
+            for cell in &row[2..] {
+                assert!(cell.parse::<f64>().is_ok(), "{cell:?} in {row:?}");
+            }
+            assert!(
+                row[2].parse::<f64>().unwrap_or(0.0) > 0.0,
+                "offered: {row:?}"
+            );
+        }
+        let summary = format!("| {setup} | ");
+        let row = stdout
+            .lines()
+            .filter(|l| l.starts_with(&summary))
+            .map(cells)
+            .find(|r| r.len() == 7)
+            .unwrap_or_else(|| panic!("no summary row for {setup}:\n{stdout}"));
+        assert!(
+            row[1].parse::<f64>().unwrap_or(0.0) > 0.0,
+            "capacity: {row:?}"
+        );
+        // No connection is dropped by the breaker while Redis is alive.
+        assert_eq!(row[5], "0", "{row:?}");
     }
 }
 

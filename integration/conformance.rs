@@ -1,5 +1,5 @@
 //! The store conformance suite: one set of scenarios, written against the `Store` trait,
-//! that every store must pass bit for bit (docs/algorithms.md is the contract).
+//! that every store must pass bit for bit (docs/explanation/algorithms.md is the contract).
 //!
 //! Instantiate it for a store with one line, giving a module name and an async factory
 //! `async fn(Arc<ManualClock>) -> Option<S>` (`None` skips the test):
@@ -130,7 +130,7 @@ impl Store for RedisUnderTest {
 /// A fresh `redis-server` and a `RedisStore` on it reading the suite's clock (local time
 /// mode). The TTL slack (1 h) is far longer than a scenario runs, so real-time TTLs never
 /// drop state the simulated clock still needs; state the simulated clock has outlived is
-/// equivalent to missing (docs/algorithms.md, "Expiry").
+/// equivalent to missing (docs/explanation/algorithms.md, "Expiry").
 pub async fn make_redis_store(clock: Arc<ManualClock>) -> Option<RedisUnderTest> {
     let server = tokio::task::spawn_blocking(RedisServer::start)
         .await

@@ -242,3 +242,144 @@ fn the_check_tells_repository_paths_from_other_words() {
     // Only comments of code are read.
     assert!(flagged("let p = \"gone.rs\"; // fine", rs).is_empty());
 }
+
+/// GitHub's anchor for a heading: the text lower-cased, code marks and punctuation other than
+/// `-` and `_` dropped, spaces turned into `-`.
+fn slug(heading: &str) -> String {
+    heading
+        .trim()
+        .to_lowercase()
+        .chars()
+        .filter(|c| c.is_alphanumeric() || matches!(c, '-' | '_' | ' '))
+        .map(|c| if c == ' ' { '-' } else { c })
+        .collect()
+}
+
+/// The anchors a Markdown text offers: one per heading outside code blocks, a repeated one
+/// numbered as GitHub numbers it (`-1`, `-2` …).
+fn anchors(text: &str) -> BTreeSet<String> {
+    let mut out = BTreeSet::new();
+    let mut fenced = false;
+    for line in text.lines() {
+        if line.trim_start().starts_with("```") {
+            fenced = !fenced;
+            continue;
+        }
+        let Some(rest) = line.strip_prefix('#') else {
+            continue;
+        };
+        if fenced {
+            continue;
+        }
+        let Some(title) = rest.trim_start_matches('#').strip_prefix(' ') else {
+            continue;
+        };
+        let base = slug(title);
+        let mut candidate = base.clone();
+        let mut n = 0;
+        while out.contains(&candidate) {
+            n += 1;
+            candidate = format!("{base}-{n}");
+        }
+        out.insert(candidate);
+    }
+    out
+}
+
+/// The targets of a Markdown text's inline links (`[text](target)`), with their line,
+/// outside code blocks and code spans.
+fn link_targets(text: &str) -> Vec<(usize, String)> {
+    let mut out = Vec::new();
+    let mut fenced = false;
+    for (n, line) in text.lines().enumerate() {
+        if line.trim_start().starts_with("```") {
+            fenced = !fenced;
+            continue;
+        }
+        if fenced {
+            continue;
+        }
+        // Code spans hold examples, not links.
+        let prose: String = line
+            .split('`')
+            .enumerate()
+            .map(|(i, part)| if i % 2 == 0 { part } else { "" })
+            .collect();
+        let mut rest = prose.as_str();
+        while let Some(at) = rest.find("](") {
+            let after = &rest[at + 2..];
+            let Some(end) = after.find(')') else { break };
+            out.push((n + 1, after[..end].to_owned()));
+            rest = &after[end..];
+        }
+    }
+    out
+}
+
+/// `file:line: target (why)` for every relative link of a Markdown file whose file or
+/// heading does not exist.
+fn broken_links(rel: &str, text: &str) -> Vec<String> {
+    let dir = Path::new(rel).parent().unwrap_or(Path::new(""));
+    let mut out = Vec::new();
+    for (line, target) in link_targets(text) {
+        if target.contains("://") || target.starts_with("mailto:") {
+            continue;
+        }
+        let (path, anchor) = target.split_once('#').unwrap_or((target.as_str(), ""));
+        let file = if path.is_empty() {
+            root().join(rel)
+        } else {
+            root().join(dir).join(path)
+        };
+        if !file.exists() {
+            out.push(format!("{rel}:{line}: {target} (no such file)"));
+            continue;
+        }
+        if anchor.is_empty() || !file.is_file() || file.extension().is_none_or(|e| e != "md") {
+            continue;
+        }
+        let Ok(target_text) = std::fs::read_to_string(&file) else {
+            continue;
+        };
+        if !anchors(&target_text).contains(anchor) {
+            out.push(format!("{rel}:{line}: {target} (no such heading)"));
+        }
+    }
+    out
+}
+
+#[test]
+fn links_in_markdown_resolve_to_files_and_headings() {
+    let repo = Repo::new();
+    let mut bad = Vec::new();
+    for rel in repo.paths.iter().filter(|p| p.ends_with(".md")) {
+        let Ok(text) = std::fs::read_to_string(root().join(rel)) else {
+            continue;
+        };
+        bad.extend(broken_links(rel, &text));
+    }
+    assert!(
+        bad.is_empty(),
+        "links in Markdown that lead nowhere:\n{}",
+        bad.join("\n")
+    );
+}
+
+#[test]
+fn anchors_are_github_s() {
+    let text = "# Quota over RLQS (Envoy's `rate_limit_quota` filter)\n\
+                ## Rolling migration on one Redis: `--redis-reference-keys`\n\
+                ```\n# not a heading\n```\n## Notes\n## Notes\n";
+    let found = anchors(text);
+    for a in [
+        "quota-over-rlqs-envoys-rate_limit_quota-filter",
+        "rolling-migration-on-one-redis---redis-reference-keys",
+        "notes",
+        "notes-1",
+    ] {
+        assert!(found.contains(a), "{a} in {found:?}");
+    }
+    assert!(!found.contains("not-a-heading"));
+    let links = link_targets("see [a](b.md#c) and `[x](y)`\n```\n[d](e)\n```\n");
+    assert_eq!(links, vec![(1, "b.md#c".to_owned())]);
+}

@@ -240,19 +240,22 @@ async fn the_keys_shown_are_the_keys_the_redis_store_writes() {
     }
 }
 
-/// The README's quick start shows `sluice explain` on the bundled config: its output is
-/// what the binary prints (the state tag of the Redis key aside).
+/// The how-to guide shows `sluice explain` on the bundled config: its output is what the
+/// binary prints (the state tag of the Redis key aside).
 #[test]
-fn the_readme_quick_start_shows_what_explain_prints() {
-    let readme = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("README.md"))
-        .expect("README.md");
-    let command = "cargo run --release -- explain ";
+fn the_inspect_guide_shows_what_explain_prints() {
+    let page = "docs/how-to/inspect-and-reset.md";
+    let readme =
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join(page)).expect(page);
+    let command = "sluice explain --domain edge ";
     let start = readme
         .find(command)
-        .expect("the quick start runs sluice explain");
+        .expect("the guide runs sluice explain on domain edge");
     let rest = &readme[start..];
     let args_line = rest.lines().next().unwrap_or_default();
-    let args: Vec<&str> = args_line[command.len()..].split_whitespace().collect();
+    let args: Vec<&str> = args_line["sluice explain ".len()..]
+        .split_whitespace()
+        .collect();
     let shown: Vec<&str> = rest
         .lines()
         .skip(1)
@@ -268,5 +271,5 @@ fn the_readme_quick_start_shows_what_explain_prints() {
             _ => l.to_owned(),
         })
         .collect();
-    assert_eq!(printed, shown, "README.md's sluice explain output is stale");
+    assert_eq!(printed, shown, "{page}: the sluice explain output is stale");
 }

@@ -20,6 +20,7 @@ mod faults;
 mod local_cache;
 mod ops;
 mod outage;
+mod readme_walkthrough;
 mod redis_binary;
 mod redis_conn;
 mod redis_store;

@@ -1,6 +1,6 @@
 //! The store-failure fallback through a Redis outage or stall, against real redis-server
 //! processes and sluice in process: afterwards the store holds exactly the hits that were
-//! admitted (README, "Consistency"), counted from the answers the test received (OK × cost),
+//! admitted (`docs/explanation/consistency.md`), counted from the answers the test received (OK × cost),
 //! never from sluice's own metrics. Frozen (`stall`), killed and restarted empty or from its
 //! append-only file (`kill`), the view's one key bound (`bound`), and what health and the
 //! metrics say meanwhile (`health`). No timing assertion: every wait polls for a condition
@@ -13,6 +13,7 @@
 mod bound;
 mod health;
 mod kill;
+mod overload;
 mod stall;
 mod table;
 

@@ -1,6 +1,6 @@
 //! RedisStore against real redis-server processes (each test owns its server). Most tests
 //! run in local time mode with a ManualClock, so every number is exact and comes from
-//! `docs/algorithms.md` worked by hand; a few run on Redis `TIME`.
+//! `docs/explanation/algorithms.md` worked by hand; a few run on Redis `TIME`.
 //!
 //! Run: `cargo test --test integration redis_store` (needs `redis-server` and `redis-cli`).
 

@@ -4,7 +4,7 @@
 //! `ManualClock`; every `LimitResult` must be identical.
 //!
 //! Native sides, both always run (`cargo test --test integration redis_vs_native`):
-//! - `support::model::ModelStore`, `docs/algorithms.md` transcribed in exact integer
+//! - `support::model::ModelStore`, `docs/explanation/algorithms.md` transcribed in exact integer
 //!   arithmetic (an oracle for the Lua, independent of the script), clock going both ways;
 //! - `MemoryStore` (the native algorithms of `src/limit/algorithm/`), clock moving forward
 //!   only (see [`differential`] for why).

@@ -5,7 +5,7 @@
 //! disables it) and has no authentication and no TLS: whoever reaches it can read any
 //! descriptor's counters and lift any client's limit. Keep it on loopback (reach it with
 //! `kubectl port-forward` or SSH), or put it behind an authenticating proxy and a network
-//! policy before binding it elsewhere (README, "Admin listener"). Every reset is logged.
+//! policy before binding it elsewhere (`docs/how-to/inspect-and-reset.md`). Every reset is logged.
 
 use std::sync::Arc;
 

@@ -4,6 +4,8 @@
 //! - [`settings`]: flags and environment (including envoyproxy/ratelimit names) → one `Settings`.
 //! - [`config`]: rule files → validated, immutable per-domain rule trees; matching.
 //! - [`service`]: the gRPC `RateLimitService` and health; protocol types stop here.
+//! - [`admission`]: which calls get store work under overload: an adaptive in-flight limit
+//!   and a queue that refuses what waited too long.
 //! - [`limit`]: the vocabulary of limits (units, algorithms, state tags, store checks and
 //!   results) and the native algorithms; no I/O.
 //! - [`limiter`]: one request's decision: one store call, then the status rules.
@@ -23,6 +25,7 @@
 //! - [`xds`]: rules from an xDS management server (state-of-the-world ADS).
 
 pub mod admin;
+pub mod admission;
 pub mod cli;
 pub mod client;
 pub mod config;

@@ -3,7 +3,7 @@
 //! Every setting is declared once, as a field of a `settings!` struct (`declare.rs`): its
 //! flag, its `SLUICE_*` variable (the flag's name in upper case), envoyproxy/ratelimit's
 //! variables that also set it and how their values map, its default, its parser and its
-//! help (the field's doc comment). clap's arguments, `--help`, the README's tables of
+//! help (the field's doc comment). clap's arguments, `--help`, the settings reference's tables of
 //! settings and the audit of their variables (`audit`) are read from those declarations.
 //!
 //! Precedence for every setting: its flag, then its `SLUICE_*` variable, then their
@@ -76,11 +76,11 @@ static ADMIN_ADDR: Setting<Option<SocketAddr>> =
         .default("127.0.0.1:8082")
         .help(
             "Admin listener (a descriptor's state: GET to peek, DELETE to reset; no \
-             authentication, see the README before exposing it), or `off`",
+             authentication, see the admin listener's security notes before exposing it), or `off`",
         )
         .readme(
             "admin listener (`/state`), `off` to disable; no authentication, see \
-             [Operator's tools](#operators-tools). At the default, a port already taken (a \
+             [Operator's tools](../how-to/inspect-and-reset.md). At the default, a port already taken (a \
              second instance on the host) is a warning and sluice runs without it; an \
              address set here that cannot be used stops startup",
         );
@@ -109,7 +109,7 @@ settings! {
                 .shown_default("off")
                 .readme(
                     "serve gRPC on this unix domain socket instead of `--grpc-addr` (TCP); see \
-                     [gRPC on a unix socket](#grpc-on-a-unix-socket)",
+                     [gRPC on a unix socket](../how-to/tls-and-connections.md#grpc-on-a-unix-socket)",
                 )
                 .same(Their::new("GRPC_UDS", "/run/ratelimit.sock").does(
                     "serve gRPC on this unix socket instead of `GRPC_HOST`/`GRPC_PORT` \

@@ -85,6 +85,12 @@ pub struct Args {
     /// was due, and each carries --timeout as its grpc-timeout (--concurrency is unused)
     #[arg(long, value_parser = parse_rate)]
     pub rate: Option<f64>,
+    /// Open loop: at most this many calls outstanding (sent, or waiting for a connection's
+    /// stream); a call past it fails at once, counted apart (`client_overflow`), as Envoy
+    /// fails a call past its cluster's circuit breakers (`max_requests` +
+    /// `max_pending_requests`, `upstream_rq_pending_overflow`) [default: no bound]
+    #[arg(long, requires = "rate", value_parser = clap::value_parser!(u64).range(1..))]
+    pub max_outstanding: Option<u64>,
     /// Print one JSON object instead of text
     #[arg(long)]
     pub json: bool,

@@ -59,9 +59,12 @@
 //!
 //! `--rate R` replaces the closed-loop tasks with a fixed offered rate: request `i` is due
 //! at `i/R` seconds and is sent then, whatever the earlier ones' fate (see `open.rs`).
-//! Latency counts from when a request was due, each carries `--timeout` as `grpc-timeout`,
-//! and errors (shed with RESOURCE_EXHAUSTED, DEADLINE_EXCEEDED) are counted by code. This
-//! is how overload is measured (`scripts/overload.sh`, RELIABILITY.md).
+//! Latency counts from when a request was due, each carries `--timeout` as `grpc-timeout`
+//! and counts as `DeadlineExceeded` unless answered within it of when it was due, and
+//! errors (shed with RESOURCE_EXHAUSTED, DEADLINE_EXCEEDED) are counted by code.
+//! `--max-outstanding N` fails calls at once past N outstanding, as Envoy's circuit
+//! breakers do (`client_overflow`). This is how overload is measured
+//! (`scripts/overload.sh`, RELIABILITY.md).
 //!
 //! # Sharing 2 cores with the server
 //!

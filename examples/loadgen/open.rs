@@ -6,7 +6,21 @@
 //! `grpc-timeout` (what Envoy sends), and its latency is measured from when it was *due*,
 //! not when it was sent, so a stalled client or server cannot hide its delay (no
 //! coordinated omission).
+//!
+//! The deadline counts from when a request was due too, as Envoy's filter timeout counts
+//! from when the request was made, waiting for a connection or a stream included: an answer
+//! later than `--timeout` after that is counted as `DeadlineExceeded`, not as an answer.
+//! (tonic's own timeout starts only when its buffer hands the request to the connection, so
+//! a request queued behind a server's stream limit would otherwise be answered, and counted,
+//! long after its caller gave up.)
+//!
+//! With `--max-outstanding N`, a call due while N are outstanding (sent, or queued for a
+//! stream behind the server's stream limit) fails at once, as Envoy fails calls past its
+//! cluster's circuit breakers: the queue a caller keeps in front of a busy server stays
+//! short, and what waits in it still has time left when it is sent. Without it the queue
+//! grows until its head has waited the whole deadline, and every call sent is already late.
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -32,6 +46,8 @@ pub async fn load(
     let start = Instant::now();
     let period = Duration::from_secs_f64(1.0 / rate);
     let mut i: u64 = 0;
+    let outstanding = Arc::new(AtomicU64::new(0));
+    let max_outstanding = args.max_outstanding.unwrap_or(u64::MAX);
     'send: loop {
         let now = Instant::now();
         // Everything due by now goes out now (the timer ticks in milliseconds; at high
@@ -46,19 +62,41 @@ pub async fn load(
                 break 'send;
             }
             let mut client = clients[i as usize % clients.len()].clone();
-            let mut request = tonic::Request::new(work.request(picker.next()));
+            let key = picker.next();
+            i += 1;
+            if outstanding.load(Ordering::Relaxed) >= max_outstanding {
+                if measured {
+                    let mut t = total.lock().unwrap_or_else(|e| e.into_inner());
+                    t.overflow += 1;
+                    t.last_done = t.last_done.max(Some(Instant::now()));
+                }
+                continue;
+            }
+            outstanding.fetch_add(1, Ordering::Relaxed);
+            let mut request = tonic::Request::new(work.request(key));
             request.set_timeout(args.timeout);
             let total = total.clone();
+            let give_up = due + args.timeout;
+            let outstanding = outstanding.clone();
             set.spawn(async move {
-                let result = client.should_rate_limit(request).await;
+                let call = client.should_rate_limit(request);
+                let result = tokio::time::timeout_at(give_up.into(), call).await;
                 let done = Instant::now();
+                outstanding.fetch_sub(1, Ordering::Relaxed);
+                // An answer this task sees only after the deadline (its worker was busy) is
+                // late all the same: the caller would have given up.
+                let result = match result {
+                    Ok(r) if done <= give_up => r,
+                    _ => Err(tonic::Status::deadline_exceeded(
+                        "no answer within --timeout of when the request was due",
+                    )),
+                };
                 if measured {
                     let mut t = total.lock().unwrap_or_else(|e| e.into_inner());
                     t.record(result, done.saturating_duration_since(due));
                     t.last_done = t.last_done.max(Some(done));
                 }
             });
-            i += 1;
         }
         // Reap finished tasks so the set holds only those in flight.
         while set.try_join_next().is_some() {}

@@ -182,6 +182,13 @@ impl Report {
                 );
             }
         }
+        if s.overflow > 0 {
+            let _ = writeln!(
+                out,
+                "overflow     {} calls failed by the client (--max-outstanding)",
+                s.overflow
+            );
+        }
         if s.error_total() > 0 {
             let codes: Vec<String> = s
                 .errors_by_code()
@@ -239,6 +246,7 @@ impl Report {
             "unknown_code": s.unknown_code,
             "errors": s.error_total(),
             "errors_by_code": errors_by_code,
+            "client_overflow": s.overflow,
             "error_sample": s.error_sample,
             "latency_ms": latency,
         })

@@ -22,6 +22,8 @@ pub struct Stats {
     /// Answers whose overall code is neither OK nor OVER_LIMIT (a server bug).
     pub unknown_code: u64,
     pub errors: [u64; GRPC_CODES],
+    /// Open loop with `--max-outstanding`: calls failed by the client itself, never sent.
+    pub overflow: u64,
     /// The first error's message, to tell why requests fail.
     pub error_sample: Option<String>,
     pub last_done: Option<Instant>,
@@ -36,6 +38,7 @@ impl Stats {
             over_limit: 0,
             unknown_code: 0,
             errors: [0; GRPC_CODES],
+            overflow: 0,
             error_sample: None,
             last_done: None,
         })
@@ -81,6 +84,7 @@ impl Stats {
         for (a, b) in self.errors.iter_mut().zip(other.errors) {
             *a += b;
         }
+        self.overflow += other.overflow;
         if self.error_sample.is_none() {
             self.error_sample = other.error_sample;
         }
@@ -93,7 +97,7 @@ impl Stats {
     }
 
     pub fn requests(&self) -> u64 {
-        self.ok + self.over_limit + self.unknown_code + self.error_total()
+        self.ok + self.over_limit + self.unknown_code + self.error_total() + self.overflow
     }
 
     /// `(name, count)` for every code that occurred.

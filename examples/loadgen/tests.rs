@@ -181,3 +181,53 @@ fn key_lists_and_churn_shape_the_descriptors() {
     assert_eq!(v, "v3");
     assert!(second.parse::<u64>().is_ok_and(|s| s > 1_700_000_000));
 }
+
+/// Open loop: answers later than `--timeout` after a call was due are late, not answers; past
+/// `--max-outstanding` calls fail in the client, counted apart, never sent.
+#[test]
+fn open_loop_counts_late_answers_and_client_overflow_apart() {
+    let common = [
+        "--self-test",
+        "--rate",
+        "2000",
+        "--warmup",
+        "0s",
+        "--requests",
+        "100",
+        "--connections",
+        "2",
+    ];
+    let late = run(&args(
+        &[
+            &common[..],
+            &["--self-test-delay", "300ms", "--timeout", "50ms"],
+        ]
+        .concat(),
+    ))
+    .expect("run against the stand-in");
+    assert_eq!(late.stats.ok, 0);
+    assert_eq!(
+        late.stats.errors[tonic::Code::DeadlineExceeded as usize],
+        100
+    );
+
+    // Every call is still outstanding when the last is due (100 in 50 ms, answers after 2 s).
+    let bounded = run(&args(
+        &[
+            &common[..],
+            &[
+                "--self-test-delay",
+                "2s",
+                "--timeout",
+                "30s",
+                "--max-outstanding",
+                "10",
+            ],
+        ]
+        .concat(),
+    ))
+    .expect("run against the stand-in");
+    assert_eq!((bounded.stats.ok, bounded.stats.overflow), (10, 90));
+    assert_eq!(bounded.to_json()["client_overflow"], 90);
+    assert!(bounded.to_text().contains("overflow     90 calls"));
+}

@@ -1,7 +1,7 @@
 //! Several limits on one descriptor (`rate_limits`), from the rule file to the answer:
 //! config defaults, the store's all-or-nothing charge and the limiter's report, on every
 //! store. The contract is the README's `rate_limits` example, ARCHITECTURE.md ("State
-//! identity") and docs/algorithms.md ("One check").
+//! identity") and docs/explanation/algorithms.md ("One check").
 
 use sluice::config::{ConfigFile, LoadOptions, RateLimitConfig};
 use sluice::limit::LimitResult;

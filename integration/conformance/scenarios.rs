@@ -1,5 +1,5 @@
 //! The scenarios of the conformance suite, each `async fn(&Env<S>)` over any `Store`, with
-//! hand-computed expectations from docs/algorithms.md.
+//! hand-computed expectations from docs/explanation/algorithms.md.
 //! One table of independent scenarios, one short function each.
 
 use std::sync::Arc;
@@ -248,7 +248,7 @@ pub async fn limits_of_a_check_are_all_or_nothing<S: Store>(env: &Env<S>) {
     }
 }
 
-/// `Lmax = min(2^53, 2^52·R)` (docs/algorithms.md): the buckets' scaled usage saturates at
+/// `Lmax = min(2^53, 2^52·R)` (docs/explanation/algorithms.md): the buckets' scaled usage saturates at
 /// 2^52 with `R = 1` (so a saturated GCRA's TAT stays exact), at 2^53 from `R = 2`; a state
 /// saturated under `R = 2` is clamped to the smaller cap when loaded after `R` drops to 1.
 pub async fn bucket_usage_is_capped_at_lmax<S: Store>(env: &Env<S>) {

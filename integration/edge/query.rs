@@ -155,26 +155,26 @@ async fn over_mutual_tls() {
     assert_eq!(plain.status.code(), Some(2), "plaintext to a TLS port");
 }
 
-/// The README's quick start runs `sluice query` against the bundled config: the command
-/// there prints what the README says it prints.
+/// The command line reference runs `sluice query` against the bundled config: the command
+/// there prints what the page says it prints.
 #[tokio::test]
-async fn the_readme_quick_start_query_prints_what_the_readme_shows() {
+async fn the_cli_reference_query_prints_what_it_shows() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let readme = std::fs::read_to_string(root.join("README.md")).expect("README");
-    let block = readme
+    let page = "docs/reference/cli.md";
+    let doc = std::fs::read_to_string(root.join(page)).expect(page);
+    let block = doc
         .split("```sh")
-        .find(|b| b.contains("-- query "))
+        .find(|b| b.contains("sluice query --addr localhost:"))
         .and_then(|b| b.split("```").next())
-        .expect("a quick start block with `-- query`");
+        .expect("a block with `sluice query --addr localhost:…`");
     let mut lines = block.lines().map(str::trim).filter(|l| !l.is_empty());
     let command = lines.next().expect("the command");
     let expected: Vec<&str> = lines
         .map(|l| l.strip_prefix("# ").expect("expected output as comments"))
         .collect();
     let args: Vec<&str> = command
-        .split_once(" -- query ")
-        .expect("cargo run … -- query …")
-        .1
+        .strip_prefix("sluice query ")
+        .expect("sluice query …")
         .split_whitespace()
         .collect();
 

@@ -1,5 +1,5 @@
 //! Every algorithm's core behaviour, exact to the millisecond (local time mode). The numbers
-//! are worked by hand from `docs/algorithms.md`; the retry of a denial is checked from both
+//! are worked by hand from `docs/explanation/algorithms.md`; the retry of a denial is checked from both
 //! sides (denied 1 ms before it, allowed at it).
 
 use sluice::limit::{Algorithm, Unit};

@@ -47,7 +47,7 @@ fn assert_ttl(env: &Env, key: &str, ms: u64, what: &str) {
 }
 
 /// The fixed-window scenarios in local time mode (a manual clock), with the answers worked by
-/// hand from docs/algorithms.md "fixed_window": the first hit of a window sets the TTL, later
+/// hand from docs/explanation/algorithms.md "fixed_window": the first hit of a window sets the TTL, later
 /// hits keep the window's end, the next window's first hit drops the earlier window's field,
 /// a clock that goes back charges the later window, a fresh key beside a known one in one
 /// call. Returns what each step left, to compare the two branches.

@@ -43,7 +43,7 @@ async fn explain_takes_a_bucket_in_any_order() {
 }
 
 /// `examples/rlqs`: the bootstrap's domain is the rules', and the buckets its matchers
-/// build get what the README says from a server running those rules.
+/// build get what the docs say from a server running those rules.
 #[tokio::test]
 async fn the_example_bootstrap_and_rules_agree() {
     let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/rlqs");

@@ -1,11 +1,12 @@
 //! Test support: sluice in process (`in_process`) and the real `sluice` binary, real
 //! redis-server processes, a real xDS management server, certificates made with rcgen, and a transcription of
-//! docs/algorithms.md used as a model.
+//! docs/explanation/algorithms.md used as a model.
 
 #![allow(dead_code)]
 
 pub mod certs;
 pub mod cli;
+pub mod delay_proxy;
 pub mod fault_cluster;
 pub mod h2raw;
 pub mod http;

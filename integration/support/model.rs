@@ -1,4 +1,4 @@
-//! A literal transcription of `docs/algorithms.md` in exact integer arithmetic (`i128`), used
+//! A literal transcription of `docs/explanation/algorithms.md` in exact integer arithmetic (`i128`), used
 //! as the oracle of the differential test: the Lua must agree with the document, not just
 //! with itself. Deliberately naive (whole-state copies, linear scans): clarity over speed.
 //! Not the memory store (that one lives in `src/store/memory/`); a second, independent

@@ -1,4 +1,4 @@
-//! The document model as a [`Store`]: the check protocol of `docs/algorithms.md` ("One
+//! The document model as a [`Store`]: the check protocol of `docs/explanation/algorithms.md` ("One
 //! check") over the per-algorithm functions of `model.rs`, with whole-state copies.
 
 #![allow(dead_code)]

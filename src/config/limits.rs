@@ -1,5 +1,5 @@
 //! One `rate_limit` (or `rate_limits` entry) → a [`LimitSpec`]: their unit and `replaces`
-//! checks first, with their messages, then the extension fields (`docs/algorithms.md`).
+//! checks first, with their messages, then the extension fields (`docs/explanation/algorithms.md`).
 
 use std::sync::Arc;
 
@@ -215,7 +215,7 @@ fn extended(raw: &RawLimit, unit: Unit, slot: u8, place: Place) -> Result<LimitS
                 &[Seg::Key("requests_per_unit")],
             ));
         }
-        // docs/algorithms.md's precondition `Cs ≤ Lmax`, `Lmax = min(2^53, 2^52·R)`: with
+        // docs/explanation/algorithms.md's precondition `Cs ≤ Lmax`, `Lmax = min(2^53, 2^52·R)`: with
         // R ≥ 2 it is `burst × unit ≤ 2^53`, with R = 1 `burst × unit ≤ 2^52` (the TAT of a
         // saturated gcra, `now + Lmax/R`, must stay exact in Lua's doubles).
         let scaled = u128::from(burst) * u128::from(window.window_ms());

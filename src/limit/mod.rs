@@ -4,7 +4,7 @@
 //! the clock, the native algorithms, and a request descriptor written as text
 //! ([`Descriptor`], the operator tools' `k=v,k2=v2`).
 //!
-//! The algorithm semantics are defined once in `docs/algorithms.md`; [`algorithm`]
+//! The algorithm semantics are defined once in `docs/explanation/algorithms.md`; [`algorithm`]
 //! implements them natively (memory store) and `src/store/lua/*.lua` in Redis. Nothing here
 //! does I/O.
 //!
@@ -91,7 +91,7 @@ impl fmt::Display for Unit {
     }
 }
 
-/// The algorithm a limit runs. Semantics: `docs/algorithms.md`.
+/// The algorithm a limit runs. Semantics: `docs/explanation/algorithms.md`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
 pub enum Algorithm {
     #[default]
@@ -165,7 +165,7 @@ impl fmt::Display for Algorithm {
 
 /// How a rule's descriptors are decided (`consistency` in rule files, `--consistency`):
 /// every hit by the store, or from this instance's local view with hits sent to the store
-/// in batches (README, "Consistency: strict, batched, and the store-failure fallback").
+/// in batches (`docs/how-to/choose-consistency.md`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
 pub enum Consistency {
     #[default]
@@ -206,7 +206,7 @@ pub const BUCKETS_RANGE: std::ops::RangeInclusive<u32> = 2..=1000;
 pub const SLIDING_LOG_MAX: u32 = 10_000;
 /// A `sliding_log` or `sliding_window` refund takes from at most this many of the newest runs
 /// (distinct timestamps / sub-windows), so its work is bounded whatever its cost
-/// (docs/algorithms.md).
+/// (docs/explanation/algorithms.md).
 pub const SLIDING_LOG_REFUND_RUNS: usize = 64;
 /// Longest window a limit may have (`unit × unit_multiplier`): 100 years of 365 days, in
 /// seconds. Far beyond any useful window, and it keeps every window in `u32` seconds and
@@ -260,7 +260,7 @@ impl LimitSpec {
         }
     }
 
-    /// `C` of `docs/algorithms.md`: the most usage a key may hold.
+    /// `C` of `docs/explanation/algorithms.md`: the most usage a key may hold.
     pub fn capacity(&self) -> u64 {
         if self.algorithm.has_burst() {
             u64::from(self.burst)
@@ -269,7 +269,7 @@ impl LimitSpec {
         }
     }
 
-    /// `W` of `docs/algorithms.md` in seconds: `unit × unit_multiplier` (a multiplier of 0,
+    /// `W` of `docs/explanation/algorithms.md` in seconds: `unit × unit_multiplier` (a multiplier of 0,
     /// which config never produces, reads as 1).
     pub fn window_seconds(&self) -> u64 {
         self.unit
@@ -297,8 +297,8 @@ impl LimitSpec {
     /// (`minute × 60` → `HOUR`) keeps `requests_per_unit`; otherwise the smallest unit, from
     /// the configured one up, in which the rate is a whole number (100 per 5 minutes → 20
     /// per `MINUTE`, 1000 per 6 hours → 4000 per `DAY`). When no unit makes it whole, the
-    /// configured unit with the rate rounded down, at least 1 (README, "Windows of N
-    /// units").
+    /// configured unit with the rate rounded down, at least 1 (`docs/reference/limits.md`,
+    /// "Windows of N units").
     pub fn reported(&self) -> (u32, Unit) {
         let (rpu, w) = (u64::from(self.requests_per_unit), self.window_seconds());
         if self.unit_multiplier <= 1 {
@@ -444,7 +444,7 @@ pub struct Check<'a> {
 /// How the checks of one request are charged together.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum Charge {
-    /// Each check by its own decision (docs/algorithms.md "One check").
+    /// Each check by its own decision (docs/explanation/algorithms.md "One check").
     #[default]
     Each,
     /// envoyproxy/ratelimit's `STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT`: when any check of the

@@ -1,6 +1,6 @@
 //! The local view: what this instance knows of each descriptor's global state (the store's
-//! last answer) plus the hits it admitted since. It serves two features (README,
-//! "Consistency: strict, batched, and the store-failure fallback").
+//! last answer) plus the hits it admitted since. It serves two features
+//! (`docs/explanation/consistency.md`).
 //!
 //! Why this file is long: one type whose decisions (batched, fallback) and bookkeeping
 //! (answers, carried hits) all read and move the same per-descriptor counts; apart, the rules
@@ -78,6 +78,8 @@ pub struct ViewStats {
     pub batched_decisions: AtomicU64,
     /// Decisions made here because the store failed.
     pub fallback_decisions: AtomicU64,
+    /// Decisions made here because the call could not get a timely store answer (overload).
+    pub overload_decisions: AtomicU64,
     /// Hits not kept for write-back: the view was full.
     pub overflow: AtomicU64,
     /// Write-backs that succeeded, and hits they carried.
@@ -186,6 +188,17 @@ pub enum Asked {
     /// A check of `cost` (0 for a refund, which carries no denial): its denial may be kept,
     /// and with `keep_new` a descriptor not kept yet starts being kept.
     Check { cost: u64, keep_new: bool },
+}
+
+/// Why the fallback decides a descriptor ([`LocalView::fallback`]); counted apart.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Why {
+    /// The store failed, or decisions are local since it did (degraded).
+    StoreFailure,
+    /// The store is busy, not failing: the call could not get a timely answer (admission
+    /// refused it, its deadline left no time for a round trip, or the round trip timed out
+    /// at that deadline). Does not make the view degraded.
+    Overload,
 }
 
 /// Where a fallback decision's admitted hits go ([`LocalView::fallback`]).
@@ -560,10 +573,21 @@ impl LocalView {
         }
     }
 
-    /// The store failed: decide `cost` hits of `tag` here from the last known state (or the
-    /// unseen share), keeping admitted hits for write-back as `keep` says. Returns the hits
-    /// kept: `cost` when admitted and kept, 0 when denied, a refund (nothing to charge; the
-    /// store hears of refunds only from the store path) or the view is full.
+    /// `n` descriptors were decided by [`LocalView::fallback`] for `why` (counted apart in
+    /// `sluice_local_decisions_total{reason}`).
+    pub fn count_fallback(&self, why: Why, n: usize) {
+        let counter = match why {
+            Why::StoreFailure => &self.stats.fallback_decisions,
+            Why::Overload => &self.stats.overload_decisions,
+        };
+        counter.fetch_add(n as u64, Ordering::Relaxed);
+    }
+
+    /// The store failed or is overloaded: decide `cost` hits of `tag` here from the last
+    /// known state (or the unseen share), keeping admitted hits for write-back as `keep`
+    /// says. Returns the hits kept: `cost` when admitted and kept, 0 when denied, a refund
+    /// (nothing to charge; the store hears of refunds only from the store path) or the view
+    /// is full. The caller counts the decision ([`LocalView::count_fallback`]).
     pub fn fallback(
         &self,
         tag: StateTag,
@@ -574,9 +598,6 @@ impl LocalView {
         out: &mut Vec<LimitResult>,
     ) -> u64 {
         let now = self.now_ms();
-        self.stats
-            .fallback_decisions
-            .fetch_add(1, Ordering::Relaxed);
         let mut shard = self.shard(tag).lock();
         let shard = &mut *shard;
         let k = match shard.map.entry(tag.0) {

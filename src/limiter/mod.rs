@@ -24,7 +24,7 @@ pub mod local_cache;
 pub mod local_view;
 mod with_view;
 pub use local_cache::OverLimitCache;
-pub use local_view::{DegradedObserver, LocalView, ViewOptions};
+pub use local_view::{DegradedObserver, LocalView, ViewOptions, Why};
 pub use with_view::decide_with_view;
 
 /// The limits a metered descriptor is held to, and where they came from.
@@ -122,6 +122,10 @@ pub struct Decision {
     /// The store call failed and the fallback decided instead: what failed, for the store
     /// error metrics (the labels a failed request would have counted).
     pub store_failure: Option<StoreFailure>,
+    /// Decided without a store round trip although descriptors were metered (the fallback
+    /// decided them all: the store is down, or the call had no time left for it), so there
+    /// is no round trip to measure.
+    pub skipped_store: bool,
 }
 
 /// A store failure the fallback answered for ([`Decision::store_failure`]).
@@ -311,6 +315,7 @@ pub fn compose(plans: &[Plan<'_>], results: Vec<LimitResult>, modes: Modes) -> D
         results,
         global_shadowed,
         store_failure: None,
+        skipped_store: false,
     }
 }
 

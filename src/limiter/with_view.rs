@@ -10,13 +10,26 @@
 //! fails, the view holds it, with the hits admitted for each of its checks, and the next
 //! write-back sends it again under that id, so whether or not the store ran the first send,
 //! every hit is counted once (`local_view/write_back.rs`).
+//!
+//! Overload, with the fallback: a call that cannot get a timely store answer is decided by
+//! the view too, counted apart ([`Why::Overload`]), without making the view degraded (the
+//! store is busy, not failing: a dead one is found by its connections' breaker, whose
+//! errors do). Two cases:
+//! - no time left for a round trip (admission refused the call, or its deadline is spent:
+//!   `store::deadline::passed`): nothing is sent, and the hits admitted are pending, written
+//!   back by the next batch like any local hit;
+//! - the round trip timed out at the caller's deadline: the call was sent under an id and
+//!   may still run in Redis. It is held under that id with the hits admitted here, exactly
+//!   as a failed call is, so the write-back resends it under the same id: if the original
+//!   ran, its own charges stand and the resend only reports; if not, the resend applies the
+//!   hits admitted here and fences the original off. Either way each hit is counted once.
 
 use std::sync::Arc;
 
-use super::local_view::{Answer, Asked, Held, Keep, Local, LocalView};
+use super::local_view::{Answer, Asked, Held, Keep, Local, LocalView, Why};
 use super::{Decision, Modes, OverLimitCache, Plan, compose};
 use crate::limit::{Charge, Check, LimitResult, LimitSpec};
-use crate::store::{CallId, Store, StoreError};
+use crate::store::{CallId, Store, StoreError, deadline};
 
 /// How one metered descriptor is answered.
 enum Via {
@@ -86,13 +99,26 @@ pub async fn decide_with_view<S: Store + ?Sized>(
         })
         .collect();
     let is_batched = |i: usize| batched.get(i).copied().unwrap_or(false);
-    if view.degraded() {
+    let fallback = view.options().fallback;
+    // Degraded: every descriptor here until the store answers again. No time left for a
+    // round trip (see the module documentation): nothing is sent, the hits wait as pending.
+    let why = if view.degraded() {
+        Some(Why::StoreFailure)
+    } else if fallback && deadline::passed() {
+        Some(Why::Overload)
+    } else {
+        None
+    };
+    if let Some(why) = why {
         let mut results = Vec::new();
         for (_, m) in &metered {
             let limits = m.limits.as_slice();
             view.fallback(m.tag, limits, m.cost, m.refund, Keep::Pending, &mut results);
         }
-        return Ok(compose(plans, results, modes));
+        view.count_fallback(why, metered.len());
+        let mut decision = compose(plans, results, modes);
+        decision.skipped_store = !metered.is_empty();
+        return Ok(decision);
     }
     let now = cache.map(OverLimitCache::now_ms).unwrap_or_default();
     let mut via: Vec<Via> = Vec::with_capacity(metered.len());
@@ -202,8 +228,14 @@ pub async fn decide_with_view<S: Store + ?Sized>(
         }
     });
     if let Err(e) = outcome {
-        let fallback = view.options().fallback;
-        if fallback {
+        // A timeout at the caller's deadline says the store is busy (or this process is);
+        // a dead store is the breaker's to find, and its errors make the view degraded.
+        let why = if e.kind() == "timeout" && deadline::is_callers() {
+            Why::Overload
+        } else {
+            Why::StoreFailure
+        };
+        if fallback && why == Why::StoreFailure {
             view.enter_degraded(&e);
         }
         // The call as it was sent, each check with the hits admitted for it: its carried
@@ -222,7 +254,10 @@ pub async fn decide_with_view<S: Store + ?Sized>(
                         });
                     }
                     let limits = m.limits.as_slice();
+                    // In flight: held under the call's id below, never pending, so the
+                    // write-back sends them only with that id (counted once).
                     let hits = if fallback {
+                        view.count_fallback(why, 1);
                         view.fallback(m.tag, limits, m.cost, m.refund, Keep::InCall, &mut results)
                     } else {
                         0

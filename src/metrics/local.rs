@@ -10,7 +10,7 @@ pub struct LocalMetrics {
     pub degraded: IntGauge,
     /// Periods entered (0 → 1 transitions of `degraded`).
     pub degraded_periods: IntCounter,
-    /// Decisions made locally, by reason (`batched`, `store_failure`).
+    /// Decisions made locally, by reason (`batched`, `store_failure`, `overload`).
     pub decisions: IntCounterVec,
     /// Hits admitted without being kept for write-back (`--local-view-max-keys` reached).
     pub overflow: IntCounter,
@@ -38,12 +38,12 @@ impl LocalMetrics {
         let decisions = must(IntCounterVec::new(
             Opts::new(
                 "sluice_local_decisions_total",
-                "Descriptors decided from the local view, without the store, by reason (batched: a batched rule with room to spare; store_failure: the store failed, --store-failure-mode local).",
+                "Descriptors decided from the local view, without the store, by reason (batched: a batched rule with room to spare; store_failure: the store failed, --store-failure-mode local; overload: the call could not get a timely store answer, --store-failure-mode local).",
             ),
             &["reason"],
         ));
         reg(Box::new(decisions.clone()));
-        for reason in ["batched", "store_failure"] {
+        for reason in ["batched", "store_failure", "overload"] {
             decisions.with_label_values(&[reason]);
         }
         LocalMetrics {

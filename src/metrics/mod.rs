@@ -40,7 +40,8 @@ pub struct Metrics {
     response_time_ms: bool,
     pub service_error: IntCounter,
     pub redis_error: IntCounter,
-    /// Calls refused because `--max-in-flight` calls were already being worked on.
+    /// Calls refused by admission: no slot among those in flight within what the queue or
+    /// the call's deadline allows.
     pub shed: IntCounter,
     /// Calls answered DEADLINE_EXCEEDED: their `grpc-timeout` passed before an answer.
     pub deadline_exceeded: IntCounter,
@@ -53,6 +54,13 @@ pub struct Metrics {
     pub store_connections: IntGaugeVec,
     /// 1 while a Redis store can decide (connected, not refusing writes), else 0.
     pub store_ready: IntGaugeVec,
+    /// Redis connections dropped as broken (an error, or no reply at all for a while).
+    pub store_connections_dropped: IntCounterVec,
+    /// Admission: the adaptive limit on gRPC calls in flight, the calls holding a slot, and
+    /// those waiting for one.
+    pub admission_limit: IntGauge,
+    pub admission_in_flight: IntGauge,
+    pub admission_queued: IntGauge,
     pub rules_loaded: IntGauge,
     pub domains_loaded: IntGauge,
     pub domain_not_found: IntCounter,
@@ -179,6 +187,15 @@ impl Metrics {
             "sluice_store_ready",
             "1 while a Redis store can decide (connected, accepting writes).",
         );
+        let store_connections_dropped = must(IntCounterVec::new(
+            Opts::new(
+                "sluice_store_connections_dropped_total",
+                "Redis connections dropped as broken: an I/O error, or no reply at all for the \
+                 breaker's silence limit (late replies count as replies).",
+            ),
+            &["store"],
+        ));
+        reg(Box::new(store_connections_dropped.clone()));
         let overflow_total = must(IntCounterVec::new(
             Opts::new(
                 "sluice_metrics_overflow_total",
@@ -247,6 +264,20 @@ impl Metrics {
             store_errors,
             store_connections,
             store_ready,
+            store_connections_dropped,
+            admission_limit: gauge(
+                "sluice_admission_limit",
+                "Admission: the adaptive limit on ShouldRateLimit gRPC calls in flight (it \
+                 follows the store's round trip; at most --max-in-flight).",
+            ),
+            admission_in_flight: gauge(
+                "sluice_admission_in_flight",
+                "Admission: ShouldRateLimit gRPC calls holding a slot.",
+            ),
+            admission_queued: gauge(
+                "sluice_admission_queued",
+                "Admission: ShouldRateLimit gRPC calls waiting for a slot.",
+            ),
             rules_loaded: gauge("sluice_rules_loaded", "Rules in the active config."),
             domains_loaded: gauge("sluice_domains_loaded", "Domains in the active config."),
             statsd_timings: None,
@@ -281,11 +312,12 @@ impl Metrics {
         self.response_time_ms = true;
     }
 
-    /// Create the error series of another store (the per-second Redis), so they start at 0.
+    /// Create the error and dropped-connection series of a Redis store, so they start at 0.
     pub fn add_store(&self, store: &str) {
         for kind in ["unavailable", "timeout", "backend"] {
             self.store_errors.with_label_values(&[store, kind]);
         }
+        self.store_connections_dropped.with_label_values(&[store]);
     }
 
     /// Counters for a stats key, created on first use; past the series cap, the overflow

@@ -20,8 +20,9 @@ use crate::xds::{self, XdsError};
 const HEALTH_INTERVAL: Duration = Duration::from_millis(250);
 
 /// Every tick: probe Redis stores that refuse writes (so recovery is seen without
-/// traffic), publish each store's connections and readiness, and re-evaluate health; at
-/// once when woken (decisions went local or back to the store).
+/// traffic), publish each store's connections, readiness and dropped connections, and the
+/// admission gauges, and re-evaluate health; at once when woken (decisions went local or
+/// back to the store).
 pub(super) fn spawn_health_refresh(
     health: Arc<Health>,
     service: Arc<RateLimitService>,
@@ -37,10 +38,16 @@ pub(super) fn spawn_health_refresh(
                     let store = service.store();
                     store.probe().await;
                     let metrics = service.metrics();
-                    for (name, connected, ready) in store.redis_pools() {
+                    for (name, connected, ready, dropped) in store.redis_pools() {
                         metrics.store_connections.with_label_values(&[name]).set(connected as i64);
                         metrics.store_ready.with_label_values(&[name]).set(i64::from(ready));
+                        let counted = metrics.store_connections_dropped.with_label_values(&[name]);
+                        counted.inc_by(dropped.saturating_sub(counted.get()));
                     }
+                    let admission = service.admission();
+                    metrics.admission_limit.set(admission.limit() as i64);
+                    metrics.admission_in_flight.set(admission.in_flight() as i64);
+                    metrics.admission_queued.set(admission.queued() as i64);
                     health.refresh().await;
                 }
             }
@@ -126,6 +133,7 @@ pub(super) fn spawn_batch_flush(
 struct Published {
     batched: u64,
     fallback: u64,
+    overload: u64,
     overflow: u64,
     flushes: u64,
     flush_errors: u64,
@@ -148,6 +156,9 @@ impl Published {
         m.decisions
             .with_label_values(&["store_failure"])
             .inc_by(step(&mut self.fallback, s.fallback_decisions.load(Relaxed)));
+        m.decisions
+            .with_label_values(&["overload"])
+            .inc_by(step(&mut self.overload, s.overload_decisions.load(Relaxed)));
         m.overflow
             .inc_by(step(&mut self.overflow, s.overflow.load(Relaxed)));
         m.flushes

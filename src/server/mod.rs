@@ -81,7 +81,7 @@ pub async fn run(
         ConfigSource::Xds(_) => None,
     };
     let store = Arc::new(store::build(&settings, &clock)?);
-    for (name, _, _) in store.redis_pools() {
+    for (name, ..) in store.redis_pools() {
         metrics.add_store(name);
     }
     tracing::info!(store = store.name(), "store configured");

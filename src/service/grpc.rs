@@ -12,7 +12,6 @@
 
 use std::convert::Infallible;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
@@ -29,6 +28,7 @@ use super::health::Health;
 use super::proto::RateLimitRequest;
 use super::routes::GrpcRoutes;
 use super::{RateLimitService, ServiceError};
+use crate::admission::Refusal;
 use crate::telemetry::Headers;
 
 const SERVICE: &str = "envoy.service.ratelimit.v3.RateLimitService";
@@ -41,10 +41,7 @@ pub fn routes(
 ) -> (Arc<Health>, RateLimitRoutes) {
     let (reporter, health_server) = tonic_health::server::health_reporter();
     let health = Arc::new(Health::new(service.clone(), reporter, requires_config));
-    let server = RateLimitServer {
-        service,
-        in_flight: Arc::new(AtomicUsize::new(0)),
-    };
+    let server = RateLimitServer { service };
     let routes = Routes::new(server.clone()).add_service(health_server);
     (health, GrpcRoutes::new(SHOULD_RATE_LIMIT, server, routes))
 }
@@ -56,39 +53,19 @@ pub type RateLimitRoutes = GrpcRoutes<RateLimitServer>;
 #[derive(Clone)]
 pub struct RateLimitServer {
     service: Arc<RateLimitService>,
-    /// Calls being worked on now (bounded by `--max-in-flight`).
-    in_flight: Arc<AtomicUsize>,
 }
 
-/// One call counted in [`RateLimitServer::in_flight`] until dropped.
-struct InFlight(Arc<AtomicUsize>);
-
-impl InFlight {
-    /// Count one more call, unless `max` are already in flight (`max` 0: no bound).
-    fn enter(count: &Arc<AtomicUsize>, max: usize) -> Option<InFlight> {
-        let n = count.fetch_add(1, Ordering::AcqRel);
-        let guard = InFlight(count.clone());
-        (max == 0 || n < max).then_some(guard)
-    }
-}
-
-impl Drop for InFlight {
-    fn drop(&mut self) {
-        self.0.fetch_sub(1, Ordering::AcqRel);
-    }
-}
-
-/// The caller's deadline from its `grpc-timeout` header (`1-8 digits` + `H M S m u n`,
-/// which Envoy always sends: the rate limit filter's timeout), counted from `arrived`.
-/// A malformed header is ignored, as gRPC servers do.
-fn deadline(headers: &http::HeaderMap, arrived: Instant) -> Option<Instant> {
+/// The caller's timeout from its `grpc-timeout` header (`1-8 digits` + `H M S m u n`, which
+/// Envoy always sends: the rate limit filter's timeout). A malformed header is ignored, as
+/// gRPC servers do.
+fn grpc_timeout(headers: &http::HeaderMap) -> Option<Duration> {
     let v = headers.get("grpc-timeout")?.to_str().ok()?;
     let (digits, unit) = v.split_at(v.len().checked_sub(1)?);
     if digits.is_empty() || digits.len() > 8 || !digits.bytes().all(|b| b.is_ascii_digit()) {
         return None;
     }
     let n: u64 = digits.parse().ok()?;
-    let timeout = match unit {
+    Some(match unit {
         "H" => Duration::from_secs(n.checked_mul(3600)?),
         "M" => Duration::from_secs(n.checked_mul(60)?),
         "S" => Duration::from_secs(n),
@@ -96,8 +73,14 @@ fn deadline(headers: &http::HeaderMap, arrived: Instant) -> Option<Instant> {
         "u" => Duration::from_micros(n),
         "n" => Duration::from_nanos(n),
         _ => return None,
-    };
-    arrived.checked_add(timeout)
+    })
+}
+
+/// What a call keeps of its timeout to answer after its store work: a tenth, at least 1 ms
+/// (encoding and sending the response, and the scheduling in between on a busy machine), at
+/// most 5 ms. The store gets the rest (`store::deadline`).
+fn answer_margin(timeout: Duration) -> Duration {
+    (timeout / 10).clamp(Duration::from_millis(1), Duration::from_millis(5))
 }
 
 /// A call whose deadline passed before it reached the service: counted, not worked on.
@@ -105,6 +88,17 @@ fn expired(service: &RateLimitService) -> Status {
     service.metrics().total_requests.inc();
     service.metrics().deadline_exceeded.inc();
     ServiceError::DeadlineExceeded.to_status()
+}
+
+/// A call that admission refused: no permit within what the queue or its deadline allows.
+/// Answered `RESOURCE_EXHAUSTED` at once, its message never read (Envoy's
+/// `failure_mode_deny` then decides, as for any error). With the local fallback the call is
+/// decided by the local view instead (see `call` below).
+fn overloaded(service: &RateLimitService, refusal: Refusal) -> Status {
+    service.metrics().total_requests.inc();
+    service.metrics().shed.inc();
+    tracing::debug!(%refusal, "call shed");
+    ServiceError::Overloaded(refusal).to_status()
 }
 
 impl NamedService for RateLimitServer {
@@ -121,37 +115,55 @@ impl Service<http::Request<Body>> for RateLimitServer {
     }
 
     /// Overload protection happens here, before the message is even read: a call whose
-    /// deadline has passed is answered DEADLINE_EXCEEDED without work, and a call past
-    /// `--max-in-flight` is shed with RESOURCE_EXHAUSTED at once (Envoy's
-    /// `failure_mode_deny` decides, as for any error). Nothing queues inside sluice: a
-    /// call is either worked on now or refused now. A call whose deadline passes while it
-    /// is worked on is abandoned then (its store round trip may still count the hit, as a
-    /// timeout may).
+    /// deadline has passed is answered DEADLINE_EXCEEDED without work, and a call that
+    /// admission does not let through in time (`crate::admission`: an adaptive limit on
+    /// calls in flight, at most `--max-in-flight`, and a queue that refuses what waited too
+    /// long) is refused with RESOURCE_EXHAUSTED, or, with `--store-failure-mode local`,
+    /// decided by the local view without store work. A call admitted holds its slot until
+    /// answered; its store work ends by what its deadline leaves less the margin to answer,
+    /// and a call whose deadline passes while it is worked on is abandoned then (its store
+    /// round trip may still count the hit, as a timeout may).
     fn call(&mut self, req: http::Request<Body>) -> Self::Future {
+        // hyper calls this as soon as the stream's headers are read; the future below is
+        // first polled when a worker gets to it. The wait in between counts: against the
+        // caller's deadline, and as queueing for admission.
+        let arrived = Instant::now();
         let service = self.service.clone();
-        let in_flight = self.in_flight.clone();
         Box::pin(async move {
             if req.uri().path() != SHOULD_RATE_LIMIT {
                 return Ok(ServiceError::UnknownMethod.to_status().into_http());
             }
-            let arrived = Instant::now();
-            let deadline = deadline(req.headers(), arrived);
-            if deadline.is_some_and(|d| d <= arrived) {
+            let timeout = grpc_timeout(req.headers());
+            let deadline = timeout.and_then(|t| arrived.checked_add(t));
+            if deadline.is_some_and(|d| d <= Instant::now()) {
                 return Ok(expired(&service).into_http());
             }
-            let limits = &service.settings.limits;
-            let Some(_guard) = InFlight::enter(&in_flight, limits.max_in_flight) else {
-                service.metrics().total_requests.inc();
-                service.metrics().shed.inc();
-                tracing::debug!(max_in_flight = limits.max_in_flight, "call shed");
-                return Ok(ServiceError::Overloaded(limits.max_in_flight)
-                    .to_status()
-                    .into_http());
+            let (_permit, store_deadline) = match service.admission().admit(arrived, deadline).await
+            {
+                Ok(permit) => {
+                    let left = deadline
+                        .zip(timeout)
+                        .map(|(d, t)| d.checked_sub(answer_margin(t)).unwrap_or(arrived));
+                    (Some(permit), left)
+                }
+                // With the local fallback, a call that cannot get a timely store answer is
+                // still answered, by the local view: read, and given no time for the store
+                // (`limiter::with_view`, overload). Goodput then follows the CPU.
+                Err(refusal) if service.decides_overload_locally() => {
+                    tracing::debug!(%refusal, "no store time: deciding locally");
+                    (None, Some(arrived))
+                }
+                Err(refusal) => return Ok(overloaded(&service, refusal).into_http()),
             };
-            let max = limits.max_request_bytes;
+            let max = service.settings.limits.max_request_bytes;
             let mut grpc = Grpc::new(RequestCodec(service.clone()))
                 .apply_max_message_size_config(Some(max), None);
-            let call = grpc.unary(ShouldRateLimit(service.clone(), deadline), req);
+            let handler = ShouldRateLimit {
+                service: service.clone(),
+                deadline,
+                store_deadline,
+            };
+            let call = grpc.unary(handler, req);
             let mut resp = match deadline {
                 None => call.await,
                 Some(d) => match tokio::time::timeout_at(d.into(), call).await {
@@ -185,17 +197,21 @@ fn size_status(service: &RateLimitService, resp: &mut http::Response<Body>) {
     }
 }
 
-/// The handler, with the caller's deadline: checked once more after the message is read,
-/// before any store work.
-struct ShouldRateLimit(Arc<RateLimitService>, Option<Instant>);
+/// The handler, with the caller's deadline (checked once more after the message is read,
+/// before any store work) and what of it the store gets.
+struct ShouldRateLimit {
+    service: Arc<RateLimitService>,
+    deadline: Option<Instant>,
+    store_deadline: Option<Instant>,
+}
 
 impl UnaryService<RateLimitRequest> for ShouldRateLimit {
     type Response = RateLimitResponse;
     type Future = BoxFuture<tonic::Response<RateLimitResponse>, Status>;
 
     fn call(&mut self, request: tonic::Request<RateLimitRequest>) -> Self::Future {
-        let service = self.0.clone();
-        let deadline = self.1;
+        let service = self.service.clone();
+        let (deadline, store_deadline) = (self.deadline, self.store_deadline);
         Box::pin(async move {
             if deadline.is_some_and(|d| d <= Instant::now()) {
                 return Err(expired(&service));
@@ -210,7 +226,7 @@ impl UnaryService<RateLimitRequest> for ShouldRateLimit {
                 )
             });
             service
-                .should_rate_limit_traced(req, span)
+                .should_rate_limit_traced(req, span, store_deadline)
                 .await
                 .map(tonic::Response::new)
                 .map_err(|e| e.to_status())
@@ -284,8 +300,7 @@ mod tests {
     fn timeout(v: &str) -> Option<Duration> {
         let mut h = http::HeaderMap::new();
         h.insert("grpc-timeout", http::HeaderValue::from_str(v).ok()?);
-        let now = Instant::now();
-        deadline(&h, now).map(|d| d - now)
+        grpc_timeout(&h)
     }
 
     #[test]
@@ -303,15 +318,10 @@ mod tests {
     }
 
     #[test]
-    fn in_flight_bound_releases_on_drop() {
-        let count = Arc::new(AtomicUsize::new(0));
-        let a = InFlight::enter(&count, 2).expect("first");
-        let b = InFlight::enter(&count, 2).expect("second");
-        assert!(InFlight::enter(&count, 2).is_none(), "third shed");
-        drop(a);
-        let _c = InFlight::enter(&count, 2).expect("room again");
-        drop(b);
-        assert_eq!(count.load(Ordering::Relaxed), 1);
-        assert!(InFlight::enter(&count, 0).is_some(), "0: no bound");
+    fn the_answer_keeps_a_tenth_of_the_timeout_within_bounds() {
+        let ms = Duration::from_millis;
+        assert_eq!(answer_margin(ms(20)), ms(2));
+        assert_eq!(answer_margin(ms(3)), ms(1));
+        assert_eq!(answer_margin(Duration::from_secs(5)), ms(5));
     }
 }

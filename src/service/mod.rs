@@ -32,12 +32,13 @@ use std::time::Instant;
 use arc_swap::ArcSwap;
 use envoy_types::pb::envoy::service::ratelimit::v3::RateLimitResponse;
 
+use crate::admission::Admission;
 use crate::config::{EntryRef, RateLimitConfig};
 use crate::limit::Consistency;
 use crate::limiter::{self, LocalView, Modes, OverLimitCache};
 use crate::metrics::{Metrics, RuleCounters};
 use crate::settings::DecisionSettings;
-use crate::store::{Backend, StoreError};
+use crate::store::{Backend, StoreError, deadline};
 use crate::telemetry::{RequestSpan, Tracer};
 use proto::{Entry, RateLimitRequest};
 
@@ -71,9 +72,10 @@ pub enum ServiceError {
     /// it was worked on).
     #[error("the caller's deadline (grpc-timeout) passed before an answer")]
     DeadlineExceeded,
-    /// Shed: `--max-in-flight` calls were already being worked on.
-    #[error("overloaded: {0} calls in flight (--max-in-flight)")]
-    Overloaded(usize),
+    /// Refused by admission: no in-flight slot within what the queue or the call's deadline
+    /// allows (`crate::admission`).
+    #[error("{0}")]
+    Overloaded(crate::admission::Refusal),
     /// A method of the rate limit service this server does not have.
     #[error("unknown method")]
     UnknownMethod,
@@ -159,6 +161,9 @@ pub struct RateLimitService {
     consistency: Consistency,
     /// `--unhealthy-when-degraded`.
     unhealthy_when_degraded: bool,
+    /// Which gRPC calls get store work (the gRPC adapter asks; [`Self::evaluate`] reports
+    /// each store call's round trip).
+    admission: Arc<Admission>,
 }
 
 impl RateLimitService {
@@ -178,11 +183,16 @@ impl RateLimitService {
         metrics
             .domains_loaded
             .set(active.config.domain_count() as i64);
+        // The memory store has no round trip to follow: its calls are CPU, which the stream
+        // limit and the queue's delays bound.
+        let remote = !matches!(*store, Backend::Memory(_));
+        let admission = Arc::new(Admission::new(settings.limits.max_in_flight, remote));
         RateLimitService {
             config: ArcSwap::from_pointee(active),
             store,
             metrics,
             settings,
+            admission,
             tracer: None,
             cache: None,
             view: None,
@@ -207,6 +217,13 @@ impl RateLimitService {
 
     pub fn local_view(&self) -> Option<&Arc<LocalView>> {
         self.view.as_ref()
+    }
+
+    /// `--store-failure-mode local` (and no `--redis-reference-keys`, which keeps every
+    /// decision strict): a call admission refuses is read and decided by the local view
+    /// instead of refused (`limiter::with_view`: overload).
+    pub fn decides_overload_locally(&self) -> bool {
+        !self.settings.reference_keys && self.view.as_ref().is_some_and(|v| v.options().fallback)
     }
 
     /// Set the local view's gauges (descriptors held, hits not yet in the store) from the
@@ -270,23 +287,30 @@ impl RateLimitService {
         &self.metrics
     }
 
+    pub fn admission(&self) -> &Arc<Admission> {
+        &self.admission
+    }
+
     /// `ShouldRateLimit`.
     pub async fn should_rate_limit(
         &self,
         req: &RateLimitRequest,
     ) -> Result<RateLimitResponse, ServiceError> {
-        self.should_rate_limit_traced(req, None).await
+        self.should_rate_limit_traced(req, None, None).await
     }
 
-    /// `ShouldRateLimit` inside a request span (gRPC, when tracing is on).
+    /// `ShouldRateLimit` inside a request span (gRPC, when tracing is on), its store work
+    /// ending by `store_deadline` (what the caller's deadline leaves for it; `None`: the
+    /// store's own timeout).
     pub async fn should_rate_limit_traced(
         &self,
         req: &RateLimitRequest,
         span: Option<RequestSpan>,
+        store_deadline: Option<Instant>,
     ) -> Result<RateLimitResponse, ServiceError> {
         let started = Instant::now();
         self.metrics.total_requests.inc();
-        let result = self.evaluate(req, span.as_ref()).await;
+        let result = deadline::within(store_deadline, self.evaluate(req, span.as_ref())).await;
         self.metrics.observe_response_time(started.elapsed());
         if let Some(span) = span {
             span.finish(match &result {
@@ -394,9 +418,17 @@ impl RateLimitService {
             }
             _ => limiter::decide(&*self.store, self.cache.as_ref(), &plans, modes).await,
         };
-        self.metrics
-            .store_latency
-            .observe(started.elapsed().as_secs_f64());
+        let took = started.elapsed();
+        self.metrics.store_latency.observe(took.as_secs_f64());
+        // The round trip the admission limit follows. Calls that decide nothing, or that the
+        // fallback decided without a round trip, have no store work to measure; the memory
+        // store has none at all.
+        if !matches!(*self.store, Backend::Memory(_))
+            && plans.iter().any(|p| matches!(p, limiter::Plan::Metered(_)))
+            && !decision.as_ref().is_ok_and(|d| d.skipped_store)
+        {
+            self.admission.observe(took);
+        }
         if let (Some(s), Err(e)) = (&mut store_span, &decision) {
             s.failed(e);
         }

@@ -43,7 +43,7 @@ settings! {
                 .shown_default("256 MiB")
                 .readme(
                     "memory store: most bytes of limit state held (at least 1 MiB); see \
-                     [Caps and limits](#caps-and-limits)",
+                     [Caps and limits](caps-and-limits.md)",
                 )
         ),
     }

@@ -1,7 +1,6 @@
 //! Consistency and the store-failure fallback: the default `consistency` of every rule,
 //! the batch interval, what happens when the store cannot answer, and the bounds of the
-//! local view both rest on (README, "Consistency: strict, batched, and the store-failure
-//! fallback").
+//! local view both rest on (`docs/how-to/choose-consistency.md`).
 
 use std::time::Duration;
 
@@ -60,7 +59,7 @@ settings! {
                 .readme(
                     "`consistency` of every rule that does not set it (`strict` or `batched`; \
                      `batched` only where sound, never `sliding_log`); see \
-                     [Consistency](#consistency-strict-batched-and-the-store-failure-fallback)",
+                     [Consistency](../how-to/choose-consistency.md)",
                 )
         ),
         /// Batched mode: how often this instance's hits are written to the store (1ms to 60s)

@@ -44,7 +44,7 @@ settings! {
                 .readme(
                     "when any descriptor of a request is over its limit, no other descriptor \
                      of it is charged (see \
-                     [Redis cost](#redis-cost-local-over-limit-cache-and-stop-increment))",
+                     [Redis cost](../how-to/reduce-redis-cost.md))",
                 )
         ),
         /// Fraction of a limit above which hits count as `near_limit` (the metric's threshold)
@@ -67,7 +67,7 @@ settings! {
                 "each descriptor's decision (`code`, `rule`, `limitName`, `unit`, \
                  `remaining`), the overall code and the deciding rule in the response's \
                  dynamic metadata, for Envoy's access logs; see \
-                 [Which rule denied a request](#which-rule-denied-a-request)",
+                 [Which rule denied a request](responses.md#which-rule-denied-a-request)",
             )
         ),
         pub limits: RequestLimits = group(),
@@ -183,17 +183,18 @@ settings! {
                 .default("4194304")
                 .shown_default("4 MiB")
         ),
-        /// Most ShouldRateLimit gRPC calls worked on at once; past it a call is shed at once
-        /// with RESOURCE_EXHAUSTED (0: no bound). The default is far above what one instance
+        /// Ceiling of the adaptive limit on ShouldRateLimit gRPC calls worked on at once, and
+        /// of the calls waiting for one; past them a call is refused at once with
+        /// RESOURCE_EXHAUSTED (0: no ceiling). The default is far above what one instance
         /// keeps busy at its capacity (a few dozen calls at a Redis round trip each), low
-        /// enough that a burst past capacity is refused at once rather than queued for
-        /// seconds.
+        /// enough that the limit cannot grow into seconds of queued work.
         pub max_in_flight: usize = setting(
             Setting::value("max-in-flight", "N", number)
                 .default("1024")
                 .readme(
-                    "`ShouldRateLimit` gRPC calls worked on at once; past it a call is shed at \
-                     once with `RESOURCE_EXHAUSTED` (0: no bound); see [Overload](#overload)",
+                    "ceiling of the adaptive limit on `ShouldRateLimit` gRPC calls worked on at \
+                     once, and of the calls waiting for one; past them a call is refused at \
+                     once with `RESOURCE_EXHAUSTED` (0: no ceiling); see [Overload](../how-to/overload-and-tuning.md)",
                 )
         ),
     }

@@ -1,7 +1,7 @@
 //! What a setting is: its flag, its `SLUICE_*` variable (the flag's name, upper case), the
 //! envoyproxy/ratelimit variables that also set it and how their values map, its default,
 //! its parser and its help. One [`Setting`] is written once, as a field of a `settings!`
-//! struct (`declare.rs`); clap's arguments, `--help`, the README's tables and the audit of
+//! struct (`declare.rs`); clap's arguments, `--help`, the settings reference's tables and the audit of
 //! their variables are all read from it.
 
 #[cfg(test)]
@@ -44,7 +44,7 @@ pub struct Setting<T> {
     count: usize,
     pub(super) map: Option<Map<T>>,
     pub(super) help: &'static str,
-    /// The README's cells, where they say more than the rest (test-only: the README's
+    /// The reference's cells, where they say more than the rest (test-only: the reference's
     /// tables are rendered by a test).
     #[cfg(test)]
     readme: Option<&'static str>,
@@ -112,7 +112,7 @@ impl<T> Setting<T> {
         self
     }
 
-    /// The values `parse` accepts, shown in `--help` and the README.
+    /// The values `parse` accepts, shown in `--help` and the settings reference.
     pub const fn values(mut self, values: &'static [&'static str]) -> Self {
         self.values = values;
         self
@@ -146,7 +146,7 @@ impl<T> Setting<T> {
         self
     }
 
-    /// The README's text, when it says more than `--help` (links to its sections).
+    /// The reference's text, when it says more than `--help` (links to other pages).
     pub const fn readme(self, text: &'static str) -> Self {
         #[cfg(test)]
         return Setting {
@@ -160,7 +160,7 @@ impl<T> Setting<T> {
         }
     }
 
-    /// The README's default, when the parsed default does not say it well (`4 MiB`, `off`).
+    /// The reference's default, when the parsed default does not say it well (`4 MiB`, `off`).
     pub const fn shown_default(self, text: &'static str) -> Self {
         #[cfg(test)]
         return Setting {
@@ -174,7 +174,7 @@ impl<T> Setting<T> {
         }
     }
 
-    /// The README's cell for their variables, when their names alone do not say how they map.
+    /// The reference's cell for their variables, when their names alone do not say how they map.
     pub const fn shown_theirs(self, text: &'static str) -> Self {
         #[cfg(test)]
         return Setting {
@@ -206,7 +206,7 @@ pub fn sluice_var(flag: &str) -> String {
 }
 
 /// The face of a [`Setting`] that does not depend on its type: what clap, `--help`, the
-/// README and the audit read.
+/// settings reference and the audit read.
 pub trait Decl: Sync {
     /// The clap argument of the flag; `None` for a setting only their variables set.
     fn arg(&self) -> Option<Arg>;
@@ -220,13 +220,13 @@ pub trait Decl: Sync {
     fn theirs(&self) -> &[Their];
     #[cfg(test)]
     fn help(&self) -> &'static str;
-    /// The README's meaning cell.
+    /// The reference's meaning cell.
     #[cfg(test)]
     fn readme(&self) -> &'static str;
-    /// The README's default cell.
+    /// The reference's default cell.
     #[cfg(test)]
     fn shown_default(&self) -> Option<Cow<'static, str>>;
-    /// The README's cell for their variables.
+    /// The reference's cell for their variables.
     #[cfg(test)]
     fn shown_theirs(&self) -> Option<Cow<'static, str>>;
     /// The declaration's own literals parse: its default and every listed value.

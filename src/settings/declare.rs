@@ -1,7 +1,7 @@
 //! `settings!`: a struct whose fields are declared with their settings. Each field is one of
 //!
 //! - `setting(DECL)`: a [`Setting`](super::decl::Setting) written right there; the field's
-//!   doc comment is its `--help` (and the README's text);
+//!   doc comment is its `--help` (and the settings reference's text);
 //! - `shared(STATIC)`: a setting declared once in a `static` because several commands read
 //!   it (`--config`, `--merge-domains`); the field's doc comment is rustdoc only;
 //! - `group()`: a nested `settings!` struct;

@@ -1,7 +1,8 @@
-//! The README's tables of settings are rendered from the declarations; a test fails when the
-//! README's copy differs, and `SLUICE_BLESS=1 cargo test --lib settings::` rewrites it. A
-//! block is the text between `<!-- NAME:begin -->` and `<!-- NAME:end -->` of a Markdown
-//! file, so another document can carry one too ([`check_block`]).
+//! The settings reference's tables (`docs/reference/settings.md`) are rendered from the
+//! declarations; a test fails when the page's copy differs, and
+//! `SLUICE_BLESS=1 cargo test --lib settings::` rewrites it. A block is the text between
+//! `<!-- NAME:begin -->` and `<!-- NAME:end -->` of a Markdown file, so another document can
+//! carry one too ([`check_block`]).
 
 use std::path::PathBuf;
 
@@ -94,8 +95,8 @@ pub(super) fn check_block(file: &str, name: &str, expected: &str) {
 }
 
 #[test]
-fn the_readme_tables_of_settings_are_the_declarations() {
+fn the_reference_tables_of_settings_are_the_declarations() {
     let (main, listen) = tables();
-    check_block("README.md", "settings", &main);
-    check_block("README.md", "settings-listen", &listen);
+    check_block("docs/reference/settings.md", "settings", &main);
+    check_block("docs/reference/settings.md", "settings-listen", &listen);
 }

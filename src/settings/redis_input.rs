@@ -135,17 +135,30 @@ settings! {
                     "multiplexed Redis connections (`--redis-pool-size`); unset: 4",
                 ))
         ),
-        /// Deadline of one Redis round trip; past it the request fails with UNAVAILABLE
+        // Why 1s: callers without a deadline (a gRPC client with none, `/json`) would rather
+        // have the answer of a Redis that is busy but alive, which comes within a second
+        // even on a saturated machine, than an error; a dead Redis is found by the
+        // connection breaker's silence limit, not by this timeout.
+        /// Deadline of a call's Redis work when the call carries no deadline of its own (with a
+        /// grpc-timeout, as Envoy always sends, what that leaves is the deadline); past it the
+        /// call fails with UNAVAILABLE
         pub(super) timeout: Duration = setting(
-            Setting::value("redis-timeout", "DURATION", positive_duration).default("10ms")
+            Setting::value("redis-timeout", "DURATION", positive_duration)
+                .default("1s")
+                .readme(
+                    "deadline of a call's Redis work when the call has no deadline of its own \
+                     (a call with `grpc-timeout`, as Envoy sends, gets what that leaves \
+                     instead), then `UNAVAILABLE`; see [Redis](../how-to/redis.md#failures-and-health)",
+                )
         ),
         /// Deadline to establish a Redis connection
         pub(super) connect_timeout: Duration = setting(
             Setting::value("redis-connect-timeout", "DURATION", duration)
                 .default("1s")
                 .same(Their::new("REDIS_TIMEOUT", "2s").with(REDIS).does(
-                    "deadline to connect (`--redis-connect-timeout`), as theirs; a round \
-                     trip's is `--redis-timeout`, 10ms",
+                    "deadline to connect (`--redis-connect-timeout`), as theirs; a call's Redis \
+                     work ends by what its grpc-timeout leaves, or after `--redis-timeout` (1s) \
+                     without one",
                 ))
         ),
         /// Clock the Redis scripts use: redis (scripts read `TIME`) or local (sluice's clock,
@@ -163,7 +176,7 @@ settings! {
                 "count envoy-compatible fixed windows with envoyproxy/ratelimit's own commands \
                  and key names, for a rolling migration on one Redis; requires \
                  `--redis-time-source local`, see [Rolling migration on one \
-                 Redis](#rolling-migration-on-one-redis---redis-reference-keys)",
+                 Redis](../how-to/migrate-from-envoyproxy-ratelimit.md#rolling-migration-on-one-redis---redis-reference-keys)",
             )
         ),
         /// `password` or `user:password` of the master found through sentinel (other URLs
@@ -219,7 +232,7 @@ settings! {
                 .default("1s")
                 .readme(
                     "how long Redis may refuse every write before health turns NOT_SERVING \
-                     ([Redis](#redis))",
+                     ([Redis](../how-to/redis.md))",
                 )
         ),
         pub(super) cache_key_prefix: Option<String> = shared(CACHE_KEY_PREFIX),

@@ -28,7 +28,7 @@ settings! {
             Setting::value("rlqs-assignment-ttl", "DURATION", positive_duration)
                 .default("60s")
                 .readme(
-                    "[RLQS](#quota-over-rlqs-envoys-rate_limit_quota-filter): lifetime of an \
+                    "[RLQS](../how-to/rlqs.md): lifetime of an \
                      assignment (each report extends it); keep it above Envoy's \
                      `reporting_interval`",
                 )

@@ -77,7 +77,7 @@ settings! {
                 .shown_default("none")
                 .readme(
                     "statsd_exporter mapping applied to `/metrics` \
-                     ([mapping](#prometheus-mapping-file))",
+                     ([mapping](statsd-and-tracing.md#prometheus-mapping-file))",
                 )
                 .same(Their::new("PROMETHEUS_MAPPER_YAML", "/etc/mapper.yaml").does(
                     "statsd_exporter mapping file applied to `/metrics` (`--metrics-mapper`)",
@@ -107,7 +107,7 @@ settings! {
             Setting::value("statsd-addr", "HOST:PORT", some_text)
                 .shown_default("off")
                 .readme(
-                    "send statsd to `host:port` ([statsd](#statsd-and-dogstatsd)); their \
+                    "send statsd to `host:port` ([statsd](statsd-and-tracing.md#statsd-and-dogstatsd)); their \
                      variables turn it on",
                 )
                 .map(statsd_host_port)

@@ -1,13 +1,13 @@
 //! One of envoyproxy/ratelimit's variables, as a setting declares it: its name (all the
-//! binary keeps), and for the tests and the README what it does here and a value that shows
+//! binary keeps), and for the tests and the reference what it does here and a value that shows
 //! it is read (`audit`).
 
 /// One envoyproxy/ratelimit variable a setting reads. Only its name is kept in the binary;
-/// what it does and how the audit probes it are for the tests and the README (`audit`).
+/// what it does and how the audit probes it are for the tests and the reference (`audit`).
 #[derive(Clone, Copy, Debug)]
 pub struct Their {
     pub name: &'static str,
-    /// What it does here (the README's table of their variables); `None`: the setting's
+    /// What it does here (the reference's table of their variables); `None`: the setting's
     /// own help, with its flag.
     #[cfg(test)]
     pub does: Option<&'static str>,

@@ -25,7 +25,7 @@ settings! {
         /// Export OpenTelemetry spans over OTLP
         on: bool = setting(
             Setting::switch("tracing")
-                .readme("OpenTelemetry spans over OTLP ([tracing](#tracing))")
+                .readme("OpenTelemetry spans over OTLP ([tracing](statsd-and-tracing.md#tracing))")
                 .same(Their::new("TRACING_ENABLED", "true"))
         ),
     }

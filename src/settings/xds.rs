@@ -62,7 +62,7 @@ settings! {
     /// The choice of rule source.
     pub(super) struct SourceInput {
         /// `FILE` (rule files) or `GRPC_XDS_SOTW` (rules from an xDS server,
-        /// [below](#rules-over-xds))
+        /// [rules over xDS](../how-to/rules-over-xds.md))
         config_type: ConfigType = setting(
             Setting::theirs_only(config_type)
                 .default("FILE")

@@ -5,6 +5,7 @@
 //!
 //! Stores know nothing of gRPC, rule files or metrics.
 
+pub mod deadline;
 pub mod memory;
 pub mod per_second;
 pub mod quota;
@@ -215,9 +216,10 @@ impl Backend {
         }
     }
 
-    /// Each Redis store by its metrics label, with its live connections and readiness.
-    pub fn redis_pools(&self) -> Vec<(&'static str, usize, bool)> {
-        let pool = |name, s: &redis::RedisStore| (name, s.connected(), s.is_ready());
+    /// Each Redis store by its metrics label, with its live connections, readiness and the
+    /// connections dropped as broken so far.
+    pub fn redis_pools(&self) -> Vec<(&'static str, usize, bool, u64)> {
+        let pool = |name, s: &redis::RedisStore| (name, s.connected(), s.is_ready(), s.dropped());
         match self {
             Backend::Memory(_) => Vec::new(),
             Backend::Redis(s) => vec![pool("redis", s)],

@@ -52,6 +52,7 @@ impl<S> Shared<S> {
         let mut h2 = http2::Builder::new(TokioExecutor::new());
         h2.timer(TokioTimer::new())
             .max_concurrent_streams(limits.max_concurrent_streams)
+            .max_pending_accept_reset_streams(reset_allowance(limits.max_concurrent_streams))
             .keep_alive_interval(limits.keepalive_interval)
             .keep_alive_timeout(limits.keepalive_timeout);
         Shared {
@@ -64,6 +65,21 @@ impl<S> Shared<S> {
             h2,
         }
     }
+}
+
+/// How many streams a client may reset before this side has accepted them, before the
+/// connection is closed with `ENHANCE_YOUR_CALM` (h2's guard against "rapid reset" floods,
+/// 20 by default). A legitimate client resets every call it gives up on, and opens the next
+/// at once (a reset stream frees its place under the stream limit): under overload, with this
+/// side's accept loop short of CPU, hundreds can be reset before one is accepted. At 20, and
+/// still at 64, every overload tore connections down one after another (measured at 2×
+/// capacity, 16 streams per connection: 306 in 4 s), each failing every call on it and
+/// reconnecting. The guard stays, at a size that only a flood reaches: a reset stream waiting
+/// to be accepted costs a few hundred bytes, and is refused without store work once accepted.
+fn reset_allowance(max_concurrent_streams: u32) -> usize {
+    (max_concurrent_streams as usize)
+        .saturating_mul(4)
+        .clamp(1024, 4096)
 }
 
 /// Serve one accepted connection; the permit is its place under the connection cap.
@@ -271,6 +287,13 @@ fn jittered(age: Duration) -> Duration {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn reset_allowance_follows_the_stream_limit_within_bounds() {
+        assert_eq!(reset_allowance(16), 1024);
+        assert_eq!(reset_allowance(512), 2048);
+        assert_eq!(reset_allowance(u32::MAX), 4096);
+    }
 
     #[test]
     fn jitter_stays_within_ten_percent() {

@@ -13,9 +13,10 @@
 //! - a deadline for a new connection to finish its TLS handshake and send the HTTP/2
 //!   preface (gRPC) or its request headers (HTTP/1, also between kept-alive requests);
 //! - an idle timeout (no request in flight for that long: GOAWAY, or close);
-//! - HTTP/2: `SETTINGS_MAX_CONCURRENT_STREAMS`, keepalive PINGs, and a maximum connection
-//!   age (GOAWAY after the age ±10%, in-flight streams get a grace period) so clients
-//!   behind a ClusterIP spread over new pods;
+//! - HTTP/2: `SETTINGS_MAX_CONCURRENT_STREAMS` (calls past it wait, unread, at the client),
+//!   room for the resets of calls clients give up on, keepalive PINGs, and a maximum
+//!   connection age (GOAWAY after the age ±10%, in-flight streams get a grace period) so
+//!   clients behind a ClusterIP spread over new pods;
 //! - graceful drain: when `drain` fires the listener closes, idle and half-open connections
 //!   close at once, busy ones after their in-flight requests.
 //!
@@ -79,7 +80,7 @@ impl Default for ConnLimits {
             max_connections: 10_000,
             header_timeout: Duration::from_secs(10),
             idle_timeout: Some(Duration::from_secs(300)),
-            max_concurrent_streams: 1024,
+            max_concurrent_streams: 16,
             keepalive_interval: Some(Duration::from_secs(60)),
             keepalive_timeout: Duration::from_secs(20),
             max_age: None,

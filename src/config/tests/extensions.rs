@@ -200,7 +200,7 @@ fn largest_exact_bucket_is_accepted() {
     assert!(super::build_files(&[super::inline("x.yaml", window)], false).is_ok());
 }
 
-/// docs/algorithms.md's precondition `Cs ≤ Lmax` for the bucket algorithms, with
+/// docs/explanation/algorithms.md's precondition `Cs ≤ Lmax` for the bucket algorithms, with
 /// `Lmax = min(2^53, 2^52·R)`: one request-millisecond above the bound is rejected, naming
 /// `burst` (or `requests_per_unit` when burst defaults to it), for each bucket algorithm.
 #[test]

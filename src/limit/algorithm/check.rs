@@ -1,4 +1,4 @@
-//! The check protocol of docs/algorithms.md ("One check") over the native states:
+//! The check protocol of docs/explanation/algorithms.md ("One check") over the native states:
 //! [`evaluate`] loads every limit (read-only), applies penalties, decides, charges all or
 //! nothing (honoring each limit's `overdraft`), locks, saves and reports. Per-algorithm
 //! arithmetic lives in the algorithm files; this file only dispatches to it.
@@ -292,7 +292,7 @@ fn refund(spec: &LimitSpec, st: &mut LimitState, n: u64, now: u64) -> LimitResul
     }
 }
 
-/// Evaluates one check at `now_ms` (docs/algorithms.md, "One check"), appending one result
+/// Evaluates one check at `now_ms` (docs/explanation/algorithms.md, "One check"), appending one result
 /// per limit to `out`. `states[i]` is the state of `check.limits[i]` (`LimitState::default()`
 /// when missing) and is updated in place; afterwards the caller keeps those that are
 /// [`LimitState::is_live`] and drops the others. Limits beyond `states.len()` are ignored,

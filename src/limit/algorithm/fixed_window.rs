@@ -1,4 +1,4 @@
-//! `fixed_window` (docs/algorithms.md): a count per epoch-aligned window of `W` ms.
+//! `fixed_window` (docs/explanation/algorithms.md): a count per epoch-aligned window of `W` ms.
 //!
 //! State `(ws, c)`. Everything is `u64`/`u128` with saturation so no input can overflow;
 //! the count is capped at [`USAGE_MAX`] so the Lua doubles stay exact. A count refunded to 0
@@ -39,7 +39,7 @@ impl FixedWindow {
         self.c = self.c.saturating_sub(n);
     }
 
-    /// `c = 0`: saved as a delete (docs/algorithms.md: after a refund to 0, the key goes).
+    /// `c = 0`: saved as a delete (docs/explanation/algorithms.md: after a refund to 0, the key goes).
     pub fn is_empty(&self) -> bool {
         self.c == 0
     }

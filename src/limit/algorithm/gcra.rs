@@ -1,4 +1,4 @@
-//! `gcra` (docs/algorithms.md): one theoretical arrival time `TAT = a + b/R` ms.
+//! `gcra` (docs/explanation/algorithms.md): one theoretical arrival time `TAT = a + b/R` ms.
 //!
 //! `(TAT − now)·R` is the same scaled level as `leaky_bucket`'s, so decisions and reports
 //! are [`Level`]'s; this file only converts between the stored TAT and [`Level`]. Keeping

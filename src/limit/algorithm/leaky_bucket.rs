@@ -1,4 +1,4 @@
-//! `leaky_bucket` (docs/algorithms.md): a level, scaled, leaking at `R` per ms.
+//! `leaky_bucket` (docs/explanation/algorithms.md): a level, scaled, leaking at `R` per ms.
 //!
 //! Decisions and reports are [`Level`]'s (shared with `token_bucket` and `gcra`); this file
 //! only converts between the stored `(level, ts)` and [`Level`]. Storing the level is what

@@ -1,5 +1,5 @@
 //! Native (in-process) implementations of every algorithm and of the check protocol; the
-//! contract is `docs/algorithms.md`, which the Redis Lua scripts implement too, so this code
+//! contract is `docs/explanation/algorithms.md`, which the Redis Lua scripts implement too, so this code
 //! follows it literally (same integer arithmetic, rounding, clamps and order).
 //!
 //! One file per algorithm holds its state type and formulas; `token_bucket`, `leaky_bucket`

@@ -1,4 +1,4 @@
-//! The arithmetic `token_bucket`, `leaky_bucket` and `gcra` share (docs/algorithms.md).
+//! The arithmetic `token_bucket`, `leaky_bucket` and `gcra` share (docs/explanation/algorithms.md).
 //!
 //! All three reduce to a scaled usage `Us` (one request = `W` units, draining at `R` units
 //! per ms): token bucket `Us = Cs − tokens`, leaky bucket and GCRA `Us = level`. Deciding,

@@ -1,4 +1,4 @@
-//! `sliding_log` (docs/algorithms.md): the timestamps of admitted hits, exact over the
+//! `sliding_log` (docs/explanation/algorithms.md): the timestamps of admitted hits, exact over the
 //! trailing window `(now − W, now]`.
 //!
 //! Stored run-length encoded, `(ts, entries)`, oldest first: a hit of cost `n` is one run

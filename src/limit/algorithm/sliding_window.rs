@@ -1,4 +1,4 @@
-//! `sliding_window` (docs/algorithms.md): counts per sub-window of `W/B` ms, summed over
+//! `sliding_window` (docs/explanation/algorithms.md): counts per sub-window of `W/B` ms, summed over
 //! the `B + 1` sub-windows overlapping the trailing window.
 //!
 //! Loading is read-only ([`SlidingWindow::view`]): sub-windows the load drops are only

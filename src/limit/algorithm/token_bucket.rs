@@ -1,4 +1,4 @@
-//! `token_bucket` (docs/algorithms.md): available tokens, scaled, refilled at `R` per ms.
+//! `token_bucket` (docs/explanation/algorithms.md): available tokens, scaled, refilled at `R` per ms.
 //!
 //! Decisions and reports are [`Level`]'s (shared with `leaky_bucket` and `gcra`); this file
 //! only converts between the stored `(tokens, ts)` and the scaled usage `Us = Cs − tokens`.

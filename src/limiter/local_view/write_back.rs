@@ -27,7 +27,7 @@
 //!   order are split into the same script calls, so on a cluster each resend carries the
 //!   id key of the original's call for its slot.
 //!
-//! Ids cost one key write per script call that carries one (README, "Consistency"); Redis
+//! Ids cost one key write per script call that carries one (`docs/explanation/consistency.md`); Redis
 //! keeps them for a while (`store/redis/mod.rs`), longer than a stall or a restart takes.
 
 use std::sync::Arc;

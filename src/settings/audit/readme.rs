@@ -1,5 +1,6 @@
-//! The README's table of their variables is rendered from the lists; a test fails when the
-//! README's copy differs. `SLUICE_BLESS=1 cargo test --lib settings::` rewrites it.
+//! The reference's table of their variables (`docs/reference/envoyproxy-ratelimit-variables.md`)
+//! is rendered from the lists; a test fails when the page's copy differs.
+//! `SLUICE_BLESS=1 cargo test --lib settings::` rewrites it.
 
 use std::path::PathBuf;
 
@@ -41,15 +42,20 @@ fn render() -> String {
 }
 
 #[test]
-fn the_readme_table_of_their_variables_is_the_lists() {
-    check_block("README.md", "settings-audit", &render());
+fn the_reference_table_of_their_variables_is_the_lists() {
+    check_block(
+        "docs/reference/envoyproxy-ratelimit-variables.md",
+        "settings-audit",
+        &render(),
+    );
 }
 
 /// The migration guide's "Not supported" list holds what is refused, each with its reason.
 #[test]
-fn the_readme_lists_every_refusal_as_not_supported() {
-    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("README.md");
-    let readme = std::fs::read_to_string(path).expect("README.md");
+fn the_migration_guide_lists_every_refusal_as_not_supported() {
+    let guide = "docs/how-to/migrate-from-envoyproxy-ratelimit.md";
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(guide);
+    let readme = std::fs::read_to_string(path).expect(guide);
     let start = readme
         .find("**Not supported**")
         .expect("a Not supported list");

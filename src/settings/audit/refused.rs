@@ -1,5 +1,5 @@
 //! Their variables that sluice refuses, and those that have no effect here, each with the
-//! reason given at startup (and in the README's table of their variables).
+//! reason given at startup (and in the reference's table of their variables).
 
 use super::Refusal;
 
@@ -33,14 +33,16 @@ pub const NO_EFFECT: &[(&str, &str)] = &[
     (
         "MAX_CONCURRENT_REQUESTS",
         "not read by envoyproxy/ratelimit (proposed by its open pull request #1241: a cap on \
-         ShouldRateLimit calls worked on at once); sluice's cap is --max-in-flight (1024; past \
-         it a call is shed at once with RESOURCE_EXHAUSTED)",
+         ShouldRateLimit calls worked on at once); sluice's cap adapts to the store's round \
+         trip, at most --max-in-flight (1024); past it a call is refused with \
+         RESOURCE_EXHAUSTED before its message is read",
     ),
     (
         "REQUEST_TIMEOUT",
         "not read by envoyproxy/ratelimit (proposed with MAX_CONCURRENT_REQUESTS); a \
-         request's store work is already bounded: each Redis round trip fails with \
-         UNAVAILABLE after --redis-timeout (10ms)",
+         request's store work is already bounded by the caller's deadline (grpc-timeout, \
+         less a margin to answer), or by --redis-timeout (1s) without one; past it the call \
+         fails with UNAVAILABLE",
     ),
     (
         "CONFIG_GRPC_XDS_SERVER_CONNECT_RETRY_INTERVAL",

@@ -18,7 +18,7 @@ fn defaults_are_plaintext_with_their_connection_age() {
     assert_eq!(l.max_connections, 10_000);
     assert_eq!(l.header_timeout, Duration::from_secs(10));
     assert_eq!(l.idle_timeout, Some(Duration::from_secs(300)));
-    assert_eq!(l.grpc_max_concurrent_streams, 1024);
+    assert_eq!(l.grpc_max_concurrent_streams, 16);
     assert_eq!(l.http2_keepalive_interval, Some(Duration::from_secs(60)));
     assert_eq!(l.grpc_max_connection_age, Some(Duration::from_secs(86_400)));
     assert_eq!(l.grpc_max_connection_age_grace, Duration::from_secs(3600));

@@ -100,7 +100,7 @@ fn envoyproxy_ratelimit_variables() {
     );
     assert_eq!(r.pool_size, 7);
     assert_eq!(r.connect_timeout, Duration::from_secs(2));
-    assert_eq!(r.request_timeout, Duration::from_millis(10));
+    assert_eq!(r.request_timeout, Duration::from_secs(1));
     assert_eq!(r.key_prefix.as_deref(), Some("rl:"));
     assert!(s.decision.shadow_mode && s.decision.quota_mode && s.merge_domains);
     assert_eq!(s.decision.near_limit_ratio, 0.5);

@@ -4,7 +4,7 @@
 -- that is the expiry every later write would set; in local time mode, where the two clocks
 -- may drift apart, every charge sets it again). Loaded into l.ws and l.u = c; reset_ms =
 -- retry_ms = l.ws + W - now (main.lua). An empty state is no key at all.
--- KEYS/ARGV/return: see header.lua; semantics: docs/algorithms.md "fixed_window".
+-- KEYS/ARGV/return: see header.lua; semantics: docs/explanation/algorithms.md "fixed_window".
 --
 -- Why a hash: a hit is one HINCRBY on the field of its window, the window start in the
 -- field's name, so the count is exact at the window boundary whichever clock decides it

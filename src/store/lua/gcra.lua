@@ -3,7 +3,7 @@
 -- Loaded as the scaled level l.u = (TAT - now) * R: every decision is leaky_bucket's on that
 -- level (main.lua), with lag 0: the TAT is absolute, a clock gone backwards just sees a
 -- higher level. TTL = TAT - now (rounded up) + slack; an empty state is no key at all.
--- KEYS/ARGV/return: see header.lua; semantics: docs/algorithms.md "gcra".
+-- KEYS/ARGV/return: see header.lua; semantics: docs/explanation/algorithms.md "gcra".
 local gcra_load, gcra_save
 if USES[6] then
   gcra_load = function(l, now)

@@ -1,5 +1,5 @@
 -- sluice: the rate-limit checks of one request (descriptors D1..Dm, each with limits
--- L1..Lk), in ONE script call. Semantics: docs/algorithms.md. This file is the first part of
+-- L1..Lk), in ONE script call. Semantics: docs/explanation/algorithms.md. This file is the first part of
 -- one script composed at build time (header.lua, fixed_window.lua, sliding_window.lua,
 -- runs.lua, the bucket files, main.lua), so a request whose limits use different algorithms
 -- is still a single atomic EVALSHA. Each check is decided atomically and in order (a later check sees what an
@@ -40,7 +40,7 @@
 --   now_ms, then 6 per limit of every check, in order: ok (0/1), remaining, reset_ms,
 --   retry_ms (-1 = none), used_before, penalized (0/1)
 --
--- Rules kept throughout (docs/algorithms.md):
+-- Rules kept throughout (docs/explanation/algorithms.md):
 --   * every integer written or passed to redis.call goes through string.format('%d'): Lua's
 --     tostring/concatenation would turn 1.7e15 into '1.7e+15';
 --   * every TTL is a PEXPIRE/PX (or, with Redis TIME, a PEXPIREAT) with an integer >= 1, set
@@ -110,7 +110,7 @@ if timed then
 end
 
 -- 2^53 (MAX_EXACT_SCALED): every stored usage saturates at or below it. The buckets use
--- L = min(2^53, 2^52 * R) (docs/algorithms.md "Lmax"), so gcra's TAT stays exact too.
+-- L = min(2^53, 2^52 * R) (docs/explanation/algorithms.md "Lmax"), so gcra's TAT stays exact too.
 local EXACT = 9007199254740992
 
 -- The numbers, validated before anything is read or written: a malformed call is an error
@@ -137,7 +137,7 @@ for g = 1, G do
     if code ~= 1 and code ~= 2 and code ~= 3 and code ~= 4 and code ~= 5 and code ~= 6 then
       error({ err = fmt('ERR sluice: unknown algorithm code %s', tostring(code)) })
     end
-    -- The config guarantees these (docs/algorithms.md "Preconditions"); checked again because
+    -- The config guarantees these (docs/explanation/algorithms.md "Preconditions"); checked again because
     -- a violation would divide by zero or lose exactness. Cs bounds only the buckets' scaled
     -- arithmetic (Cs <= L, and L <= 2^53): the window algorithms never use Cs, and any C*W is
     -- legal for them. A sliding log keeps C <= SLIDING_LOG_MAX = 10000 and no overdraft.

@@ -4,7 +4,7 @@
 -- TTL = time to empty + slack. Loaded into l.u (the level), l.ts, and l.lag = ts - now > 0
 -- only after the clock went backwards: nothing leaks before ts, so it is added to reset and
 -- retry (gcra: always 0). Decisions and report: main.lua, as for every bucket.
--- KEYS/ARGV/return: see header.lua; semantics: docs/algorithms.md "leaky_bucket".
+-- KEYS/ARGV/return: see header.lua; semantics: docs/explanation/algorithms.md "leaky_bucket".
 local lb_load, lb_save
 if USES[5] then
   lb_load = function(l, now)

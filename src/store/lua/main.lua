@@ -1,4 +1,4 @@
--- The check protocol (docs/algorithms.md "One check"), run over the checks parsed by
+-- The check protocol (docs/explanation/algorithms.md "One check"), run over the checks parsed by
 -- header.lua with the algorithms above, one check after the other. KEYS/ARGV/return: see
 -- header.lua.
 --

@@ -1,6 +1,6 @@
 -- sliding_log (code 3): counts at positions (a hit's ts, ms), summed over the positions
 -- still in the trailing window: live while pos >= now - W + 1, a position leaves the window
--- at end(pos) = pos + W. (sliding_window, which runs.lua also kept until issue 18, has its
+-- at end(pos) = pos + W. (sliding_window, which runs.lua also kept in earlier releases, has its
 -- own, cheaper layout: sliding_window.lua.)
 -- State: a ZSET with one member per position that holds a count (a run): score = pos,
 -- member '%d:%d' = (cum, cnt): cnt = the run's count, cum = a running total, the last entry
@@ -24,11 +24,11 @@
 --     usually hold the first live one and tell its rank, what the write prunes); a key with no live run left is dropped with UNLINK (freed off the main
 --     thread) by the next write;
 --   * a refund takes from the newest runs, at most RN_REFUND (64) of them
---     (docs/algorithms.md, SLIDING_LOG_REFUND_RUNS);
+--     (docs/explanation/algorithms.md, SLIDING_LOG_REFUND_RUNS);
 --   * retry (the run holding the entry that must leave) is a bisection over ranks,
 --     O(log^2 N), one probe when every run holds one entry.
 -- The key is the state key plus ':r' (script.rs): the keys of releases before the cache
--- (issue 18) are never read. Under this name, a newest member without the cache costs the
+-- (a sorted set of another member format) are never read. Under this name, a newest member without the cache costs the
 -- second read once, and a key of one ZSET member per log entry reads as empty and is
 -- replaced by the next write.
 -- TTL = reset + slack (the newest run's end). Loaded into l.u, l.cur, l.lo, l.reset (ms
@@ -37,7 +37,7 @@
 -- when it came from the cache), l.fpos and l.base (its position and cum - cnt), l.top,
 -- l.ncnt, l.npos, l.nmember (the newest run), l.pruned (no expired run precedes the oldest
 -- live one); l.stale: the key holds nothing live.
--- KEYS/ARGV/return: see header.lua; semantics: docs/algorithms.md.
+-- KEYS/ARGV/return: see header.lua; semantics: docs/explanation/algorithms.md.
 local rn_load, rn_write, rn_retry
 if USES[3] then
   local RN_PRUNE, RN_REFUND, RN_M = 64, 64, 9007199254740992

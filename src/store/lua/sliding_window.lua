@@ -29,7 +29,7 @@
 --     the running totals, then counts the ':' before the field found (C, no parse).
 -- TTL = reset + slack (the newest counted sub-window's end), set by the SET of every write.
 -- The key is the state key plus ':s' (script.rs): earlier releases' keys (the run-length
--- ZSET runs.lua kept until issue 18, the hash before it) are never read. One of those under
+-- ZSET runs.lua kept before this layout, the hash before that) are never read. One of those under
 -- this name reads as empty and is replaced by the next write; any other type is an error.
 -- Loaded into l.u, l.cur, l.lo (cur - B), l.reset (ms until hi leaves the window, 0 when
 -- empty; kept up to date by sw_write), l.live (something is counted), l.stale (the key
@@ -37,7 +37,7 @@
 -- l.slo and l.base (its lo and base), l.phi (P_hi), l.sp (where the field after P_hi
 -- starts), l.cut (false, or where the dropped tail starts: the ':' before P_(cur-B-1)) and
 -- l.pd (that field).
--- KEYS/ARGV/return: see header.lua; semantics: docs/algorithms.md "sliding_window".
+-- KEYS/ARGV/return: see header.lua; semantics: docs/explanation/algorithms.md "sliding_window".
 local sw_load, sw_write, sw_retry
 if USES[2] then
   local SW_REFUND, SW_M = 64, 9007199254740992

@@ -7,7 +7,7 @@
 -- Loaded as the level l.u = Cs - tokens (main.lua decides and reports on it as for every
 -- bucket), l.ts, and l.lag = ts - now > 0 only after the clock went backwards: nothing
 -- refills before ts, so it is added to reset and retry.
--- KEYS/ARGV/return: see header.lua; semantics: docs/algorithms.md "token_bucket".
+-- KEYS/ARGV/return: see header.lua; semantics: docs/explanation/algorithms.md "token_bucket".
 local tb_load, tb_save
 if USES[4] then
   tb_load = function(l, now)

@@ -11,6 +11,11 @@
 //!
 //! A request is still exactly one round trip: its calls always travel in one pipeline.
 //!
+//! The batcher is also the connection's breaker: it waits for every pipeline's replies,
+//! however late, so it knows what a request that timed out cannot: whether Redis is still
+//! answering. Only a pipeline that has had no reply for `dead_after` ends the task (and so the
+//! connection: the ring drops it when the next request finds the task gone).
+//!
 //! Within the pipeline, calls of different requests that charge each check by its own
 //! decision (the default: no stop-increment) and share a `now` are merged into ONE script
 //! call, up to [`MERGE_REQUESTS`] requests and [`MERGE_LIMITS`] limits: every script call
@@ -22,6 +27,7 @@
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
 
 use deadpool_redis::redis::aio::MultiplexedConnection;
 use deadpool_redis::redis::{ErrorKind, RedisError, Value};
@@ -42,10 +48,6 @@ pub(crate) const MERGE_REQUESTS: usize = 16;
 /// `calls::MAX_LIMITS_PER_CALL`): bounded work per call, so none holds Redis for long.
 const MERGE_LIMITS: usize = 32;
 
-/// A batch that has not been answered after this long is abandoned with its connection (a
-/// paused or partitioned server): its requests timed out long ago.
-const STALL_LIMIT: std::time::Duration = std::time::Duration::from_secs(5);
-
 struct Job {
     calls: Vec<Invocation>,
     /// `--redis-reference-keys` checks, sent after the batch's script calls.
@@ -65,12 +67,18 @@ pub(crate) struct Batcher {
 }
 
 impl Batcher {
-    /// Start the batcher task for `conn`.
-    pub fn spawn(conn: MultiplexedConnection, sha: String, source: &'static str) -> Batcher {
+    /// Start the batcher task for `conn`; it gives the connection up when a pipeline has
+    /// had no reply for `dead_after` (a paused or partitioned server).
+    pub fn spawn(
+        conn: MultiplexedConnection,
+        sha: String,
+        source: &'static str,
+        dead_after: Duration,
+    ) -> Batcher {
         let (tx, rx) = mpsc::unbounded_channel();
         let direct = conn.clone();
         let waiting = Arc::new(AtomicUsize::new(0));
-        tokio::spawn(run(conn, rx, waiting.clone(), sha, source));
+        tokio::spawn(run(conn, rx, waiting.clone(), sha, source, dead_after));
         Batcher {
             tx,
             waiting,
@@ -148,6 +156,7 @@ async fn run(
     waiting: Arc<AtomicUsize>,
     sha: String,
     source: &'static str,
+    dead_after: Duration,
 ) {
     while let Some(first) = rx.recv().await {
         let mut jobs = vec![first];
@@ -172,7 +181,7 @@ async fn run(
         let counts: Vec<Counted> = jobs.iter_mut().flat_map(|j| j.counts.drain(..)).collect();
         let expected = calls.len() + counts.len();
         let sent = pipeline::evalsha_all(&mut conn, &sha, source, &calls, &counts);
-        match tokio::time::timeout(STALL_LIMIT, sent).await {
+        match tokio::time::timeout(dead_after, sent).await {
             Ok(Ok(values)) if values.len() == expected => {
                 let mut per_job: Vec<Vec<Value>> = jobs.iter().map(|_| Vec::new()).collect();
                 let mut values = values.into_iter();
@@ -206,7 +215,12 @@ async fn run(
             Err(_) => {
                 let e = RedisError::from(std::io::Error::from(std::io::ErrorKind::TimedOut));
                 fail(jobs, &e);
-                // Give the connection up; the ring replaces it when requests report errors.
+                // Nothing at all for `dead_after`: give the connection up; the ring replaces
+                // it when the next request finds this task gone.
+                tracing::warn!(
+                    silent_for = ?dead_after,
+                    "redis connection answered nothing; giving it up"
+                );
                 return;
             }
         }

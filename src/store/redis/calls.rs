@@ -5,11 +5,12 @@
 //! over the connection ring, with the breaker and error classification; on a cluster, the
 //! calls of a slot that is moving are resent.
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use deadpool_redis::redis::cluster_async::ClusterConnection;
 use deadpool_redis::redis::{ErrorKind, RedisError, ServerErrorKind, Value};
 
+use super::conn::Conn;
 use super::script::{self, CallContext, IdKey, Invocation, Mode, parse_reply};
 use super::{RedisStore, TimeSource, health, is_connection_error, is_transient};
 use crate::limit::{Charge, Check, LimitResult};
@@ -67,23 +68,38 @@ impl RedisStore {
     }
 
     /// Send `calls` in one round trip (one pipeline, or concurrent calls on a cluster) and
-    /// decode every reply: one result per limit, per call, in call order.
+    /// decode every reply: one result per limit, per call, in call order. The round trip
+    /// must end by `deadline`; `budget` is what the whole store call was given (for the
+    /// error message).
     pub(super) async fn round_trip(
         &self,
         calls: Vec<Invocation>,
-        timeout: std::time::Duration,
+        deadline: Instant,
+        budget: Duration,
     ) -> Result<Vec<Vec<LimitResult>>, StoreError> {
         let sizes: Vec<usize> = calls.iter().map(|c| c.limits).collect();
+        // No time left (the caller's deadline, less the margin to answer): no store work.
+        if deadline <= Instant::now() {
+            return Err(StoreError::Timeout(budget));
+        }
         // The breaker: with no live connection, fail now rather than connect or wait.
         let Some(lease) = self.ring.pick() else {
             return Err(StoreError::Unavailable("redis is not connected".into()));
         };
-        let values = match tokio::time::timeout(timeout, self.exec(lease.conn.clone(), calls)).await
-        {
-            Err(_) => {
-                self.ring.timed_out(&lease);
-                return Err(StoreError::Timeout(timeout));
+        // A call that times out is dropped: before the batcher takes it (single node) or
+        // while redis-rs redirects it (cluster), it is then never sent, so a call its caller
+        // was told failed is not counted later. One already sent is answered to the batcher,
+        // which sees the late reply (`conn.rs`: slow is not dead).
+        let done = match &lease.conn {
+            Conn::Single(batcher) => {
+                tokio::time::timeout_at(deadline.into(), batcher.exec(calls)).await
             }
+            Conn::Cluster(c) => {
+                tokio::time::timeout_at(deadline.into(), self.exec_cluster(c.clone(), &calls)).await
+            }
+        };
+        let values = match done {
+            Err(_) => return Err(StoreError::Timeout(budget)),
             Ok(Err(e)) if is_connection_error(&e) => {
                 self.ring.broken(&lease);
                 return Err(StoreError::Unavailable(e.into()));
@@ -98,7 +114,6 @@ impl RedisStore {
             Ok(Err(e)) => return Err(StoreError::Backend(e.into())),
             Ok(Ok(values)) => values,
         };
-        self.ring.succeeded(&lease);
         // Per-command errors that say "wrong server" or "not now" rather than "bad call".
         for v in &values {
             if let Value::ServerError(e) = v {
@@ -140,17 +155,18 @@ impl RedisStore {
 }
 
 impl RedisStore {
-    /// [`crate::store::Store::run_with`] over `parts` (each under its id, if any), with each round trip
-    /// bounded by `timeout`: each part's checks grouped into script calls as one request's
-    /// are, every call of every part in one round trip, results part after part, in check
-    /// order.
+    /// [`crate::store::Store::run_with`] over `parts` (each under its id, if any), every
+    /// round trip ending by `deadline`: each part's checks grouped into script calls as one
+    /// request's are, every call of every part in one round trip, results part after part,
+    /// in check order.
     pub(super) async fn run_within(
         &self,
         parts: &[Part<'_, '_>],
         charge: Charge,
         out: &mut Vec<LimitResult>,
-        timeout: Duration,
+        deadline: Instant,
     ) -> Result<(), StoreError> {
+        let budget = deadline.saturating_duration_since(Instant::now());
         let ctx = CallContext {
             now_ms: match self.time_source {
                 TimeSource::Local => Some(self.clock.now_ms()),
@@ -201,7 +217,7 @@ impl RedisStore {
             // first (a round trip that writes nothing), then the charge. Another request may
             // slip in between, as with envoyproxy/ratelimit's GET-then-INCRBY.
             Charge::StopWhenOver => {
-                let dry = self.round_trip(build(Mode::Dry), timeout).await?;
+                let dry = self.round_trip(build(Mode::Dry), deadline, budget).await?;
                 let denied = calls.iter().zip(&dry).any(|((p, g), results)| {
                     let mut at = 0;
                     g.iter().any(|&i| {
@@ -217,7 +233,7 @@ impl RedisStore {
         if calls.is_empty() {
             return Ok(());
         }
-        let replies = self.round_trip(build(mode), timeout).await?;
+        let replies = self.round_trip(build(mode), deadline, budget).await?;
         if calls.len() == 1 || !self.cluster {
             // In check order already, part after part.
             for r in replies {
@@ -252,9 +268,9 @@ impl RedisStore {
     /// client's map is behind, a node has not heard of the new owner yet, or the call's keys
     /// are split between two nodes mid-`MIGRATE`). redis-rs follows a few redirects itself;
     /// past those, the call is sent again after a short pause rather than failed, until the
-    /// round trip's deadline (`request_timeout`, around this) ends it. Resending cannot
-    /// count a hit twice: the script never ran.
-    pub(super) async fn exec_cluster(
+    /// round trip's deadline (the caller's, around this) ends it. Resending cannot count a
+    /// hit twice: the script never ran.
+    async fn exec_cluster(
         &self,
         conn: ClusterConnection,
         calls: &[Invocation],

@@ -23,6 +23,21 @@ pub enum TimeSource {
 /// The key prefix when none is configured (`--cache-key-prefix`).
 pub const DEFAULT_KEY_PREFIX: &str = "sluice:";
 
+/// Default bound of a store call made without a caller's deadline (`--redis-timeout`).
+/// Callers with a deadline (Envoy always sends one) get what remains of it instead, so this
+/// serves only those that would otherwise wait forever: a gRPC client without a deadline,
+/// `/json`. Dead connections no longer need a short timeout to be found (the breaker tells
+/// them by their silence, [`DEFAULT_DEAD_AFTER`]), so it only has to cover a Redis that is
+/// alive but busy, which answers within a second even on a saturated machine; such a caller
+/// prefers that answer to an error.
+pub const DEFAULT_REQUEST_TIMEOUT: Duration = Duration::from_secs(1);
+
+/// Default silence after which a connection is dead: longer than the stalls of a Redis that is
+/// alive (a fork for a snapshot, a slow fsync, a long command of another client: well under a
+/// second on a healthy server), short enough that a connection black-holed by a partition or a
+/// failover behind a proxy is replaced within seconds.
+pub const DEFAULT_DEAD_AFTER: Duration = Duration::from_secs(2);
+
 /// How TLS connections (`rediss://`) are verified and which identity they present. Applies
 /// to every TLS connection of the store: the node, every cluster node, the sentinels and the
 /// master they name.
@@ -90,7 +105,8 @@ pub struct RedisConfig {
     pub pool_size: usize,
     /// Bound of one connection attempt (including the script preload).
     pub connect_timeout: Duration,
-    /// Bound of one `run()`; keep it well under Envoy's 20 ms filter timeout.
+    /// Bound of one `run()` made without a caller's deadline (`store::deadline`); with one,
+    /// the deadline bounds it instead.
     pub request_timeout: Duration,
     /// Prepended to every key. Must not contain `{` or `}` (it would change the hash slot).
     pub key_prefix: String,
@@ -101,9 +117,9 @@ pub struct RedisConfig {
     /// First and longest pause between reconnect attempts (doubling in between).
     pub reconnect_backoff_min: Duration,
     pub reconnect_backoff_max: Duration,
-    /// Consecutive request timeouts after which a connection is considered dead, provided
-    /// nothing was answered on it for `breaker_timeouts × request_timeout` either.
-    pub breaker_timeouts: u32,
+    /// A connection that has answered nothing at all, to a call sent on it, for this long is
+    /// dead and is replaced (`conn.rs`); replies that arrive late still count as answers.
+    pub dead_after: Duration,
     /// `--redis-reference-keys`, with envoyproxy/ratelimit's `CACHE_KEY_PREFIX`: checks that
     /// qualify are counted as theirs are, under their keys (see `reference.rs`). Local time
     /// source only: with `TimeSource::Redis` it is ignored.
@@ -121,13 +137,13 @@ impl Default for RedisConfig {
             refusal_grace: Duration::from_secs(1),
             pool_size: 4,
             connect_timeout: Duration::from_millis(500),
-            request_timeout: Duration::from_millis(10),
+            request_timeout: DEFAULT_REQUEST_TIMEOUT,
             key_prefix: DEFAULT_KEY_PREFIX.to_owned(),
             time_source: TimeSource::Redis,
             ttl_slack_ms: None,
             reconnect_backoff_min: Duration::from_millis(50),
             reconnect_backoff_max: Duration::from_secs(2),
-            breaker_timeouts: 3,
+            dead_after: DEFAULT_DEAD_AFTER,
             reference_prefix: None,
         }
     }

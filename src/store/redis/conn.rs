@@ -6,13 +6,23 @@
 //! `PING` round trip, which would double the latency of every check. Connections are created
 //! through deadpool (single node) and then taken out of it for good; requests clone a
 //! checked-out connection (cheap: the multiplexer is shared). A connection that fails with an
-//! I/O error, or times out several times in a row, is dropped from the ring; requests then go
-//! to the remaining ones, or fail fast with `Unavailable` when none is left, while the
-//! reconnect task alone talks to the network. No request ever waits for a connect.
+//! I/O error, or that answers nothing at all for `dead_after`, is dropped from the ring;
+//! requests then go to the remaining ones, or fail fast with `Unavailable` when none is left,
+//! while the reconnect task alone talks to the network. No request ever waits for a connect.
+//!
+//! Slow is not dead. A request that times out says only that *this* request was not answered
+//! in time; under overload most do, while Redis keeps answering. So a timeout never drops a
+//! connection. A single-node connection's batcher sees every reply, late ones included, and
+//! gives the connection up only when a pipeline has had no reply at all for `dead_after`
+//! (`batch.rs`). A cluster connection is dropped only for errors: redis-rs keeps one
+//! connection per node and follows the cluster's own failovers, and a timed-out call is
+//! dropped rather than followed to its reply, so that redis-rs never sends it again after its
+//! caller was told it failed. Dropping a connection that is merely busy would add a
+//! reconnect (and a script load) to the load, and its replacement would be just as slow.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering};
-use std::time::{Duration, Instant};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::time::Duration;
 
 use deadpool_redis::redis::Script;
 use deadpool_redis::redis::cluster_async::ClusterConnection;
@@ -47,10 +57,6 @@ pub(crate) enum Conn {
 struct Slot {
     /// The connection and the generation it was installed with; `None` while broken.
     conn: Mutex<Option<(u64, Conn)>>,
-    /// Consecutive timeouts of requests on this connection.
-    timeouts: AtomicU32,
-    /// When a reply last arrived on it (ms since the ring was made).
-    last_ok_ms: AtomicU64,
 }
 
 /// A connection borrowed for one request, with what is needed to report its fate.
@@ -67,44 +73,28 @@ pub(crate) struct Ring {
     generation: AtomicU64,
     connected: watch::Sender<usize>,
     wake: Notify,
-    max_timeouts: u32,
-    /// Silence (no reply at all) after which timeouts mean a dead connection.
-    dead_after_ms: u64,
-    epoch: Instant,
+    /// Connections dropped as broken (errors, silence), since the ring was made.
+    dropped: AtomicU64,
     /// Which store this is, in logs (`redis`, `redis_per_second`).
     name: &'static str,
 }
 
 impl Ring {
-    pub fn new(
-        name: &'static str,
-        size: usize,
-        max_timeouts: u32,
-        request_timeout: Duration,
-    ) -> Ring {
+    pub fn new(name: &'static str, size: usize) -> Ring {
         let slots = (0..size.max(1))
             .map(|_| Slot {
                 conn: Mutex::new(None),
-                timeouts: AtomicU32::new(0),
-                last_ok_ms: AtomicU64::new(0),
             })
             .collect();
-        let max_timeouts = max_timeouts.max(1);
         Ring {
             slots,
             next: AtomicUsize::new(0),
             generation: AtomicU64::new(0),
             connected: watch::Sender::new(0),
             wake: Notify::new(),
-            max_timeouts,
-            dead_after_ms: (request_timeout * max_timeouts).as_millis() as u64,
-            epoch: Instant::now(),
+            dropped: AtomicU64::new(0),
             name,
         }
-    }
-
-    fn now_ms(&self) -> u64 {
-        self.epoch.elapsed().as_millis() as u64
     }
 
     /// The connection for the next request; `None` when every connection is down.
@@ -114,7 +104,7 @@ impl Ring {
     /// (an event-loop turn, a `read`, a `write`: the same `INCRBY` cost it 1 µs pipelined ×16
     /// and 7 µs pipelined ×2) and per script call, so the requests waiting at one moment go
     /// in one batch rather than a quarter of them in each of four (script calls per request
-    /// at one descriptor: 0.23 under round robin, 0.14; BENCHMARKS.md "Issue 18"). A request
+    /// at one descriptor: 0.23 under round robin, 0.14; BENCHMARKS.md, "Redis cost per decision"). A request
     /// waits at most for the batch in flight on its connection, as it did under round robin,
     /// and the other connections take the overflow (a full batch, or a connection that
     /// stopped answering).
@@ -172,26 +162,9 @@ impl Ring {
         self.connected.subscribe()
     }
 
-    pub fn succeeded(&self, lease: &Lease) {
-        let slot = &self.slots[lease.slot];
-        slot.timeouts.store(0, Ordering::Relaxed);
-        slot.last_ok_ms.store(self.now_ms(), Ordering::Relaxed);
-    }
-
-    /// A request timed out. One slow answer is not a dead connection; several in a row with
-    /// no reply at all for `max_timeouts × request_timeout` are (a paused or partitioned
-    /// server never resets the socket). Under overload many requests time out at once while
-    /// others still get answers: that connection is kept, since replacing it would only add
-    /// a reconnect (and a script load) to the load.
-    pub fn timed_out(&self, lease: &Lease) {
-        let slot = &self.slots[lease.slot];
-        let n = slot.timeouts.fetch_add(1, Ordering::Relaxed) + 1;
-        let silent = self
-            .now_ms()
-            .saturating_sub(slot.last_ok_ms.load(Ordering::Relaxed));
-        if n >= self.max_timeouts && silent >= self.dead_after_ms {
-            self.broken(lease);
-        }
+    /// Connections dropped as broken since the ring was made.
+    pub fn dropped(&self) -> u64 {
+        self.dropped.load(Ordering::Relaxed)
     }
 
     /// Drop the lease's connection (unless it was already replaced) and wake the reconnector.
@@ -200,6 +173,7 @@ impl Ring {
         if matches!(&*guard, Some((g, _)) if *g == lease.generation) {
             *guard = None;
             drop(guard);
+            self.dropped.fetch_add(1, Ordering::Relaxed);
             self.connected.send_modify(|c| *c = c.saturating_sub(1));
             tracing::warn!(
                 store = self.name,
@@ -246,8 +220,6 @@ impl Ring {
             if guard.is_none() {
                 *guard = Some((generation, conn));
                 drop(guard);
-                slot.timeouts.store(0, Ordering::Relaxed);
-                slot.last_ok_ms.store(self.now_ms(), Ordering::Relaxed);
                 self.connected.send_modify(|c| *c += 1);
                 return true;
             }

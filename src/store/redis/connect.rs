@@ -18,8 +18,14 @@ use super::config::{RedisConfig, RedisConfigError, async_config, certificates, c
 use super::conn::{Conn, Dial, Ring};
 use super::sentinel::Resolver;
 
-/// How new connections are made.
-pub(crate) enum Connector {
+/// How new connections are made, and how long a single-node connection may answer nothing
+/// before its batcher gives it up.
+pub(crate) struct Connector {
+    how: How,
+    dead_after: std::time::Duration,
+}
+
+enum How {
     /// Single node: deadpool creates the connection (address, TLS, auth, timeouts), we take it.
     Single(deadpool_redis::Pool),
     Cluster(Box<ClusterClient>),
@@ -29,8 +35,17 @@ pub(crate) enum Connector {
 
 impl Connector {
     pub fn new(cfg: &RedisConfig, pool_size: usize) -> Result<Connector, RedisConfigError> {
+        Ok(Connector {
+            how: How::new(cfg, pool_size)?,
+            dead_after: cfg.dead_after,
+        })
+    }
+}
+
+impl How {
+    fn new(cfg: &RedisConfig, pool_size: usize) -> Result<How, RedisConfigError> {
         if let Some(s) = &cfg.sentinel {
-            return Ok(Connector::Sentinel(Arc::new(Resolver::new(s, cfg)?)));
+            return Ok(How::Sentinel(Arc::new(Resolver::new(s, cfg)?)));
         }
         if !cfg.cluster_nodes.is_empty() {
             for url in &cfg.cluster_nodes {
@@ -48,7 +63,7 @@ impl Connector {
             let client = builder
                 .build()
                 .map_err(|e| RedisConfigError::Url(e.to_string()))?;
-            return Ok(Connector::Cluster(Box::new(client)));
+            return Ok(How::Cluster(Box::new(client)));
         }
         let info = connection_info(&cfg.url, &cfg.tls)?;
         let manager =
@@ -61,21 +76,23 @@ impl Connector {
             .wait_timeout(Some(cfg.connect_timeout))
             .build()
             .map_err(|e| RedisConfigError::Pool(e.to_string()))?;
-        Ok(Connector::Single(pool))
+        Ok(How::Single(pool))
     }
+}
 
+impl Connector {
     /// Background duties of the connector: the sentinel watcher, which drops connections
     /// when a failover starts.
     pub fn spawn_watchers(&self, ring: &Arc<Ring>, stop: &tokio_util::sync::CancellationToken) {
-        if let Connector::Sentinel(resolver) = self {
+        if let How::Sentinel(resolver) = &self.how {
             resolver.spawn_watchers(ring, stop);
         }
     }
 
     /// Whether the ring should wait rather than connect (a failover is under way).
     pub fn paused(&self) -> bool {
-        match self {
-            Connector::Sentinel(r) => r.paused(),
+        match &self.how {
+            How::Sentinel(r) => r.paused(),
             _ => false,
         }
     }
@@ -85,15 +102,16 @@ impl Connector {
     /// text, which a single connection reloads after `NOSCRIPT` (`Script` does not expose it).
     pub async fn connect(&self, script: &Script, source: &'static str) -> Result<Conn, String> {
         let loaded = |e: RedisError| format!("SCRIPT LOAD failed: {e}");
-        match self {
-            Connector::Single(pool) => {
+        let dead_after = self.dead_after;
+        match &self.how {
+            How::Single(pool) => {
                 let obj = pool.get().await.map_err(|e| e.to_string())?;
                 let mut conn = deadpool_redis::Connection::take(obj);
                 ensure_primary(&mut conn).await?;
                 script.load_async(&mut conn).await.map_err(loaded)?;
-                Ok(single(conn, script, source))
+                Ok(single(conn, script, source, dead_after))
             }
-            Connector::Cluster(client) => {
+            How::Cluster(client) => {
                 let mut conn = client
                     .get_async_connection()
                     .await
@@ -101,11 +119,11 @@ impl Connector {
                 script.load_async(&mut conn).await.map_err(loaded)?;
                 Ok(Conn::Cluster(conn))
             }
-            Connector::Sentinel(resolver) => {
+            How::Sentinel(resolver) => {
                 let mut conn = resolver.connect_master().await?;
                 ensure_primary(&mut conn).await?;
                 script.load_async(&mut conn).await.map_err(loaded)?;
-                Ok(single(conn, script, source))
+                Ok(single(conn, script, source, dead_after))
             }
         }
     }
@@ -125,8 +143,18 @@ impl Dial for Connector {
     }
 }
 
-fn single(conn: MultiplexedConnection, script: &Script, source: &'static str) -> Conn {
-    Conn::Single(Batcher::spawn(conn, script.get_hash().to_owned(), source))
+fn single(
+    conn: MultiplexedConnection,
+    script: &Script,
+    source: &'static str,
+    dead_after: std::time::Duration,
+) -> Conn {
+    Conn::Single(Batcher::spawn(
+        conn,
+        script.get_hash().to_owned(),
+        source,
+        dead_after,
+    ))
 }
 
 /// Refuse a replica: the first element of `ROLE` is `master` on a primary. A server that

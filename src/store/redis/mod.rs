@@ -13,7 +13,8 @@
 //! - Stop-increment ([`Charge::StopWhenOver`]) is decided inside the script when the request
 //!   is one call; over several calls, a dry run comes first (two round trips, not atomic).
 //! - Connections live in a small ring (see `conn.rs`); a request never connects, never checks
-//!   a connection out of a pool, and never waits longer than `request_timeout` per round trip.
+//!   a connection out of a pool, and never waits past its deadline: what the caller's
+//!   `grpc-timeout` leaves (`store::deadline`), else `request_timeout` (`--redis-timeout`).
 //! - Time: `TIME` inside the script, or the injected [`Clock`] in local mode.
 //! - Ids ([`Store::run_once`], write-backs): each script call of an identified call records
 //!   its id key (`SET NX PX`, in the slot of its first check, kept for the TTLs of
@@ -39,24 +40,23 @@ mod script;
 mod sentinel;
 
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
-use deadpool_redis::redis::{ErrorKind, RedisError, Script, ServerErrorKind, Value};
+use deadpool_redis::redis::{ErrorKind, RedisError, Script, ServerErrorKind};
 use tokio_util::sync::{CancellationToken, DropGuard};
 
 use crate::limit::{Algorithm, Charge, Check, Clock, LimitResult, LimitSpec, StateTag, Unit};
-use crate::store::{Batch, CallId, Store, StoreError};
+use crate::store::{Batch, CallId, Store, StoreError, deadline};
 
 use calls::{Part, REQUEST_ID_TTL_MS, WRITE_BACK_ID_TTL_MS};
 pub use config::{
-    DEFAULT_KEY_PREFIX, RedisConfig, RedisConfigError, RedisTls, SentinelConfig, TimeSource,
-    check_prefix,
+    DEFAULT_DEAD_AFTER, DEFAULT_KEY_PREFIX, DEFAULT_REQUEST_TIMEOUT, RedisConfig, RedisConfigError,
+    RedisTls, SentinelConfig, TimeSource, check_prefix,
 };
-use conn::{Backoff, Conn, Ring};
+use conn::{Backoff, Ring};
 use connect::Connector;
 use health::Refusals;
 pub use quota::{QUOTA_BUCKETS_PER_CALL, QUOTA_SCRIPT, quota_key};
-use script::Invocation;
 pub use script::SCRIPT;
 
 /// State in Redis (single node or cluster). See the module documentation.
@@ -114,12 +114,7 @@ impl RedisStore {
         let pool_size = cfg.pool_size.max(1);
         let cluster = !cfg.cluster_nodes.is_empty() && cfg.sentinel.is_none();
         let connector = Connector::new(&cfg, pool_size)?;
-        let ring = Arc::new(Ring::new(
-            cfg.name,
-            pool_size,
-            cfg.breaker_timeouts,
-            cfg.request_timeout,
-        ));
+        let ring = Arc::new(Ring::new(cfg.name, pool_size));
         let script = Script::new(source);
         let stop = CancellationToken::new();
         let backoff = Backoff {
@@ -166,6 +161,12 @@ impl RedisStore {
     /// Connections currently up.
     pub fn connected(&self) -> usize {
         self.ring.connected()
+    }
+
+    /// Connections dropped as broken (an error, or silence: `conn.rs`) since the store was
+    /// made.
+    pub fn dropped(&self) -> u64 {
+        self.ring.dropped()
     }
 
     /// While writes are being refused, try one: a real check on a key of the store's own (a
@@ -219,13 +220,6 @@ impl RedisStore {
     pub fn key_prefix(&self) -> &str {
         &self.prefix
     }
-
-    async fn exec(&self, conn: Conn, calls: Vec<Invocation>) -> Result<Vec<Value>, RedisError> {
-        match conn {
-            Conn::Single(batcher) => batcher.exec(calls).await,
-            Conn::Cluster(c) => self.exec_cluster(c, &calls).await,
-        }
-    }
 }
 
 /// The key a store with key prefix `prefix` keeps `spec`'s state in for the descriptor
@@ -247,8 +241,8 @@ impl Store for RedisStore {
         out: &mut Vec<LimitResult>,
     ) -> Result<(), StoreError> {
         let part = Part { id: None, checks };
-        self.run_within(&[part], charge, out, self.request_timeout)
-            .await
+        let deadline = deadline::of_call(self.request_timeout);
+        self.run_within(&[part], charge, out, deadline).await
     }
 
     /// Each script call of the request records its id (`header.lua`, segments), in the
@@ -264,8 +258,8 @@ impl Store for RedisStore {
             id: Some((id, REQUEST_ID_TTL_MS)),
             checks,
         };
-        self.run_within(&[part], charge, out, self.request_timeout)
-            .await
+        let deadline = deadline::of_call(self.request_timeout);
+        self.run_within(&[part], charge, out, deadline).await
     }
 
     /// Every batch's calls in one round trip (per slot on a cluster, split as any request),
@@ -284,8 +278,8 @@ impl Store for RedisStore {
                 checks: b.checks,
             })
             .collect();
-        self.run_within(&parts, Charge::Each, out, self.admin_timeout)
-            .await
+        let deadline = Instant::now() + self.admin_timeout;
+        self.run_within(&parts, Charge::Each, out, deadline).await
     }
 
     async fn run_keyed(

@@ -7,7 +7,7 @@
 //! seconds, `src/limiter/cache_key.go`), and decided from the count `INCRBY` returns, as
 //! theirs is: both count one counter. Every other check goes to the script as usual.
 //!
-//! What it gives up (README "Migrating from envoyproxy/ratelimit"): windows are timed by
+//! What it gives up (`docs/how-to/migrate-from-envoyproxy-ratelimit.md`): windows are timed by
 //! each instance's clock (theirs are too, hence local time only), the key has no hash tag
 //! (on a cluster each key is on a slot of its own, one pipeline per key, concurrently), and
 //! the two commands are not one atomic step (a crash in between leaves a key without TTL
@@ -174,20 +174,18 @@ impl RedisStore {
                 }
             }
         };
-        match tokio::time::timeout(self.request_timeout, sent).await {
-            Err(_) => {
-                self.ring.timed_out(&lease);
-                Err(StoreError::Timeout(self.request_timeout))
-            }
+        let deadline = crate::store::deadline::of_call(self.request_timeout);
+        let budget = deadline.saturating_duration_since(std::time::Instant::now());
+        // A timeout alone never drops the connection: the batcher (single node) tells a slow
+        // connection from a dead one by its replies.
+        match tokio::time::timeout_at(deadline.into(), sent).await {
+            Err(_) => Err(StoreError::Timeout(budget)),
             Ok(Err(e)) if is_connection_error(&e) => {
                 self.ring.broken(&lease);
                 Err(StoreError::Unavailable(e.into()))
             }
             Ok(Err(e)) => Err(StoreError::Backend(e.into())),
-            Ok(Ok(counts)) if counts.len() == n => {
-                self.ring.succeeded(&lease);
-                Ok(counts)
-            }
+            Ok(Ok(counts)) if counts.len() == n => Ok(counts),
             Ok(Ok(counts)) => Err(StoreError::Backend(
                 format!("expected {} counts, got {}", n, counts.len()).into(),
             )),

@@ -1,6 +1,6 @@
 //! The check script and its wire format: the composed Lua source, key layout, the `ARGV` a
 //! check is sent with, and the defensive parsing of the reply. The interface itself is
-//! documented in `src/store/lua/header.lua` and `docs/algorithms.md`.
+//! documented in `src/store/lua/header.lua` and `docs/explanation/algorithms.md`.
 
 use std::sync::LazyLock;
 
@@ -42,7 +42,7 @@ pub(super) const REPLY_PER_LIMIT: usize = 6;
 /// Key of a limit's state: `<prefix>{<tag>}<suffix>`, plus a name of its layout where that
 /// changed: `:h` for a `fixed_window` (a hash since that layout), `:s` for a
 /// `sliding_window` (one string) and `:r` for a `sliding_log` (runs whose newest member caches
-/// the oldest) since issue 18. A key of an earlier layout is left to expire, and two releases
+/// the oldest) since their cheaper layouts. A key of an earlier layout is left to expire, and two releases
 /// sharing a Redis during an upgrade never read each other's keys (no `WRONGTYPE`, no
 /// misread count). The tag is the first (and only) brace pair, so every key of one
 /// descriptor hashes to the same cluster slot whatever the descriptor values contain.

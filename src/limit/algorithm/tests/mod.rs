@@ -1,5 +1,5 @@
 //! Unit and property tests of the algorithms and the check protocol, with hand-computed
-//! expectations from docs/algorithms.md. [`Lab`] drives [`evaluate`] the way the memory
+//! expectations from docs/explanation/algorithms.md. [`Lab`] drives [`evaluate`] the way the memory
 //! store does (one state per limit, dead states dropped) at an explicit `now`.
 
 mod buckets;

@@ -2,6 +2,7 @@
 //! (`src/limiter/local_view/write_back/tests/stalling.rs`): after any order of stalls,
 //! resumes and resends, the store holds exactly the hits answered OK.
 
+mod overload;
 mod stalling;
 
 use std::sync::Arc;
