@@ -7,7 +7,7 @@
 #
 # Each server run: start it (pinned to SERVER_CPU), warm up, then
 #   - loaded: CONNECTIONS x CONCURRENCY requests in flight (4 x 16), closed loop, for DURATION:
-#     answered calls per second, p50/p99, errors; the server's CPU over the window from
+#     answered calls per second, p50/p99, errors (by gRPC code); the server's CPU over the window from
 #     /proc/PID/stat (utime + stime, every thread) divided by the answered calls (OK and
 #     OVER_LIMIT answers); Redis's CPU per answered call apart (INFO cpu, user + sys);
 #   - unloaded: 1 connection x 1 request in flight for UNLOADED: its p50.
@@ -290,6 +290,8 @@ print(json.dumps({
     "redis_us": (r1 - r0) / n * 1e6 if store == "redis" else None,
     "p50": lat.get("p50"), "p99": lat.get("p99"), "unloaded_p50": ulat.get("p50"),
     "errors": loaded["errors"] + unloaded["errors"], "answered": answered,
+    "codes": {c: loaded["errors_by_code"].get(c, 0) + unloaded["errors_by_code"].get(c, 0)
+              for c in set(loaded["errors_by_code"]) | set(unloaded["errors_by_code"])},
 }))
 PY
 }
@@ -350,7 +352,10 @@ cols = ["server", "store", "round", "answered/s", "server CPU µs/decision",
         "Redis CPU µs/decision", "p50 ms", "p99 ms", "unloaded p50 ms", "errors"]
 def row(r, rnd):
     return [r["name"], r["store"], rnd, f(r["rps"], 0), f(r["cpu_us"]), f(r["redis_us"]),
-            f(r["p50"], 3), f(r["p99"], 3), f(r["unloaded_p50"], 3), str(r["errors"])]
+            f(r["p50"], 3), f(r["p99"], 3), f(r["unloaded_p50"], 3), errors(r)]
+def errors(r):
+    codes = ", ".join(f"{c} {n}" for c, n in sorted(r.get("codes", {}).items()) if n)
+    return f'{r["errors"]} ({codes})' if codes else str(r["errors"])
 table(cols, [row(r, str(r["round"])) for r in records])
 
 groups = defaultdict(list)
@@ -362,7 +367,11 @@ def med(rs, k):
 medians = []
 for (name, store), rs in groups.items():
     m = {k: med(rs, k) for k in ["rps", "cpu_us", "redis_us", "p50", "p99", "unloaded_p50"]}
-    m.update(name=name, store=store, errors=sum(r["errors"] for r in rs))
+    codes = defaultdict(int)
+    for r in rs:
+        for c, n in r["codes"].items():
+            codes[c] += n
+    m.update(name=name, store=store, errors=sum(r["errors"] for r in rs), codes=codes)
     medians.append(m)
 print("Medians over the rounds:")
 print()
