@@ -2,7 +2,8 @@
 //! `scripts/redis-capacity.sh` (BENCHMARKS.md's capacity table) runs end to end in a tiny
 //! mode against the debug binaries: its own redis-server on a free port, sluice, the load
 //! generator and redis-benchmark, with every column it reports filled; so does
-//! `scripts/overload.sh` (RELIABILITY.md's overload table), unconfined. Speeds are not
+//! `scripts/overload.sh` (RELIABILITY.md's overload table), unconfined, and
+//! `scripts/cpu-compare.sh` (sluice beside the gRPC floor, examples/floor.rs). Speeds are not
 //! asserted (they are what the scripts measure); the counts that do not depend on speed are.
 
 use std::collections::HashMap;
@@ -38,13 +39,18 @@ fn every_script_parses() {
     }
 }
 
-/// The debug load generator beside the debug sluice: `cargo test` builds the examples; when
-/// only this test binary was built (`cargo test --test integration`), build it the way a
-/// shell would, so no shared dependency is rebuilt for a different environment.
+/// The debug load generator beside the debug sluice.
 fn loadgen() -> PathBuf {
+    example("loadgen")
+}
+
+/// A debug example beside the debug sluice: `cargo test` builds the examples; when only
+/// this test binary was built (`cargo test --test integration`), build it the way a shell
+/// would, so no shared dependency is rebuilt for a different environment.
+fn example(name: &str) -> PathBuf {
     let sluice = Path::new(env!("CARGO_BIN_EXE_sluice"));
     let profile = sluice.parent().expect("target/<profile>");
-    let exe = profile.join("examples").join("loadgen");
+    let exe = profile.join("examples").join(name);
     if exe.exists() {
         return exe;
     }
@@ -62,12 +68,12 @@ fn loadgen() -> PathBuf {
         .current_dir(root())
         .env("CARGO_TARGET_DIR", target)
         .env_remove("RUSTFLAGS")
-        .args(["build", "--locked", "--example", "loadgen"])
+        .args(["build", "--locked", "--example", name])
         .output()
-        .expect("cargo build --example loadgen");
+        .unwrap_or_else(|e| panic!("cargo build --example {name}: {e}"));
     assert!(
         out.status.success(),
-        "cargo build --example loadgen:\n{}",
+        "cargo build --example {name}:\n{}",
         String::from_utf8_lossy(&out.stderr)
     );
     exe
@@ -303,4 +309,62 @@ fn overload_runs_every_setup_and_prints_its_tables() {
         // No connection is dropped by the breaker while Redis is alive.
         assert_eq!(row[5], "0", "{row:?}");
     }
+}
+
+/// `scripts/cpu-compare.sh` in a tiny mode: sluice (memory and Redis) and the floor
+/// interleaved, every column filled, the ratio table present. limitador is not built here;
+/// without `LIMITADOR` its rows are left out, and the output says so.
+#[test]
+fn cpu_compare_runs_sluice_and_the_floor_interleaved() {
+    let out = Command::new(root().join("scripts/cpu-compare.sh"))
+        .env("SLUICE", env!("CARGO_BIN_EXE_sluice"))
+        .env("FLOOR", example("floor"))
+        .env("LOADGEN", loadgen())
+        .env_remove("LIMITADOR")
+        .env("ROUNDS", "1")
+        .env("N", "80")
+        .env("CONCURRENCY", "4")
+        .env("PIN", "0")
+        .env("EXTRA", "--redis-timeout 2s")
+        .output()
+        .expect("run scripts/cpu-compare.sh");
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        out.status.success(),
+        "scripts/cpu-compare.sh failed ({}):\n{stdout}\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let rows: Vec<Vec<&str>> = stdout
+        .lines()
+        .take_while(|l| !l.starts_with("Medians"))
+        .filter(|l| l.starts_with("| ") && !l.starts_with("| server"))
+        .map(|l| l.trim_matches('|').split(" | ").map(str::trim).collect())
+        .collect();
+    let names: Vec<(&str, &str)> = rows.iter().map(|r| (r[0], r[1])).collect();
+    assert_eq!(
+        names,
+        [
+            ("sluice", "memory"),
+            ("floor", "memory"),
+            ("sluice", "redis")
+        ],
+        "{stdout}"
+    );
+    for r in &rows {
+        // answered/s, p50, p99, unloaded p50: measured; errors: none. The server's CPU is
+        // read in clock ticks (10 ms), which a tiny run may not reach: a number, maybe 0.
+        for i in [3, 6, 7, 8] {
+            let v: f64 = r[i].parse().unwrap_or_else(|_| panic!("{r:?}: {stdout}"));
+            assert!(v > 0.0, "{r:?}: {stdout}");
+        }
+        let cpu: f64 = r[4].parse().unwrap_or_else(|_| panic!("{r:?}: {stdout}"));
+        assert!(cpu >= 0.0, "{r:?}: {stdout}");
+        assert_eq!(r[9], "0", "{stdout}");
+        // Redis CPU only where there is a Redis.
+        assert_eq!(r[5] == "–", r[1] == "memory", "{r:?}: {stdout}");
+    }
+    assert!(stdout.contains("| sluice / floor | memory | "), "{stdout}");
+    assert!(stdout.contains("| sluice / floor | redis | "), "{stdout}");
+    assert!(stdout.contains("limitador: not measured"), "{stdout}");
 }

@@ -42,11 +42,7 @@ fn main() -> ExitCode {
 
 fn serve(settings: Settings) -> anyhow::Result<()> {
     init_logging(&settings);
-    let mut builder = tokio::runtime::Builder::new_multi_thread();
-    if let Some(n) = settings.worker_threads {
-        builder.worker_threads(n);
-    }
-    let runtime = builder
+    let runtime = runtime(settings.worker_threads)
         .enable_all()
         .build()
         .context("starting the async runtime")?;
@@ -57,6 +53,24 @@ fn serve(settings: Settings) -> anyhow::Result<()> {
         server::run(settings, listeners, shutdown, Arc::new(SystemClock)).await?;
         Ok(())
     })
+}
+
+/// The runtime for `threads` workers (unset: one per CPU available to the process, as
+/// tokio counts them: affinity masks and cgroup quotas included). One thread gets tokio's
+/// current-thread scheduler, on which every task (connections, their streams, the store's
+/// connection drivers) runs on the thread that `block_on`s: no work-stealing queues, no
+/// cross-thread wake-ups, no idle workers to notify on each spawn. With one CPU that is all
+/// a multi-thread runtime could do anyway; measured pinned to one CPU (`scripts/cpu-compare.sh`,
+/// BENCHMARKS.md "CPU per decision"), it costs less per call.
+fn runtime(threads: Option<usize>) -> tokio::runtime::Builder {
+    let threads =
+        threads.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
+    if threads == 1 {
+        return tokio::runtime::Builder::new_current_thread();
+    }
+    let mut builder = tokio::runtime::Builder::new_multi_thread();
+    builder.worker_threads(threads);
+    builder
 }
 
 fn init_logging(settings: &Settings) {

@@ -187,7 +187,8 @@ settings! {
                 .default("text")
                 .same(Their::new("LOG_FORMAT", "json"))
         ),
-        /// Threads serving requests (unset: one per CPU available to the process)
+        /// Threads serving requests (unset: one per CPU available to the process; with one,
+        /// everything runs on a single-threaded runtime, the least CPU per call)
         pub worker_threads: Option<usize> = setting(
             Setting::value("worker-threads", "N", |s| values::positive(s).map(Some))
                 .shown_default("CPUs available")

@@ -92,6 +92,42 @@ async fn sigterm_drains_then_exits() {
     );
 }
 
+/// One worker thread runs tokio's current-thread scheduler (everything on the thread that
+/// serves): gRPC, gRPC health and the HTTP port answer, and SIGTERM drains and exits.
+#[tokio::test]
+async fn one_worker_thread_serves_and_drains() {
+    let mut s = sluice()
+        .file("m.yaml", RULES)
+        .args(["--worker-threads", "1", "--shutdown-grace", "5s"])
+        .start_healthy()
+        .await;
+    let mut c = s.client().await;
+    for _ in 0..3 {
+        assert_eq!(
+            hit(&mut c, &[("k", "a")]).await.overall_code,
+            Code::Ok as i32
+        );
+    }
+    let mut h = tonic_health::pb::health_client::HealthClient::new(s.channel().await);
+    let r = h
+        .check(tonic_health::pb::HealthCheckRequest {
+            service: "ratelimit".into(),
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(
+        r.status,
+        tonic_health::pb::health_check_response::ServingStatus::Serving as i32
+    );
+    assert_eq!(s.http_get("/healthcheck").await.0, 200);
+    drop(c);
+    drop(h);
+    s.signal("TERM");
+    let status = s.wait_exit(Duration::from_secs(8)).await.expect("exited");
+    assert!(status.success(), "{status}");
+}
+
 /// envoyproxy/ratelimit's README examples, laid out as their docs show
 /// (`RUNTIME_ROOT/RUNTIME_SUBDIRECTORY/config/*.yaml`), served from their variables alone.
 #[tokio::test]

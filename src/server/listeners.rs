@@ -25,12 +25,12 @@ use std::time::Duration;
 
 use tokio::net::TcpSocket;
 use tokio_util::sync::CancellationToken;
-use tonic::service::Routes;
 
 use super::ServerError;
 use crate::admin;
 use crate::http::{self, HttpState};
 use crate::service::RateLimitService;
+use crate::service::grpc::RateLimitRoutes;
 use crate::service::health::Health;
 use crate::settings::{ListenSettings, Settings};
 use crate::tls::{ServerTls, ServerTlsFiles};
@@ -179,7 +179,7 @@ impl Listeners {
         settings: &Settings,
         service: &Arc<RateLimitService>,
         health: &Arc<Health>,
-        grpc_routes: Routes,
+        grpc_routes: RateLimitRoutes,
         metrics: Option<(SocketAddr, tokio::task::JoinHandle<()>)>,
         drain: &CancellationToken,
     ) -> Result<impl Future<Output = Result<(), ServerError>> + use<>, ServerError> {

@@ -113,13 +113,15 @@ pub async fn run(
     // Listeners drain when `drain` fires, after health has gone NOT_SERVING; quota streams
     // then send TTL-0 assignments and end.
     let drain = CancellationToken::new();
-    let grpc_routes = rlqs::add_route(
-        grpc_routes,
-        service.clone(),
-        settings.rlqs.clone(),
-        drain.clone(),
-        clock,
-    );
+    let grpc_routes = grpc_routes.add_routes(|routes| {
+        rlqs::add_route(
+            routes,
+            service.clone(),
+            settings.rlqs.clone(),
+            drain.clone(),
+            clock,
+        )
+    });
     health.refresh().await;
 
     // Tasks that end with the process, not with the listeners.

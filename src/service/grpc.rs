@@ -1,6 +1,7 @@
 //! The gRPC adapter: `envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit` served
 //! by [`RateLimitService`], next to `grpc.health.v1.Health`. Nothing outside `service`
-//! names a protocol type: the server gets opaque [`Routes`].
+//! names a protocol type: the server gets opaque [`GrpcRoutes`] (`routes.rs`:
+//! `ShouldRateLimit` direct, the rest through tonic's router).
 //!
 //! The service is wired by hand rather than through envoy-types' generated server, for the
 //! request side: requests decode into our own messages (`proto.rs`, entries as bytes), and
@@ -25,6 +26,7 @@ use tonic::{Code, Status};
 
 use super::health::Health;
 use super::proto::RateLimitRequest;
+use super::routes::GrpcRoutes;
 use super::{RateLimitService, ServiceError};
 use crate::admission::Refusal;
 use crate::telemetry::Headers;
@@ -33,17 +35,23 @@ const SERVICE: &str = "envoy.service.ratelimit.v3.RateLimitService";
 const SHOULD_RATE_LIMIT: &str = "/envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit";
 
 /// Every gRPC service sluice serves, and the health state that drives the health service.
-pub fn routes(service: Arc<RateLimitService>, requires_config: bool) -> (Arc<Health>, Routes) {
+pub fn routes(
+    service: Arc<RateLimitService>,
+    requires_config: bool,
+) -> (Arc<Health>, RateLimitRoutes) {
     let (reporter, health_server) = tonic_health::server::health_reporter();
     let health = Arc::new(Health::new(service.clone(), reporter, requires_config));
     let server = RateLimitServer { service };
-    let routes = Routes::new(server).add_service(health_server);
-    (health, routes)
+    let routes = Routes::new(server.clone()).add_service(health_server);
+    (health, GrpcRoutes::new(SHOULD_RATE_LIMIT, server, routes))
 }
+
+/// The gRPC port's service: `ShouldRateLimit` direct, the rest through tonic's router.
+pub type RateLimitRoutes = GrpcRoutes<RateLimitServer>;
 
 /// `envoy.service.ratelimit.v3.RateLimitService` as a tower service.
 #[derive(Clone)]
-struct RateLimitServer {
+pub struct RateLimitServer {
     service: Arc<RateLimitService>,
 }
 

@@ -23,6 +23,7 @@ pub mod proto;
 mod record;
 mod response;
 pub mod rlqs;
+pub mod routes;
 mod validate;
 
 use std::sync::{Arc, OnceLock};
