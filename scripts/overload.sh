@@ -7,7 +7,7 @@
 # the answers), each request carrying TIMEOUT as its grpc-timeout as Envoy sends it, and
 # counted as late unless answered within TIMEOUT of when it was *due* (waiting for a
 # connection or a stream included, as Envoy's filter timeout counts). Like Envoy with the
-# circuit breakers README.md pairs with sluice's stream limit, the generator keeps at most
+# circuit breakers docs/how-to/overload-and-tuning.md pairs with sluice's stream limit, the generator keeps at most
 # OUTSTANDING calls outstanding (sent, or waiting for a stream) and fails the excess at once
 # ("client overflow": such a call costs the server nothing). Capacity is what a closed loop
 # (CONNECTIONS × CONCURRENCY in flight) answers first, per setup.
@@ -33,7 +33,7 @@
 #   TIMEOUT      the callers' deadline (grpc-timeout) [20ms: Envoy's default filter timeout]
 #   CONNECTIONS, CONCURRENCY, KEYS, THREADS   the load generator's [4, 16, 10000, 1]
 #   OUTSTANDING  the generator's circuit breaker (loadgen --max-outstanding); 0: none
-#                [CONNECTIONS × 16 + 16: max_requests and max_pending_requests of README.md's
+#                [CONNECTIONS × 16 + 16: max_requests and max_pending_requests of docs/how-to/overload-and-tuning.md's
 #                Envoy cluster, for as many connections]
 #   QUOTA        percent of one CPU for sluice + redis-server; 0: no quota [25]
 #   PERIOD_US    the quota's period in µs [10000]

@@ -337,7 +337,8 @@ impl Drop for ServerRuntime {
 }
 
 impl Server {
-    /// The sockets listen once serving starts: wait for that, or for `run` to fail.
+    /// The sockets listen once serving starts, the HTTP port last: wait for that, or for
+    /// `run` to fail.
     async fn wait_serving(&mut self) -> Result<(), String> {
         let deadline = Instant::now() + HEALTHY_WITHIN;
         while Instant::now() < deadline {

@@ -183,13 +183,15 @@ impl Listeners {
         metrics: Option<(SocketAddr, tokio::task::JoinHandle<()>)>,
         drain: &CancellationToken,
     ) -> Result<impl Future<Output = Result<(), ServerError>> + use<>, ServerError> {
+        // The HTTP port (health) listens last: whoever can connect to it can connect to
+        // every other listener (the tests' harness waits for exactly that).
         let grpc = self.grpc.listen()?;
-        let http = self.http.listen()?;
         let debug = self.debug.map(Bound::listen).transpose()?;
         let admin = match self.admin {
             Some(a) => admin_socket(a.listen(), self.admin_explicit)?,
             None => None,
         };
+        let http = self.http.listen()?;
         let grpc_addr = grpc.shown()?;
         let http_addr = http.shown()?;
         let shown = |l: &Option<Socket>| -> std::io::Result<String> {
