@@ -8,7 +8,7 @@
 //! fewer calls than the limit hold one, else it queues, and is refused when it has waited as
 //! long as the queue allows or as its deadline leaves. The service reports each store call's
 //! round trip ([`Admission::observe`]); samples are averaged per window of at least
-//! [`WINDOW`] and [`WINDOW_SAMPLES`] samples, and each window moves the limit. The memory
+//! [`WINDOW`] and `WINDOW_SAMPLES` samples, and each window moves the limit. The memory
 //! store makes no round trip: its limit is the ceiling, and only the queue's delays apply.
 //!
 //! The state is one mutex, taken three times per call (admit, observe, release), each for a

@@ -55,7 +55,7 @@ impl<'a> Match<'a> {
 
     /// envoyproxy/ratelimit's cache key without its prefix and window start:
     /// `domain + "_" + Σ(key + "_" + value + "_")`, with the pattern in place of the value at
-    /// `share_threshold` levels, as [`Match::tag`] (their `src/limiter/cache_key.go`).
+    /// `share_threshold` levels, as `Match::tag` (their `src/limiter/cache_key.go`).
     pub fn reference_cache_key<E: EntryRef>(&self, entries: &[E]) -> Vec<u8> {
         let values = entries.iter().enumerate().map(|(i, e)| {
             let v = match self.shared(i) {

@@ -4,7 +4,7 @@
 //!
 //! Only the statsd flusher (`telemetry::statsd`) calls in here. The request path is
 //! unchanged: counters stay the Prometheus atomics, and the only addition is one atomic add
-//! per request into [`Timings`], made only when statsd is on.
+//! per request into `Timings`, made only when statsd is on.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -19,7 +19,7 @@ pub const RATE_LIMIT_PREFIX: &str = "ratelimit.service.rate_limit.";
 /// Their gRPC interceptor's timer (milliseconds, one sample per call).
 pub const RESPONSE_TIME: &str = "ratelimit_server.ShouldRateLimit.response_time";
 
-/// Service counters by statsd name, in the order of [`Metrics::service_values`].
+/// Service counters by statsd name, in the order of `Metrics::service_values`.
 pub const SERVICE_STATS: [&str; 6] = [
     "ratelimit.service.config_load_success",
     "ratelimit.service.config_load_error",

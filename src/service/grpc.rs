@@ -7,7 +7,7 @@
 //! request side: requests decode into our own messages (`proto.rs`, entries as bytes), and
 //! decoding errors get gRPC's codes: malformed protobuf is `INVALID_ARGUMENT` (the
 //! generated codec says `INTERNAL`), a message over `--max-request-bytes` is
-//! `RESOURCE_EXHAUSTED` (tonic says `OUT_OF_RANGE`; see [`size_status`]). Responses are
+//! `RESOURCE_EXHAUSTED` (tonic says `OUT_OF_RANGE`; see `size_status`). Responses are
 //! envoy-types' messages, encoded as prost does.
 
 use std::convert::Infallible;

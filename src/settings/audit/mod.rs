@@ -11,8 +11,8 @@
 //! - [`NO_EFFECT`]: sluice already behaves one fixed way; when set, a note saying so is
 //!   logged once at startup.
 //!
-//! The lists are what the code acts on, so they cannot drift from it: [`refuse`] and
-//! [`note`] walk them at resolution, the tests (`tests.rs`) set every honoured name to its
+//! The lists are what the code acts on, so they cannot drift from it: `refuse` and
+//! `note` walk them at resolution, the tests (`tests.rs`) set every honoured name to its
 //! declared probe value and check that the resolved settings change, hold every list to the
 //! data file, and render the reference's table of their variables from them (`readme.rs`).
 
