@@ -198,6 +198,36 @@ async fn settled(s: &Server) {
     );
 }
 
+/// What every outage scenario shares, from the moment Redis went away (`errors_before`
+/// read just before): with the fallback (`local`), once decisions are local, 200 more
+/// calls; the outage lasts `outage`; `end` brings Redis back; once the store answers again,
+/// 200 more calls; traffic stops and everything is written back. Then what was admitted
+/// and what Redis holds.
+async fn through_outage(
+    s: &Server,
+    redis: &mut RedisServer,
+    traffic: Traffic,
+    errors_before: f64,
+    outage: Duration,
+    local: bool,
+    end: impl FnOnce(&mut RedisServer),
+) -> Outcome {
+    if local {
+        assert!(
+            wait_metric(s, "sluice_store_degraded", 1.0).await,
+            "never degraded"
+        );
+        more_calls(&traffic, 200).await;
+    }
+    tokio::time::sleep(outage).await;
+    end(redis);
+    recovered(s).await;
+    more_calls(&traffic, 200).await;
+    let tally = traffic.stop().await;
+    settled(s).await;
+    Outcome::read(s, redis, tally, errors_before).await
+}
+
 /// What one scenario left: the answers, what Redis holds, the errors counted meanwhile.
 #[derive(Debug)]
 pub struct Outcome {

@@ -16,18 +16,10 @@ pub async fn kill_aof(outage: Duration) -> Outcome {
     more_calls(&traffic, 300).await;
     let errors_before = store_errors(&s).await;
     redis.kill();
-    assert!(
-        wait_metric(&s, "sluice_store_degraded", 1.0).await,
-        "never degraded"
-    );
-    more_calls(&traffic, 200).await;
-    tokio::time::sleep(outage).await;
-    redis.restart();
-    recovered(&s).await;
-    more_calls(&traffic, 200).await;
-    let tally = traffic.stop().await;
-    settled(&s).await;
-    Outcome::read(&s, &redis, tally, errors_before).await
+    through_outage(&s, &mut redis, traffic, errors_before, outage, true, |r| {
+        r.restart()
+    })
+    .await
 }
 
 /// Redis killed for `outage` with no call in flight and restarted empty; `admitted` counts
@@ -43,18 +35,10 @@ pub async fn kill_empty(outage: Duration) -> Outcome {
     let errors_before = store_errors(&s).await;
     redis.kill();
     let traffic = Traffic::start(&s).await;
-    assert!(
-        wait_metric(&s, "sluice_store_degraded", 1.0).await,
-        "never degraded"
-    );
-    more_calls(&traffic, 200).await;
-    tokio::time::sleep(outage).await;
-    redis.restart();
-    recovered(&s).await;
-    more_calls(&traffic, 200).await;
-    let tally = traffic.stop().await;
-    settled(&s).await;
-    Outcome::read(&s, &redis, tally, errors_before).await
+    through_outage(&s, &mut redis, traffic, errors_before, outage, true, |r| {
+        r.restart()
+    })
+    .await
 }
 
 /// (b) Killed with no call in flight, traffic during the outage and after the empty

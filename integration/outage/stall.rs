@@ -9,26 +9,22 @@ use super::*;
 /// Traffic, Redis frozen for `freeze`, resumed, traffic again, with
 /// `--store-failure-mode <mode>`; then what was admitted and what Redis holds.
 pub async fn freeze(freeze: Duration, mode: &str) -> Outcome {
-    let redis = RedisServer::start();
+    let mut redis = RedisServer::start();
     let s = start_mode(&redis, mode, &[]).await;
     let traffic = Traffic::start(&s).await;
     more_calls(&traffic, 200).await;
     let errors_before = store_errors(&s).await;
     redis.pause();
-    if mode == "local" {
-        assert!(
-            wait_metric(&s, "sluice_store_degraded", 1.0).await,
-            "never degraded"
-        );
-        more_calls(&traffic, 200).await;
-    }
-    tokio::time::sleep(freeze).await;
-    redis.resume();
-    recovered(&s).await;
-    more_calls(&traffic, 200).await;
-    let tally = traffic.stop().await;
-    settled(&s).await;
-    Outcome::read(&s, &redis, tally, errors_before).await
+    through_outage(
+        &s,
+        &mut redis,
+        traffic,
+        errors_before,
+        freeze,
+        mode == "local",
+        |r| r.resume(),
+    )
+    .await
 }
 
 /// (a) A freeze of 4 s, against a write-back deadline of 300 ms (connect 200 ms + call
