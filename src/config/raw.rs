@@ -97,6 +97,11 @@ where
         .inspect_err(|_| ctx.note(load(format_args!("'{field}' must be {should}"))))
 }
 
+/// The value of boolean field `key` (null: false).
+fn flag<'de, A: MapAccess<'de>>(map: &mut A, ctx: &Ctx, key: &str) -> Result<bool, A::Error> {
+    field(map, ctx, Flag { ctx, key }, key, FLAG).map(Option::unwrap_or_default)
+}
+
 /// A map-shaped node of the schema (root, descriptor, rate limit, replaces entry); null
 /// gives `None`.
 struct Node<'c, T> {
@@ -227,9 +232,6 @@ impl Fields for RawDescriptor {
         map: &mut A,
         ctx: &Ctx,
     ) -> Result<(), A::Error> {
-        let flag = |map: &mut A| {
-            field(map, ctx, Flag { ctx, key }, key, FLAG).map(Option::unwrap_or_default)
-        };
         match key {
             "key" => self.key = field(map, ctx, Str, key, STRING)?,
             "value" => self.value = field(map, ctx, Str, key, STRING)?,
@@ -241,11 +243,11 @@ impl Fields for RawDescriptor {
             "descriptors" => {
                 self.descriptors = field(map, ctx, ListOf(node(ctx)), key, "a list of descriptors")?
             }
-            "shadow_mode" => self.shadow_mode = flag(map)?,
-            "quota_mode" => self.quota_mode = flag(map)?,
-            "detailed_metric" => self.detailed_metric = flag(map)?,
-            "value_to_metric" => self.value_to_metric = flag(map)?,
-            "share_threshold" => self.share_threshold = flag(map)?,
+            "shadow_mode" => self.shadow_mode = flag(map, ctx, key)?,
+            "quota_mode" => self.quota_mode = flag(map, ctx, key)?,
+            "detailed_metric" => self.detailed_metric = flag(map, ctx, key)?,
+            "value_to_metric" => self.value_to_metric = flag(map, ctx, key)?,
+            "share_threshold" => self.share_threshold = flag(map, ctx, key)?,
             "consistency" => self.consistency = Some(field(map, ctx, Str, key, STRING)?),
             "metadata" => self.metadata = field(map, ctx, Metadata, key, "a mapping")?,
             "response" => self.response = field(map, ctx, node(ctx), key, "a mapping")?,
@@ -262,9 +264,6 @@ impl Fields for RawResponse {
         map: &mut A,
         ctx: &Ctx,
     ) -> Result<(), A::Error> {
-        let flag = |map: &mut A| {
-            field(map, ctx, Flag { ctx, key }, key, FLAG).map(Option::unwrap_or_default)
-        };
         match key {
             "raw_body" => self.raw_body = Some(field(map, ctx, Str, key, STRING)?),
             "content_type" => self.content_type = Some(field(map, ctx, Str, key, STRING)?),
@@ -277,8 +276,8 @@ impl Fields for RawResponse {
                     "a mapping of header names to strings",
                 )?
             }
-            "hidden" => self.hidden = flag(map)?,
-            "hide_current_limit" => self.hide_current_limit = flag(map)?,
+            "hidden" => self.hidden = flag(map, ctx, key)?,
+            "hide_current_limit" => self.hide_current_limit = flag(map, ctx, key)?,
             _ => skip(map)?,
         }
         Ok(())
