@@ -53,17 +53,23 @@ fn lab(fallback: bool) -> Lab {
             store: MemoryStore::new(clock.clone()),
             down: AtomicBool::new(false),
         },
-        view: LocalView::new(
-            ViewOptions {
-                interval_ms: 100,
-                fallback,
-                unseen_share: 0.5,
-                max_keys: 64,
-            },
-            clock.clone(),
-        ),
+        view: test_view(fallback, clock.clone()),
         clock,
     }
+}
+
+/// The view every test here and in `write_back`'s tests uses: write-backs every 100 ms,
+/// half a limit for descriptors never seen, 64 keys.
+pub(super) fn test_view(fallback: bool, clock: Arc<ManualClock>) -> LocalView {
+    LocalView::new(
+        ViewOptions {
+            interval_ms: 100,
+            fallback,
+            unseen_share: 0.5,
+            max_keys: 64,
+        },
+        clock,
+    )
 }
 
 impl Lab {

@@ -13,7 +13,7 @@ use parking_lot::Mutex;
 
 use crate::limit::{LimitSpec, ManualClock, StateTag, Unit};
 use crate::limiter::decide_with_view;
-use crate::limiter::{LimitSet, LocalView, Metered, Modes, Outcome, Plan, ViewOptions};
+use crate::limiter::{LimitSet, LocalView, Metered, Modes, Outcome, Plan};
 use crate::store::StoreError;
 use stalling::Stalling;
 
@@ -31,15 +31,7 @@ fn lab(fallback: bool) -> Lab {
     let clock = Arc::new(ManualClock::new(T0));
     Lab {
         store: Stalling::new(clock.clone()),
-        view: LocalView::new(
-            ViewOptions {
-                interval_ms: 100,
-                fallback,
-                unseen_share: 0.5,
-                max_keys: 64,
-            },
-            clock.clone(),
-        ),
+        view: super::super::tests::test_view(fallback, clock.clone()),
         clock,
         admitted: Mutex::new(0),
     }
