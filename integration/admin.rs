@@ -224,15 +224,6 @@ async fn resets_are_logged() {
     );
 }
 
-/// Ports free right now, chosen by the kernel: all held until all are chosen, so no two
-/// are the same, then released for the instances to bind.
-fn free_ports<const N: usize>() -> [u16; N] {
-    let held: Vec<std::net::TcpListener> = (0..N)
-        .map(|_| std::net::TcpListener::bind("127.0.0.1:0").expect("bind"))
-        .collect();
-    std::array::from_fn(|i| held[i].local_addr().expect("addr").port())
-}
-
 /// Two instances on one host set up with envoyproxy/ratelimit's variables alone, as theirs
 /// can be: the admin listener's default port, which no variable of theirs names, is taken
 /// (held here, or by anything else on the host), so each logs a warning, runs without the
@@ -246,7 +237,8 @@ async fn two_instances_on_one_host_with_their_variables_both_serve() {
     let config = dir.path().join("ratelimit/config");
     std::fs::create_dir_all(&config).unwrap();
     std::fs::write(config.join("shop.yaml"), RULES).unwrap();
-    let [grpc1, http1, debug1, grpc2, http2, debug2] = free_ports();
+    let [grpc1, http1, debug1, grpc2, http2, debug2] =
+        std::array::from_fn(|_| crate::support::redis::free_port());
     let mut instances = Vec::new();
     for (grpc, http, debug) in [(grpc1, http1, debug1), (grpc2, http2, debug2)] {
         let s = sluice()

@@ -123,8 +123,14 @@ impl Ports {
     /// Bash that waits until a backgrounded command serves: a sluice answers its health
     /// check (on its own HTTP port), a Redis accepts connections.
     fn wait_for(&self, command: &str) -> String {
-        let until =
-            |test: String| format!("for _ in $(seq 400); do {test} && break; sleep 0.05; done");
+        // A server that never serves is written to errors.log, which the failure shows.
+        let until = |test: String| {
+            format!(
+                "up=; for _ in $(seq 400); do {test} && up=1 && break; sleep 0.05; done; \
+                 [ -n \"$up\" ] || echo \"never served: {}\" >>errors.log",
+                command.replace('"', "'")
+            )
+        };
         if command.starts_with("sluice serve") {
             let port = self
                 .http
@@ -208,9 +214,8 @@ fn the_readme_walkthrough_prints_what_it_shows() {
     let out = child.wait_with_output().expect("the walkthrough ends");
     let log = |name: &str| std::fs::read_to_string(dir.path().join(name)).unwrap_or_default();
     let context = format!(
-        "script:\n{script}\nstderr:\n{}\nerrors.log:\n{}\nbackground.log:\n{}",
+        "script:\n{script}\nstderr:\n{}\nbackground.log:\n{}",
         String::from_utf8_lossy(&out.stderr),
-        log("errors.log"),
         log("background.log"),
     );
 
@@ -224,10 +229,13 @@ fn the_readme_walkthrough_prints_what_it_shows() {
         if printed != shown {
             let _ = std::io::stderr().write_all(context.as_bytes());
         }
+        // errors.log goes in the message: CI shows a failure's message whole, its output cut.
         assert_eq!(
-            printed, shown,
-            "README.md: `{}` printed something else than shown",
-            step.command
+            printed,
+            shown,
+            "README.md: `{}` printed something else than shown; errors.log:\n{}",
+            step.command,
+            log("errors.log"),
         );
     }
 }

@@ -12,9 +12,30 @@ use std::time::{Duration, Instant};
 
 use deadpool_redis::redis;
 
-/// A free loopback port (bind to port 0, read it, release it). Another process may grab it
-/// before redis-server binds it; callers retry.
+/// A free loopback port, taken from below the kernel's ephemeral range. A port the kernel
+/// hands out for port 0 is one it also hands out as the local end of outgoing connections:
+/// with hundreds of tests connecting in parallel, one of those can take it between this
+/// call and the server's bind (or while a server restarts on it), and the server fails to
+/// start. Below the range only listeners take ports. A counter (started at an offset drawn
+/// from the process id) keeps two calls of one run apart; callers still retry.
 pub fn free_port() -> u16 {
+    use std::sync::atomic::{AtomicU32, Ordering};
+    static NEXT: AtomicU32 = AtomicU32::new(0);
+    const FIRST: u32 = 10_000;
+    let ephemeral_low = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
+        .ok()
+        .and_then(|s| s.split_whitespace().next()?.parse::<u32>().ok())
+        .unwrap_or(32_768);
+    let span = ephemeral_low.saturating_sub(FIRST);
+    if span > 1_000 {
+        let start = std::process::id().wrapping_mul(7_919);
+        for _ in 0..span {
+            let port = FIRST + start.wrapping_add(NEXT.fetch_add(1, Ordering::Relaxed)) % span;
+            if TcpListener::bind(("127.0.0.1", port as u16)).is_ok() {
+                return port as u16;
+            }
+        }
+    }
     TcpListener::bind("127.0.0.1:0")
         .and_then(|l| l.local_addr())
         .map(|a| a.port())
