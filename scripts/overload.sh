@@ -36,7 +36,10 @@
 #                [CONNECTIONS × 16 + 16: max_requests and max_pending_requests of docs/how-to/overload-and-tuning.md's
 #                Envoy cluster, for as many connections]
 #   QUOTA        percent of one CPU for sluice + redis-server; 0: no quota [25]
-#   PERIOD_US    the quota's period in µs [10000]
+#   PERIOD_US    the quota's period in µs [the shortest the kernel allows: its quota 1 ms,
+#                so 4000 at 25%]. A longer one stalls the server for the rest of each
+#                period (7.5 ms of every 10 at 25%): calls pile up past the generator's
+#                circuit breaker in every pause, which measures the quota, not the server
 #   PIN          auto: sluice and redis on SERVER_CPU, the generator on CLIENT_CPU when the
 #                machine has 2+ CPUs and taskset; 0: no pinning [auto]
 #   SERVER_CPU, CLIENT_CPU   [1, 0]
@@ -66,7 +69,8 @@ KEYS=${KEYS:-10000}
 THREADS=${THREADS:-1}
 OUTSTANDING=${OUTSTANDING:-$((CONNECTIONS * 16 + 16))}
 QUOTA=${QUOTA:-25}
-PERIOD_US=${PERIOD_US:-10000}
+# The shortest period whose quota the kernel accepts (1 ms at least): 4 ms at 25%.
+PERIOD_US=${PERIOD_US:-$(( QUOTA > 0 ? (100000 + QUOTA - 1) / QUOTA : 10000 ))}
 PIN=${PIN:-auto}
 SERVER_CPU=${SERVER_CPU:-1}
 CLIENT_CPU=${CLIENT_CPU:-0}

@@ -5,7 +5,8 @@
 //! Two ways in, against a real Redis behind a delaying proxy: calls admission refuses (the
 //! one in-flight slot held), and calls whose round trip outlasts half their deadline, the
 //! store's share with the fallback (Redis answers, but later than that: it ran them, so
-//! their write-backs must not count them again).
+//! their write-backs must not count them again, and the late replies say so: nothing is
+//! sent again).
 
 use tokio::net::TcpStream;
 
@@ -110,4 +111,7 @@ async fn overload_is_decided_locally_counted_apart_and_written_back_once() {
     settled(&s).await;
     assert_eq!(s.metric("sluice_store_degraded_periods_total").await, 0.0);
     assert_eq!(stored(&redis, HOT, LIMIT), admitted);
+    // The five late round trips ran (their replies reached the connection, late): settled
+    // from that, none sent again under its id.
+    assert_eq!(s.metric("sluice_batch_settled_calls_total").await, 5.0);
 }

@@ -8,7 +8,7 @@ use std::time::Duration;
 use futures::future::join_all;
 use sluice::limit::{Algorithm, Charge, Check, LimitSpec, ManualClock, StateTag, Unit};
 use sluice::store::redis::{RedisConfig, RedisStore, TimeSource};
-use sluice::store::{Batch, CallId, Store};
+use sluice::store::{Batch, CallId, Fate, Store};
 
 use super::{Env, local_config, spec, tag};
 use crate::support::redis::{RedisCluster, RedisServer};
@@ -318,4 +318,61 @@ async fn what_an_id_costs_redis() {
         per(totals[0]),
         per(totals[1])
     );
+}
+
+/// What became of calls their callers stopped waiting for (`Store::fate`), on the one
+/// connection of the pool, while Redis holds every client for 300 ms (`CLIENT PAUSE ...
+/// ALL`): the first call is in a pipeline, so it runs when Redis resumes and its late reply
+/// reaches the batcher: Applied, counted once. The second is queued behind it, and is
+/// dropped unsent when its turn comes: NotSent, counted nowhere. A call whose caller waited
+/// leaves nothing to ask about. Neither needs sending again.
+#[tokio::test]
+async fn the_store_tells_whether_a_call_its_caller_left_ran() {
+    let server = RedisServer::start();
+    let cfg = RedisConfig {
+        pool_size: 1,
+        ..local_config(&server)
+    };
+    let env = Env::with_config(server, cfg).await;
+    env.at(0);
+    let limits = [spec(Algorithm::FixedWindow, 100, Unit::Hour)];
+    let tags = [tag("left")];
+    let answered = CallId::fresh();
+    once(&env.store, &checks(&tags, &limits, 1), answered).await;
+    assert_eq!(env.store.fate(answered), Fate::Unknown, "nothing kept");
+
+    let _: String = env.server.query(&["CLIENT", "PAUSE", "300", "ALL"]);
+    let (ran, dropped) = (CallId::fresh(), CallId::fresh());
+    let leave = |id| {
+        let store = &env.store;
+        let checks = checks(&tags, &limits, 2);
+        async move {
+            let mut out = Vec::new();
+            let call = store.run_once(&checks, Charge::Each, id, &mut out);
+            assert!(
+                tokio::time::timeout(Duration::from_millis(50), call)
+                    .await
+                    .is_err(),
+                "answered while Redis is paused"
+            );
+        }
+    };
+    // In order: the first is in the pipeline before the second is queued.
+    leave(ran).await;
+    leave(dropped).await;
+    assert_eq!(env.store.fate(ran), Fate::InFlight);
+
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    let fate = loop {
+        match env.store.fate(ran) {
+            Fate::InFlight if std::time::Instant::now() < deadline => {
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+            fate => break fate,
+        }
+    };
+    assert_eq!(fate, Fate::Applied);
+    assert_eq!(env.store.fate(dropped), Fate::NotSent);
+    assert_eq!(env.store.fate(ran), Fate::Unknown, "told once");
+    assert_eq!(used(&env.store, &tags, &limits).await, [1 + 2]);
 }

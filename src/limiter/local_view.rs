@@ -87,6 +87,9 @@ pub struct ViewStats {
     pub written_back: AtomicU64,
     /// Write-backs that failed (their hits stay for the next one).
     pub flush_errors: AtomicU64,
+    /// Calls left unanswered that the store said ran, or were never sent: settled without
+    /// being sent again (`write_back.rs`).
+    pub settled: AtomicU64,
 }
 
 /// Told when decisions go local because the store failed (`true`) and when they go back to
@@ -486,6 +489,24 @@ impl LocalView {
             k.inflight = k.inflight.saturating_sub(carry);
         }
         self.stats.written_back.fetch_add(carry, Ordering::Relaxed);
+    }
+
+    /// `hits` of `tag` were in a call that was never sent: pending again, for the next
+    /// batch.
+    pub(super) fn unsent(&self, tag: StateTag, hits: u64) {
+        if hits == 0 {
+            return;
+        }
+        let mut shard = self.shard(tag).lock();
+        let shard = &mut *shard;
+        if let Some(k) = shard.map.get_mut(&tag.0) {
+            k.inflight = k.inflight.saturating_sub(hits);
+            k.pending += hits;
+            if !k.dirty {
+                k.dirty = true;
+                shard.dirty.push(tag.0);
+            }
+        }
     }
 
     /// The store answered `a.results` for `a.tag`: refresh the view (see [`Answer`]).

@@ -23,6 +23,8 @@
 //!   as a failed call is, so the write-back resends it under the same id: if the original
 //!   ran, its own charges stand and the resend only reports; if not, the resend applies the
 //!   hits admitted here and fences the original off. Either way each hit is counted once.
+//!   The resend is skipped when the store knows the call's fate ([`Store::fate`]: the
+//!   connection saw it run, or dropped it unsent), as under overload it mostly does.
 
 use std::sync::Arc;
 

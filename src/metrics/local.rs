@@ -20,6 +20,7 @@ pub struct LocalMetrics {
     pub flushes: IntCounter,
     pub flush_errors: IntCounter,
     pub written: IntCounter,
+    pub settled: IntCounter,
 }
 
 impl LocalMetrics {
@@ -79,6 +80,10 @@ impl LocalMetrics {
             written: counter(
                 "sluice_batch_written_hits_total",
                 "Locally admitted hits written to the store.",
+            ),
+            settled: counter(
+                "sluice_batch_settled_calls_total",
+                "Store calls whose callers stopped waiting (timed out) that the store was seen to run, or never sent: settled without being sent again.",
             ),
         }
     }

@@ -138,6 +138,7 @@ struct Published {
     flushes: u64,
     flush_errors: u64,
     written: u64,
+    settled: u64,
 }
 
 impl Published {
@@ -167,6 +168,8 @@ impl Published {
             .inc_by(step(&mut self.flush_errors, s.flush_errors.load(Relaxed)));
         m.written
             .inc_by(step(&mut self.written, s.written_back.load(Relaxed)));
+        m.settled
+            .inc_by(step(&mut self.settled, s.settled.load(Relaxed)));
     }
 }
 

@@ -148,7 +148,15 @@ impl Service<http::Request<Body>> for RateLimitServer {
                 let keep = if local { t / 2 } else { answer_margin(t) };
                 d.checked_sub(keep).unwrap_or(arrived)
             });
-            let admit_by = if local { store_by } else { deadline };
+            // With the local fallback, a call with a deadline that finds no free slot is
+            // decided locally at once: time spent waiting for a slot is time its local answer
+            // needs (waiting up to a quarter of the deadline took goodput at 4× capacity from
+            // about 1.4 to 0.8, RELIABILITY.md).
+            let admit_by = if local {
+                deadline.map(|_| arrived)
+            } else {
+                deadline
+            };
             let (_permit, store_deadline) = match service.admission().admit(arrived, admit_by).await
             {
                 Ok(permit) => (Some(permit), store_by),

@@ -60,6 +60,19 @@ impl CallId {
     }
 }
 
+/// What became of a call under an id that did not end answered ([`Store::fate`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Fate {
+    /// Never sent, and never will be: its hits may be written back like any others.
+    NotSent,
+    /// Sent (or about to be), not answered yet: it may still run.
+    InFlight,
+    /// It ran: its charges stand, and nothing of it needs sending again.
+    Applied,
+    /// Not known: it may or may not have run (resend it under its id).
+    Unknown,
+}
+
 /// Hits already admitted, written back under one id ([`Store::write_back`]).
 #[derive(Clone, Copy, Debug)]
 pub struct Batch<'a> {
@@ -146,6 +159,16 @@ pub trait Store: Send + Sync + 'static {
     ) -> impl Future<Output = Result<(), StoreError>> + Send {
         let _ = id;
         self.run_with(checks, charge, out)
+    }
+
+    /// What became of the [`Store::run_once`] call under `id` that did not end answered (it
+    /// failed, or its future was dropped at its caller's deadline), as far as the store
+    /// knows; a settled fate is told once. Lets a write-back skip the resend of a call
+    /// that ran, or that was never sent. A store that does not track calls says
+    /// [`Fate::Unknown`].
+    fn fate(&self, id: CallId) -> Fate {
+        let _ = id;
+        Fate::Unknown
     }
 
     /// Write back hits that were already admitted (a batch of this instance's local
@@ -312,6 +335,14 @@ impl Store for Backend {
             Backend::Memory(s) => s.reset(tag, limits).await,
             Backend::Redis(s) => s.reset(tag, limits).await,
             Backend::RedisPerSecond(s) => s.reset(tag, limits).await,
+        }
+    }
+
+    /// The per-second pair runs one id on two stores: its fate is not tracked.
+    fn fate(&self, id: CallId) -> Fate {
+        match self {
+            Backend::Redis(s) => s.fate(id),
+            Backend::Memory(_) | Backend::RedisPerSecond(_) => Fate::Unknown,
         }
     }
 

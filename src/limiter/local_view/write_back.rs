@@ -27,6 +27,12 @@
 //!   order are split into the same script calls, so on a cluster each resend carries the
 //!   id key of the original's call for its slot.
 //!
+//! **Most held calls are settled without a resend.** A request call is held when its caller
+//! stopped waiting (a timeout under overload, mostly); the store may know what became of
+//! it ([`Store::fate`]): seen to run (its charges stand: done), or never sent (its hits go
+//! back to pending, for the next batch). Only a call whose fate is unknown (its connection
+//! failed with it in flight; a cluster call) is resent, and one still in flight waits.
+//!
 //! Ids cost one key write per script call that carries one (`docs/explanation/consistency.md`); Redis
 //! keeps them for a while (`store/redis/mod.rs`), longer than a stall or a restart takes.
 
@@ -35,7 +41,7 @@ use std::sync::atomic::Ordering;
 
 use super::{Answer, Asked, LocalView};
 use crate::limit::{Check, LimitSpec, StateTag};
-use crate::store::{Batch, CallId, Store, StoreError};
+use crate::store::{Batch, CallId, Fate, Store, StoreError};
 
 /// One check of a held call: the descriptor, the limits with `overdraft` its hits are
 /// written with, and the hits this instance admitted for it (0: none, sent anyway so the
@@ -91,6 +97,43 @@ impl LocalView {
         checks
     }
 
+    /// Ask the store what became of each request call held here ([`Store::fate`]), and
+    /// settle those it knows without sending them: one that ran is done (its own charges
+    /// stand), one never sent has its hits pending again (written back with the next batch,
+    /// under its id). Returns the ids of calls still in flight: not sent this time, as the
+    /// original may still run (sending would be safe, under the id, but costs Redis a call
+    /// when it is busiest).
+    fn settle<S: Store + ?Sized>(&self, store: &S, unsettled: &mut Vec<Unsettled>) -> Vec<CallId> {
+        let mut waiting = Vec::new();
+        unsettled.retain(|u| {
+            if u.batch {
+                return true;
+            }
+            match store.fate(u.id) {
+                Fate::Applied => {
+                    for h in &u.checks {
+                        self.landed(h.tag, h.hits);
+                    }
+                    self.stats.settled.fetch_add(1, Ordering::Relaxed);
+                    false
+                }
+                Fate::NotSent => {
+                    for h in &u.checks {
+                        self.unsent(h.tag, h.hits);
+                    }
+                    self.stats.settled.fetch_add(1, Ordering::Relaxed);
+                    false
+                }
+                Fate::InFlight => {
+                    waiting.push(u.id);
+                    true
+                }
+                Fate::Unknown => true,
+            }
+        });
+        waiting
+    }
+
     /// Send every unsettled call again, and the pending hits as a new batch unless one is
     /// still unsettled, in one [`Store::write_back`] (one round trip; per node, per slot on
     /// a cluster); refresh the view from the answers and leave the degraded state when it
@@ -98,6 +141,7 @@ impl LocalView {
     pub(super) async fn write_back<S: Store + ?Sized>(&self, store: &S) -> Result<u64, StoreError> {
         let sending: Vec<Unsettled> = {
             let mut unsettled = self.unsettled.lock();
+            let waiting = self.settle(store, &mut unsettled);
             if !unsettled.iter().any(|u| u.batch) {
                 let checks = self.take_batch();
                 if !checks.is_empty() {
@@ -108,7 +152,11 @@ impl LocalView {
                     });
                 }
             }
-            unsettled.clone()
+            unsettled
+                .iter()
+                .filter(|u| !waiting.contains(&u.id))
+                .cloned()
+                .collect()
         };
         if sending.is_empty() {
             if self.degraded() && store.is_ready() {

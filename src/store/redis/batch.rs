@@ -33,6 +33,7 @@ use deadpool_redis::redis::aio::MultiplexedConnection;
 use deadpool_redis::redis::{ErrorKind, RedisError, Value};
 use tokio::sync::{mpsc, oneshot};
 
+use super::fate::{Carried, Tracker};
 use super::merge;
 use super::pipeline::{self, Counted};
 use super::script::Invocation;
@@ -53,6 +54,8 @@ struct Job {
     /// `--redis-reference-keys` checks, sent after the batch's script calls.
     counts: Vec<Counted>,
     reply: oneshot::Sender<Result<Vec<Value>, RedisError>>,
+    /// Where the job is, for a caller that may leave before its answer (`fate.rs`).
+    tracker: Option<Carried>,
 }
 
 /// The handle requests use; cloning is cheap. Dropping every handle ends the task.
@@ -107,33 +110,42 @@ impl Batcher {
     }
 
     /// Send `calls` in the next pipeline; one value per call, or the connection's error.
-    pub async fn exec(&self, calls: Vec<Invocation>) -> Result<Vec<Value>, RedisError> {
-        self.send(calls, Vec::new()).await
+    /// `tracker` learns whether they were sent and answered, even after the caller left.
+    pub async fn exec(
+        &self,
+        calls: Vec<Invocation>,
+        tracker: Option<Tracker>,
+    ) -> Result<Vec<Value>, RedisError> {
+        self.send(calls, Vec::new(), tracker).await
     }
 
     /// Send `counts` (`INCRBY` + `EXPIRE` each) in the next pipeline; what each `INCRBY`
     /// returned, or the connection's error.
     pub async fn count(&self, counts: Vec<Counted>) -> Result<Vec<Value>, RedisError> {
-        self.send(Vec::new(), counts).await
+        self.send(Vec::new(), counts, None).await
     }
 
     async fn send(
         &self,
         calls: Vec<Invocation>,
         counts: Vec<Counted>,
+        tracker: Option<Tracker>,
     ) -> Result<Vec<Value>, RedisError> {
         let (reply, rx) = oneshot::channel();
         let gone = || RedisError::from(std::io::Error::from(std::io::ErrorKind::BrokenPipe));
         self.waiting.fetch_add(1, Ordering::Relaxed);
-        if self
-            .tx
-            .send(Job {
-                calls,
-                counts,
-                reply,
-            })
-            .is_err()
-        {
+        if let Some(t) = &tracker {
+            t.queued();
+        }
+        if let Err(e) = self.tx.send(Job {
+            calls,
+            counts,
+            reply,
+            tracker: tracker.map(Carried),
+        }) {
+            if let Some(t) = &e.0.tracker {
+                t.0.not_queued();
+            }
             self.waiting.fetch_sub(1, Ordering::Relaxed);
             return Err(gone());
         }
@@ -172,7 +184,13 @@ async fn run(
         }
         waiting.fetch_sub(jobs.len(), Ordering::Relaxed);
         // A request that already gave up (timed out) is not charged after the fact.
-        jobs.retain(|j| !j.reply.is_closed());
+        jobs.retain(|j| {
+            let gone = j.reply.is_closed();
+            if let Some(Carried(t)) = &j.tracker {
+                if gone { t.dropped() } else { t.sent() }
+            }
+            !gone
+        });
         if jobs.is_empty() {
             continue;
         }
@@ -200,6 +218,14 @@ async fn run(
                     out.extend(values.by_ref().take(*job));
                 }
                 for (job, values) in jobs.into_iter().zip(per_job) {
+                    if let Some(Carried(t)) = &job.tracker {
+                        // A script's error may come after some of its writes.
+                        if values.iter().any(|v| matches!(v, Value::ServerError(_))) {
+                            t.lost();
+                        } else {
+                            t.applied();
+                        }
+                    }
                     let _ = job.reply.send(Ok(values));
                 }
             }
@@ -278,6 +304,9 @@ fn merged(jobs: &mut [Job]) -> (Vec<Invocation>, Vec<Vec<(usize, usize)>>) {
 /// the same classification (I/O errors stay I/O errors: they mark the connection broken).
 fn fail(jobs: Vec<Job>, e: &RedisError) {
     for job in jobs {
+        if let Some(Carried(t)) = &job.tracker {
+            t.lost();
+        }
         let copy = match e.kind() {
             ErrorKind::Io => RedisError::from(std::io::Error::other(e.to_string())),
             kind => RedisError::from((kind, "redis error", e.to_string())),

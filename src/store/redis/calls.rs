@@ -11,6 +11,7 @@ use deadpool_redis::redis::cluster_async::ClusterConnection;
 use deadpool_redis::redis::{ErrorKind, RedisError, ServerErrorKind, Value};
 
 use super::conn::Conn;
+use super::fate::Tracker;
 use super::script::{self, CallContext, IdKey, Invocation, Mode, parse_reply};
 use super::{RedisStore, TimeSource, health, is_connection_error, is_transient};
 use crate::limit::{Charge, Check, LimitResult};
@@ -70,12 +71,13 @@ impl RedisStore {
     /// Send `calls` in one round trip (one pipeline, or concurrent calls on a cluster) and
     /// decode every reply: one result per limit, per call, in call order. The round trip
     /// must end by `deadline`; `budget` is what the whole store call was given (for the
-    /// error message).
+    /// error message). `tracker` follows the pipeline on a single node (`fate.rs`).
     pub(super) async fn round_trip(
         &self,
         calls: Vec<Invocation>,
         deadline: Instant,
         budget: Duration,
+        tracker: Option<&Tracker>,
     ) -> Result<Vec<Vec<LimitResult>>, StoreError> {
         let sizes: Vec<usize> = calls.iter().map(|c| c.limits).collect();
         // No time left (the caller's deadline, less the margin to answer): no store work.
@@ -92,7 +94,8 @@ impl RedisStore {
         // which sees the late reply (`conn.rs`: slow is not dead).
         let done = match &lease.conn {
             Conn::Single(batcher) => {
-                tokio::time::timeout_at(deadline.into(), batcher.exec(calls)).await
+                let exec = batcher.exec(calls, tracker.cloned());
+                tokio::time::timeout_at(deadline.into(), exec).await
             }
             Conn::Cluster(c) => {
                 tokio::time::timeout_at(deadline.into(), self.exec_cluster(c.clone(), &calls)).await
@@ -158,13 +161,15 @@ impl RedisStore {
     /// [`crate::store::Store::run_with`] over `parts` (each under its id, if any), every
     /// round trip ending by `deadline`: each part's checks grouped into script calls as one
     /// request's are, every call of every part in one round trip, results part after part,
-    /// in check order.
+    /// in check order. `tracker` follows the round trip that applies the checks (not a dry
+    /// run before it).
     pub(super) async fn run_within(
         &self,
         parts: &[Part<'_, '_>],
         charge: Charge,
         out: &mut Vec<LimitResult>,
         deadline: Instant,
+        tracker: Option<&Tracker>,
     ) -> Result<(), StoreError> {
         let budget = deadline.saturating_duration_since(Instant::now());
         let ctx = CallContext {
@@ -217,7 +222,9 @@ impl RedisStore {
             // first (a round trip that writes nothing), then the charge. Another request may
             // slip in between, as with envoyproxy/ratelimit's GET-then-INCRBY.
             Charge::StopWhenOver => {
-                let dry = self.round_trip(build(Mode::Dry), deadline, budget).await?;
+                let dry = self
+                    .round_trip(build(Mode::Dry), deadline, budget, None)
+                    .await?;
                 let denied = calls.iter().zip(&dry).any(|((p, g), results)| {
                     let mut at = 0;
                     g.iter().any(|&i| {
@@ -233,7 +240,9 @@ impl RedisStore {
         if calls.is_empty() {
             return Ok(());
         }
-        let replies = self.round_trip(build(mode), deadline, budget).await?;
+        let replies = self
+            .round_trip(build(mode), deadline, budget, tracker)
+            .await?;
         if calls.len() == 1 || !self.cluster {
             // In check order already, part after part.
             for r in replies {

@@ -30,6 +30,7 @@ mod calls;
 mod config;
 mod conn;
 mod connect;
+mod fate;
 mod health;
 mod merge;
 mod pipeline;
@@ -46,7 +47,7 @@ use deadpool_redis::redis::{ErrorKind, RedisError, Script, ServerErrorKind};
 use tokio_util::sync::{CancellationToken, DropGuard};
 
 use crate::limit::{Algorithm, Charge, Check, Clock, LimitResult, LimitSpec, StateTag, Unit};
-use crate::store::{Batch, CallId, Store, StoreError, deadline};
+use crate::store::{Batch, CallId, Fate, Store, StoreError, deadline};
 
 use calls::{Part, REQUEST_ID_TTL_MS, WRITE_BACK_ID_TTL_MS};
 pub use config::{
@@ -75,6 +76,8 @@ pub struct RedisStore {
     request_timeout: Duration,
     /// How long a `reset` (an admin command) may take.
     admin_timeout: Duration,
+    /// Identified calls that did not end answered, and where each went (`fate.rs`).
+    fates: fate::Fates,
     /// Stops the reconnect task when the store is dropped.
     _stop: DropGuard,
 }
@@ -145,6 +148,7 @@ impl RedisStore {
                 .filter(|_| cfg.time_source == TimeSource::Local),
             request_timeout: cfg.request_timeout,
             admin_timeout: cfg.connect_timeout + cfg.request_timeout,
+            fates: fate::Fates::default(),
             _stop: stop.drop_guard(),
         })
     }
@@ -242,7 +246,7 @@ impl Store for RedisStore {
     ) -> Result<(), StoreError> {
         let part = Part { id: None, checks };
         let deadline = deadline::of_call(self.request_timeout);
-        self.run_within(&[part], charge, out, deadline).await
+        self.run_within(&[part], charge, out, deadline, None).await
     }
 
     /// Each script call of the request records its id (`header.lua`, segments), in the
@@ -259,7 +263,21 @@ impl Store for RedisStore {
             checks,
         };
         let deadline = deadline::of_call(self.request_timeout);
-        self.run_within(&[part], charge, out, deadline).await
+        // Tracked through the batcher (`fate.rs`); a cluster call cannot be.
+        let watch = self
+            .fates
+            .watch(id, (!self.cluster).then(fate::Tracker::default));
+        let result = self
+            .run_within(&[part], charge, out, deadline, watch.tracker())
+            .await;
+        if result.is_ok() {
+            watch.answered();
+        }
+        result
+    }
+
+    fn fate(&self, id: CallId) -> Fate {
+        self.fates.take(id)
     }
 
     /// Every batch's calls in one round trip (per slot on a cluster, split as any request),
@@ -279,7 +297,8 @@ impl Store for RedisStore {
             })
             .collect();
         let deadline = Instant::now() + self.admin_timeout;
-        self.run_within(&parts, Charge::Each, out, deadline).await
+        self.run_within(&parts, Charge::Each, out, deadline, None)
+            .await
     }
 
     async fn run_keyed(

@@ -1,0 +1,224 @@
+//! What became of an identified call whose caller stopped waiting ([`Store::fate`]).
+//!
+//! A request call under an id that times out (its caller's deadline, under overload) is
+//! held by the local view and would be resent under its id by the next write-back: safe
+//! (the id makes Redis apply it once) but a second script call for every timed-out call,
+//! at the moment Redis is busiest. Most of them need none: the batcher knows what the
+//! caller could not. A call still queued when its caller left is never sent (`batch.rs`
+//! drops it): its hits can simply be written back with the next batch. A call sent is
+//! answered to the batcher, however late: it ran, its charges stand, nothing to resend.
+//! Only a call whose pipeline failed (an error, a connection given up) has an unknown fate,
+//! and is resent under its id as before.
+//!
+//! Each call carries a [`Tracker`] (one atomic, set by the batcher); if the call does not
+//! end answered, the store keeps the tracker under the call's id until the view asks.
+//! Cluster calls go through redis-rs, which tells nothing of a call it was given: they get
+//! no tracker, so their fate is [`Fate::Unknown`].
+//!
+//! [`Store::fate`]: crate::store::Store::fate
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU8, Ordering};
+
+use parking_lot::Mutex;
+
+use crate::store::{CallId, Fate};
+
+/// Not handed to a connection yet.
+const IDLE: u8 = 0;
+/// In a connection's queue.
+const QUEUED: u8 = 1;
+/// In a pipeline, not answered yet.
+const SENT: u8 = 2;
+/// Answered: the script ran.
+const APPLIED: u8 = 3;
+/// Taken off the queue unsent, its caller gone.
+const DROPPED: u8 = 4;
+/// Its pipeline failed: it may or may not have run.
+const LOST: u8 = 5;
+
+/// Most trackers kept at once: past it, a call's fate is not kept (it is then unknown and
+/// resent, as without trackers). Each is an id and a pointer.
+const MAX_KEPT: usize = 1 << 16;
+
+/// Where one call is, shared by the caller and the connection's batcher.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Tracker(Arc<AtomicU8>);
+
+impl Tracker {
+    pub fn queued(&self) {
+        self.0.store(QUEUED, Ordering::Release);
+    }
+
+    /// Not queued after all (the connection's task is gone).
+    pub fn not_queued(&self) {
+        self.0.store(IDLE, Ordering::Release);
+    }
+
+    pub fn sent(&self) {
+        self.0.store(SENT, Ordering::Release);
+    }
+
+    pub fn applied(&self) {
+        self.0.store(APPLIED, Ordering::Release);
+    }
+
+    pub fn dropped(&self) {
+        self.0.store(DROPPED, Ordering::Release);
+    }
+
+    pub fn lost(&self) {
+        self.0.store(LOST, Ordering::Release);
+    }
+
+    fn fate(&self) -> Fate {
+        match self.0.load(Ordering::Acquire) {
+            IDLE | DROPPED => Fate::NotSent,
+            QUEUED | SENT => Fate::InFlight,
+            APPLIED => Fate::Applied,
+            _ => Fate::Unknown,
+        }
+    }
+}
+
+/// The connection's side of a tracker, carried by the queued job: a job dropped before its
+/// end was set (the connection's task ended with it queued, or mid-pipeline) says so as it
+/// goes: never sent, or lost.
+#[derive(Debug)]
+pub(crate) struct Carried(pub Tracker);
+
+impl Drop for Carried {
+    fn drop(&mut self) {
+        let state = &self.0.0;
+        let _ = state.compare_exchange(QUEUED, DROPPED, Ordering::AcqRel, Ordering::Acquire);
+        let _ = state.compare_exchange(SENT, LOST, Ordering::AcqRel, Ordering::Acquire);
+    }
+}
+
+/// The trackers of calls that did not end answered, by id.
+#[derive(Default)]
+pub(super) struct Fates(Mutex<HashMap<CallId, Tracker>>);
+
+impl Fates {
+    fn keep(&self, id: CallId, tracker: Tracker) {
+        let mut map = self.0.lock();
+        if map.len() < MAX_KEPT {
+            map.insert(id, tracker);
+        }
+    }
+
+    /// The fate of the call under `id`; forgotten once settled (anything but in flight).
+    pub fn take(&self, id: CallId) -> Fate {
+        let mut map = self.0.lock();
+        let Some(fate) = map.get(&id).map(Tracker::fate) else {
+            return Fate::Unknown;
+        };
+        if fate != Fate::InFlight {
+            map.remove(&id);
+        }
+        fate
+    }
+
+    /// Watch the call under `id` (without a tracker: nothing is kept).
+    pub fn watch(&self, id: CallId, tracker: Option<Tracker>) -> Watch<'_> {
+        Watch {
+            fates: self,
+            id,
+            tracker,
+        }
+    }
+}
+
+/// A call in progress: unless [`Watch::answered`], its tracker is kept when this drops
+/// (the call failed, or its future was dropped at the caller's deadline).
+pub(super) struct Watch<'a> {
+    fates: &'a Fates,
+    id: CallId,
+    tracker: Option<Tracker>,
+}
+
+impl Watch<'_> {
+    pub fn tracker(&self) -> Option<&Tracker> {
+        self.tracker.as_ref()
+    }
+
+    pub fn answered(mut self) {
+        self.tracker = None;
+    }
+}
+
+impl Drop for Watch<'_> {
+    fn drop(&mut self) {
+        if let Some(t) = self.tracker.take() {
+            self.fates.keep(self.id, t);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_call_answered_keeps_nothing_and_one_left_is_kept_until_settled() {
+        let fates = Fates::default();
+        let w = fates.watch(CallId(1), Some(Tracker::default()));
+        w.tracker().expect("tracker").applied();
+        w.answered();
+        assert_eq!(fates.take(CallId(1)), Fate::Unknown, "nothing kept");
+
+        let t = Tracker::default();
+        drop(fates.watch(CallId(2), Some(t.clone())));
+        assert_eq!(fates.take(CallId(2)), Fate::NotSent, "never handed over");
+        assert_eq!(
+            fates.take(CallId(2)),
+            Fate::Unknown,
+            "forgotten once settled"
+        );
+
+        let t = Tracker::default();
+        drop(fates.watch(CallId(3), Some(t.clone())));
+        t.queued();
+        assert_eq!(fates.take(CallId(3)), Fate::InFlight);
+        t.sent();
+        assert_eq!(
+            fates.take(CallId(3)),
+            Fate::InFlight,
+            "kept while in flight"
+        );
+        t.applied();
+        assert_eq!(fates.take(CallId(3)), Fate::Applied);
+
+        for (id, end, fate) in [
+            (4, Tracker::dropped as fn(&Tracker), Fate::NotSent),
+            (5, Tracker::lost, Fate::Unknown),
+        ] {
+            let t = Tracker::default();
+            drop(fates.watch(CallId(id), Some(t.clone())));
+            t.queued();
+            end(&t);
+            assert_eq!(fates.take(CallId(id)), fate);
+        }
+        // A job its connection's task dropped, queued or mid-pipeline.
+        for (id, sent, fate) in [(7, false, Fate::NotSent), (8, true, Fate::Unknown)] {
+            let t = Tracker::default();
+            drop(fates.watch(CallId(id), Some(t.clone())));
+            t.queued();
+            if sent {
+                t.sent();
+            }
+            drop(Carried(t));
+            assert_eq!(fates.take(CallId(id)), fate);
+        }
+        let t = Tracker::default();
+        drop(fates.watch(CallId(9), Some(t.clone())));
+        t.queued();
+        t.sent();
+        t.applied();
+        drop(Carried(t));
+        assert_eq!(fates.take(CallId(9)), Fate::Applied, "an end set stays");
+        drop(fates.watch(CallId(6), None));
+        assert_eq!(fates.take(CallId(6)), Fate::Unknown, "untracked: unknown");
+    }
+}
