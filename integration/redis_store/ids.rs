@@ -321,8 +321,9 @@ async fn what_an_id_costs_redis() {
 }
 
 /// What became of calls their callers stopped waiting for (`Store::fate`), on the one
-/// connection of the pool, while Redis holds every client for 300 ms (`CLIENT PAUSE ...
-/// ALL`): the first call is in a pipeline, so it runs when Redis resumes and its late reply
+/// connection of the pool, while Redis holds every client for 1 s (`CLIENT PAUSE ... ALL`;
+/// less than the 2 s a silent pipeline gets before its connection is given up, which would
+/// make the fates unknown): the first call is in a pipeline, so it runs when Redis resumes and its late reply
 /// reaches the batcher: Applied, counted once. The second is queued behind it, and is
 /// dropped unsent when its turn comes: NotSent, counted nowhere. A call whose caller waited
 /// leaves nothing to ask about. Neither needs sending again.
@@ -341,7 +342,7 @@ async fn the_store_tells_whether_a_call_its_caller_left_ran() {
     once(&env.store, &checks(&tags, &limits, 1), answered).await;
     assert_eq!(env.store.fate(answered), Fate::Unknown, "nothing kept");
 
-    let _: String = env.server.query(&["CLIENT", "PAUSE", "300", "ALL"]);
+    let _: String = env.server.query(&["CLIENT", "PAUSE", "1000", "ALL"]);
     let (ran, dropped) = (CallId::fresh(), CallId::fresh());
     let leave = |id| {
         let store = &env.store;
@@ -350,7 +351,7 @@ async fn the_store_tells_whether_a_call_its_caller_left_ran() {
             let mut out = Vec::new();
             let call = store.run_once(&checks, Charge::Each, id, &mut out);
             assert!(
-                tokio::time::timeout(Duration::from_millis(50), call)
+                tokio::time::timeout(Duration::from_millis(200), call)
                     .await
                     .is_err(),
                 "answered while Redis is paused"
