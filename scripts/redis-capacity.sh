@@ -29,7 +29,7 @@
 #
 # The plain pass runs REPEAT times (default 3: a fresh Redis and sluice each time); every
 # figure it prints is the median over the repeats. Last comes the table the targets are set
-# in (issue 18): per algorithm and D, Redis CPU per check divided by the reference pair's
+# in (BENCHMARKS.md, "Redis cost per decision"): per algorithm and D, Redis CPU per check divided by the reference pair's
 # measured in the same repeat (median of those ratios), by INFO cpu and, from the callgrind
 # pass, by instructions, next to the same ratio for the minimal script. The callgrind pass
 # runs once (instruction counts do not drift with the machine's load; it takes ~2 min more).

@@ -1,5 +1,5 @@
-//! Sliding-algorithm keys across the layout change of issue 18: the keys of earlier releases
-//! are never read (the layouts have names of their own), and an earlier layout found under
+//! Sliding-algorithm keys across the change to named layouts (`:s`, `:r`): the keys of earlier
+//! releases are never read (the layouts have names of their own), and an earlier layout found under
 //! the new name reads as empty (sliding_window) or as it is (sliding_log's runs without
 //! the cache).
 
@@ -7,7 +7,7 @@ use sluice::limit::{Algorithm, Unit};
 
 use super::{Env, spec, tag};
 
-/// A rolling upgrade of the sliding layouts (issue 18): their keys are named for the layout
+/// A rolling upgrade of the sliding layouts: their keys are named for the layout
 /// (`:s` for a `sliding_window`, `:r` for a `sliding_log`), so the keys an earlier release
 /// writes (without the suffix) are never read or written, as for the fixed window.
 #[tokio::test]
@@ -82,7 +82,7 @@ async fn sliding_window_keys_of_earlier_layouts_read_as_empty() {
     }
 }
 
-/// Sliding-log runs without the cache ('cum:cnt' members: the layout before issue 18, were
+/// Sliding-log runs without the cache ('cum:cnt' members: the layout before the named keys, were
 /// one written under the new name) are read as they are, and the next write adds the cache
 /// to the newest member: '%d:%d:%d:%d' = (cum, cnt, the oldest run's ts, its cum - cnt).
 #[tokio::test]
