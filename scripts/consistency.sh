@@ -27,7 +27,7 @@ fi
 SLUICE=${SLUICE:-target/release/sluice}
 LOADGEN=${LOADGEN:-target/release/examples/loadgen}
 
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+free_port() { python3 scripts/free-port.py; } # below the ephemeral range: see the script
 work=$(mktemp -d)
 pids=()
 cleanup() {

@@ -84,7 +84,7 @@ SLUICE=${SLUICE:-target/release/sluice}
 LOADGEN=${LOADGEN:-target/release/examples/loadgen}
 
 log() { echo "overload: $*" >&2; }
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+free_port() { python3 scripts/free-port.py; } # below the ephemeral range: see the script
 
 WORK=$(mktemp -d)
 SLUICE_PID= REDIS_PID= CGROUP= CLIENT_CGROUP=

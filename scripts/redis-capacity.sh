@@ -196,7 +196,7 @@ run_child() {
     return $rc
 }
 
-free_port() { python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
+free_port() { python3 scripts/free-port.py; } # below the ephemeral range: see the script
 
 start_redis() {
     local pass=$1 wrap=() tries
