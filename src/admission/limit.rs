@@ -11,9 +11,9 @@
 //! - AIMD needs a latency threshold or a drop signal to back off on; the right threshold is
 //!   the store's normal latency, which is what is unknown.
 //! - The gradient compares the recent round trip (windows of ~10 ms, averaged over ~40 ms)
-//!   with a long average (~1 s of windows). The limit shrinks, by at most half per window, while the recent one
-//!   is worse than the long one by more than the tolerance, and grows by an allowance
-//!   (√limit) while it is not. A store that stalls is met at once; a lasting change of
+//!   with a long average (~1 s of windows). The limit shrinks, by at most half per window,
+//!   while the recent one is worse than the long one by more than the tolerance, and grows
+//!   by an allowance (√limit) while it is not. A store that stalls is met at once; a lasting change of
 //!   baseline (a farther Redis) is absorbed by the long average without a probe.
 //!
 //! Gradient2's known weakness is that a sustained overload lifts the long average to the

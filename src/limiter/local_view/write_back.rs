@@ -109,27 +109,20 @@ impl LocalView {
             if u.batch {
                 return true;
             }
-            match store.fate(u.id) {
-                Fate::Applied => {
-                    for h in &u.checks {
-                        self.landed(h.tag, h.hits);
-                    }
-                    self.stats.settled.fetch_add(1, Ordering::Relaxed);
-                    false
-                }
-                Fate::NotSent => {
-                    for h in &u.checks {
-                        self.unsent(h.tag, h.hits);
-                    }
-                    self.stats.settled.fetch_add(1, Ordering::Relaxed);
-                    false
-                }
+            let settle: fn(&LocalView, StateTag, u64) = match store.fate(u.id) {
+                Fate::Applied => LocalView::landed,
+                Fate::NotSent => LocalView::unsent,
                 Fate::InFlight => {
                     waiting.push(u.id);
-                    true
+                    return true;
                 }
-                Fate::Unknown => true,
+                Fate::Unknown => return true,
+            };
+            for h in &u.checks {
+                settle(self, h.tag, h.hits);
             }
+            self.stats.settled.fetch_add(1, Ordering::Relaxed);
+            false
         });
         waiting
     }

@@ -137,15 +137,17 @@ impl Batcher {
         if let Some(t) = &tracker {
             t.queued();
         }
-        if let Err(e) = self.tx.send(Job {
-            calls,
-            counts,
-            reply,
-            tracker: tracker.map(Carried),
-        }) {
-            if let Some(t) = &e.0.tracker {
-                t.0.not_queued();
-            }
+        // Not queued after all (the task is gone): the job, dropped, says it was never sent.
+        if self
+            .tx
+            .send(Job {
+                calls,
+                counts,
+                reply,
+                tracker: tracker.map(Carried),
+            })
+            .is_err()
+        {
             self.waiting.fetch_sub(1, Ordering::Relaxed);
             return Err(gone());
         }
@@ -183,14 +185,14 @@ async fn run(
             }
         }
         waiting.fetch_sub(jobs.len(), Ordering::Relaxed);
-        // A request that already gave up (timed out) is not charged after the fact.
-        jobs.retain(|j| {
-            let gone = j.reply.is_closed();
-            if let Some(Carried(t)) = &j.tracker {
-                if gone { t.dropped() } else { t.sent() }
+        // A request that already gave up (timed out) is not charged after the fact (its
+        // job, dropped here, tells its tracker it was never sent).
+        jobs.retain(|j| !j.reply.is_closed());
+        for Job { tracker, .. } in &jobs {
+            if let Some(Carried(t)) = tracker {
+                t.sent();
             }
-            !gone
-        });
+        }
         if jobs.is_empty() {
             continue;
         }
@@ -303,10 +305,8 @@ fn merged(jobs: &mut [Job]) -> (Vec<Invocation>, Vec<Vec<(usize, usize)>>) {
 /// Every job of a failed batch gets an equivalent error (`RedisError` is not `Clone`), with
 /// the same classification (I/O errors stay I/O errors: they mark the connection broken).
 fn fail(jobs: Vec<Job>, e: &RedisError) {
+    // Each job, dropped after its answer, tells its tracker the call was lost.
     for job in jobs {
-        if let Some(Carried(t)) = &job.tracker {
-            t.lost();
-        }
         let copy = match e.kind() {
             ErrorKind::Io => RedisError::from(std::io::Error::other(e.to_string())),
             kind => RedisError::from((kind, "redis error", e.to_string())),

@@ -33,7 +33,7 @@ const QUEUED: u8 = 1;
 const SENT: u8 = 2;
 /// Answered: the script ran.
 const APPLIED: u8 = 3;
-/// Taken off the queue unsent, its caller gone.
+/// Dropped from the queue unsent.
 const DROPPED: u8 = 4;
 /// Its pipeline failed: it may or may not have run.
 const LOST: u8 = 5;
@@ -51,21 +51,12 @@ impl Tracker {
         self.0.store(QUEUED, Ordering::Release);
     }
 
-    /// Not queued after all (the connection's task is gone).
-    pub fn not_queued(&self) {
-        self.0.store(IDLE, Ordering::Release);
-    }
-
     pub fn sent(&self) {
         self.0.store(SENT, Ordering::Release);
     }
 
     pub fn applied(&self) {
         self.0.store(APPLIED, Ordering::Release);
-    }
-
-    pub fn dropped(&self) {
-        self.0.store(DROPPED, Ordering::Release);
     }
 
     pub fn lost(&self) {
@@ -82,9 +73,10 @@ impl Tracker {
     }
 }
 
-/// The connection's side of a tracker, carried by the queued job: a job dropped before its
-/// end was set (the connection's task ended with it queued, or mid-pipeline) says so as it
-/// goes: never sent, or lost.
+/// The connection's side of a tracker, carried by the queued job. The batcher says when the
+/// job is sent and when it is answered; a job dropped before that says so as it goes:
+/// queued, never sent (its caller left before the batch took it, or the connection's task
+/// ended first); sent, lost (its pipeline failed).
 #[derive(Debug)]
 pub(crate) struct Carried(pub Tracker);
 
@@ -190,17 +182,14 @@ mod tests {
         t.applied();
         assert_eq!(fates.take(CallId(3)), Fate::Applied);
 
-        for (id, end, fate) in [
-            (4, Tracker::dropped as fn(&Tracker), Fate::NotSent),
-            (5, Tracker::lost, Fate::Unknown),
-        ] {
-            let t = Tracker::default();
-            drop(fates.watch(CallId(id), Some(t.clone())));
-            t.queued();
-            end(&t);
-            assert_eq!(fates.take(CallId(id)), fate);
-        }
-        // A job its connection's task dropped, queued or mid-pipeline.
+        let t = Tracker::default();
+        drop(fates.watch(CallId(5), Some(t.clone())));
+        t.queued();
+        t.sent();
+        t.lost();
+        assert_eq!(fates.take(CallId(5)), Fate::Unknown, "its script failed");
+        // A job dropped queued (its caller left, or the connection's task ended), or sent
+        // (its pipeline failed).
         for (id, sent, fate) in [(7, false, Fate::NotSent), (8, true, Fate::Unknown)] {
             let t = Tracker::default();
             drop(fates.watch(CallId(id), Some(t.clone())));

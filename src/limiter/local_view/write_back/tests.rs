@@ -101,6 +101,17 @@ impl Lab {
     fn admitted(&self) -> u64 {
         *self.admitted.lock()
     }
+
+    /// The stalled store comes back and the resends reach it before the calls it took while
+    /// stalled (another connection): those then run, and find their ids taken.
+    async fn resends_before_the_late_calls(&self) {
+        let late = std::mem::take(&mut *self.store.queue.lock());
+        self.store.resume(false).await;
+        self.settle().await;
+        *self.store.queue.lock() = late;
+        self.store.stall();
+        self.store.resume(true).await;
+    }
 }
 
 #[tokio::test]
@@ -134,14 +145,7 @@ async fn a_stall_counts_each_admitted_hit_once_when_the_resends_run_first() {
     l.hits(1, &limits, 10).await;
     assert!(l.view.flush(&l.store).await.is_err());
     l.hits(1, &limits, 10).await;
-    // The resends reach the store before the calls it took while stalled (another
-    // connection): those then find their ids taken.
-    let late = std::mem::take(&mut *l.store.queue.lock());
-    l.store.resume(false).await;
-    l.settle().await;
-    *l.store.queue.lock() = late;
-    l.store.stall();
-    l.store.resume(true).await;
+    l.resends_before_the_late_calls().await;
     assert_eq!(l.admitted(), 25);
     assert_eq!(l.store.used(1, &limits).await, 25);
 }

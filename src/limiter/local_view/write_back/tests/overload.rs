@@ -45,13 +45,7 @@ async fn resent_first_the_held_calls_fence_off_the_late_ones() {
     for _ in 0..20 {
         let _ = within(Duration::from_secs(60), l.hit(1, &limits, false)).await;
     }
-    // The resends reach the store before the late calls (another connection).
-    let late = std::mem::take(&mut *l.store.queue.lock());
-    l.store.resume(false).await;
-    l.settle().await;
-    *l.store.queue.lock() = late;
-    l.store.stall();
-    l.store.resume(true).await;
+    l.resends_before_the_late_calls().await;
     assert_eq!(l.admitted(), 25);
     assert_eq!(l.store.used(1, &limits).await, 25);
 }
