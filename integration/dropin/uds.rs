@@ -7,11 +7,11 @@ use std::time::Duration;
 
 use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_response::Code;
 use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_service_client::RateLimitServiceClient;
-use tonic_health::pb::HealthCheckRequest;
-use tonic_health::pb::health_client::HealthClient;
+use tonic_health::pb::health_check_response::ServingStatus;
 
 use super::*;
 use crate::support::certs::{Ca, Usage, write};
+use crate::support::health::grpc_health;
 
 fn socket_in(dir: &Path) -> String {
     dir.join("ratelimit.sock").display().to_string()
@@ -37,17 +37,13 @@ async fn grpc_uds_serves_rate_limit_and_health_on_the_socket_and_removes_it_on_s
         [Code::Ok as i32, Code::Ok as i32, Code::OverLimit as i32],
         "the rule's limit of 2 applies over the socket"
     );
-    let mut health = HealthClient::new(s.unix_channel().await);
+    let channel = s.unix_channel().await;
     for service in ["", "ratelimit"] {
-        let status = health
-            .check(HealthCheckRequest {
-                service: service.into(),
-            })
-            .await
-            .expect("health over the socket")
-            .into_inner()
-            .status;
-        assert_eq!(status, 1, "SERVING for {service:?}");
+        assert_eq!(
+            grpc_health(channel.clone(), service).await,
+            ServingStatus::Serving,
+            "over the socket, for {service:?}"
+        );
     }
     s.signal("TERM");
     assert!(s.wait_exit(Duration::from_secs(20)).await.is_some());

@@ -1,7 +1,10 @@
 //! The process around the service: what it logs, how SIGTERM drains it, and starting from
 //! envoyproxy/ratelimit's environment variables alone.
 
+use tonic_health::pb::health_check_response::ServingStatus;
+
 use super::*;
+use crate::support::health::grpc_health;
 
 #[tokio::test]
 async fn json_logs_and_no_per_request_logging_at_info() {
@@ -53,7 +56,8 @@ async fn sigterm_drains_then_exits() {
         .start_healthy()
         .await;
     let mut c = s.client().await;
-    let mut h = tonic_health::pb::health_client::HealthClient::new(s.channel().await);
+    // Opened before the signal: a draining server takes no new connection.
+    let health = s.channel().await;
     s.signal("TERM");
     let started = Instant::now();
     // Health fails at once, while requests are still answered.
@@ -67,23 +71,15 @@ async fn sigterm_drains_then_exits() {
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
     assert!(saw_unhealthy, "health went NOT_SERVING");
-    let r = h
-        .check(tonic_health::pb::HealthCheckRequest {
-            service: "ratelimit".into(),
-        })
-        .await
-        .unwrap()
-        .into_inner();
     assert_eq!(
-        r.status,
-        tonic_health::pb::health_check_response::ServingStatus::NotServing as i32
+        grpc_health(health, "ratelimit").await,
+        ServingStatus::NotServing
     );
     assert_eq!(
         hit(&mut c, &[("k", "a")]).await.overall_code,
         Code::Ok as i32
     );
     drop(c);
-    drop(h);
     let status = s.wait_exit(Duration::from_secs(8)).await.expect("exited");
     assert!(status.success(), "{status}");
     assert!(
@@ -108,21 +104,12 @@ async fn one_worker_thread_serves_and_drains() {
             Code::Ok as i32
         );
     }
-    let mut h = tonic_health::pb::health_client::HealthClient::new(s.channel().await);
-    let r = h
-        .check(tonic_health::pb::HealthCheckRequest {
-            service: "ratelimit".into(),
-        })
-        .await
-        .unwrap()
-        .into_inner();
     assert_eq!(
-        r.status,
-        tonic_health::pb::health_check_response::ServingStatus::Serving as i32
+        grpc_health(s.channel().await, "ratelimit").await,
+        ServingStatus::Serving
     );
     assert_eq!(s.http_get("/healthcheck").await.0, 200);
     drop(c);
-    drop(h);
     s.signal("TERM");
     let status = s.wait_exit(Duration::from_secs(8)).await.expect("exited");
     assert!(status.success(), "{status}");

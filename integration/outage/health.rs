@@ -3,28 +3,20 @@
 //! (decisions are local) unless `--unhealthy-when-degraded`; gRPC health and `/healthcheck`
 //! say the same throughout (one source).
 
-use tonic_health::pb::HealthCheckRequest;
 use tonic_health::pb::health_check_response::ServingStatus;
-use tonic_health::pb::health_client::HealthClient;
 
 use super::*;
+use crate::support::health::grpc_health;
 use crate::support::redis::free_port;
 
 /// `/healthcheck` (which publishes the state as it is now), then gRPC health (`""` and
 /// `ratelimit`) right after: serving or not, each.
 async fn health(s: &Server) -> [bool; 3] {
     let http = s.http_get("/healthcheck").await.0 == 200;
-    let mut h = HealthClient::new(s.channel().await);
+    let channel = s.channel().await;
     let mut out = [http, false, false];
     for (i, service) in ["", "ratelimit"].into_iter().enumerate() {
-        let r = h
-            .check(HealthCheckRequest {
-                service: service.into(),
-            })
-            .await
-            .expect("health check")
-            .into_inner();
-        out[i + 1] = r.status == ServingStatus::Serving as i32;
+        out[i + 1] = grpc_health(channel.clone(), service).await == ServingStatus::Serving;
     }
     out
 }

@@ -58,6 +58,19 @@ async fn used<S: Store>(store: &S, tags: &[StateTag], limits: &[LimitSpec]) -> V
     out.chunks(limits.len()).map(|r| r[0].used_before).collect()
 }
 
+/// A store with one connection (its calls share one pipeline, queued behind one another),
+/// the clock at its start.
+async fn one_connection() -> Env {
+    let server = RedisServer::start();
+    let cfg = RedisConfig {
+        pool_size: 1,
+        ..local_config(&server)
+    };
+    let env = Env::with_config(server, cfg).await;
+    env.at(0);
+    env
+}
+
 fn id_keys(server: &RedisServer) -> Vec<String> {
     let mut keys: Vec<String> = server.query(&["KEYS", "*:id:*"]);
     keys.sort();
@@ -153,13 +166,7 @@ async fn each_call_of_a_split_request_has_its_own_id_key() {
 
 #[tokio::test]
 async fn merged_calls_keep_each_id() {
-    let server = RedisServer::start();
-    let cfg = RedisConfig {
-        pool_size: 1,
-        ..local_config(&server)
-    };
-    let env = Env::with_config(server, cfg).await;
-    env.at(0);
+    let env = one_connection().await;
     let limits = [spec(Algorithm::FixedWindow, 100, Unit::Hour)];
     let tags: Vec<StateTag> = (0..48).map(|i| tag(&format!("m{i}"))).collect();
     let ids: Vec<CallId> = tags.iter().map(|_| CallId::fresh()).collect();
@@ -329,13 +336,7 @@ async fn what_an_id_costs_redis() {
 /// leaves nothing to ask about. Neither needs sending again.
 #[tokio::test]
 async fn the_store_tells_whether_a_call_its_caller_left_ran() {
-    let server = RedisServer::start();
-    let cfg = RedisConfig {
-        pool_size: 1,
-        ..local_config(&server)
-    };
-    let env = Env::with_config(server, cfg).await;
-    env.at(0);
+    let env = one_connection().await;
     let limits = [spec(Algorithm::FixedWindow, 100, Unit::Hour)];
     let tags = [tag("left")];
     let answered = CallId::fresh();

@@ -1,7 +1,10 @@
 //! Requests sluice refuses (INVALID_ARGUMENT with their messages and our bounds), and the
 //! `/json` endpoint with health beside it.
 
+use tonic_health::pb::health_check_response::ServingStatus;
+
 use super::*;
+use crate::support::health::grpc_health;
 
 #[tokio::test]
 async fn bad_requests_are_invalid_argument() {
@@ -86,18 +89,11 @@ async fn json_endpoint_and_health() {
     );
 
     // gRPC health, both service names.
-    let mut h = tonic_health::pb::health_client::HealthClient::new(s.channel().await);
+    let channel = s.channel().await;
     for service in ["", "ratelimit"] {
-        let r = h
-            .check(tonic_health::pb::HealthCheckRequest {
-                service: service.into(),
-            })
-            .await
-            .unwrap()
-            .into_inner();
         assert_eq!(
-            r.status,
-            tonic_health::pb::health_check_response::ServingStatus::Serving as i32
+            grpc_health(channel.clone(), service).await,
+            ServingStatus::Serving
         );
     }
 }

@@ -9,6 +9,7 @@ pub mod cli;
 pub mod delay_proxy;
 pub mod fault_cluster;
 pub mod h2raw;
+pub mod health;
 pub mod http;
 pub mod in_process;
 pub mod model;
