@@ -31,9 +31,10 @@ pub(super) fn build(settings: &Settings, clock: &Arc<dyn Clock>) -> Result<Backe
         return Ok(Backend::Redis(main));
     };
     let per_second = redis(p, PER_SECOND, &tls, clock)?;
+    // One id on two stores: the pair's fate is not tracked (`Backend::fate`).
     Ok(Backend::RedisPerSecond(Box::new(PerSecond {
-        main,
-        per_second,
+        main: main.untracked(),
+        per_second: per_second.untracked(),
     })))
 }
 

@@ -78,6 +78,9 @@ pub struct RedisStore {
     admin_timeout: Duration,
     /// Identified calls that did not end answered, and where each went (`fate.rs`).
     fates: fate::Fates,
+    /// Whether calls are tracked for `fates`: not on a cluster (redis-rs tells nothing of a
+    /// call it was given), nor in a pair that asks for no fate ([`RedisStore::untracked`]).
+    tracks_fates: bool,
     /// Stops the reconnect task when the store is dropped.
     _stop: DropGuard,
 }
@@ -149,8 +152,17 @@ impl RedisStore {
             request_timeout: cfg.request_timeout,
             admin_timeout: cfg.connect_timeout + cfg.request_timeout,
             fates: fate::Fates::default(),
+            tracks_fates: !cluster,
             _stop: stop.drop_guard(),
         })
+    }
+
+    /// This store, its calls not tracked ([`Store::fate`] says `Unknown`): for a store used
+    /// where nobody asks (one of the per-second pair), which would otherwise keep the
+    /// trackers of its failed calls until its bound.
+    pub fn untracked(mut self) -> RedisStore {
+        self.tracks_fates = false;
+        self
     }
 
     /// Wait until at least one connection is up; false if `timeout` passed first.
@@ -263,10 +275,10 @@ impl Store for RedisStore {
             checks,
         };
         let deadline = deadline::of_call(self.request_timeout);
-        // Tracked through the batcher (`fate.rs`); a cluster call cannot be.
+        // Tracked through the batcher (`fate.rs`).
         let watch = self
             .fates
-            .watch(id, (!self.cluster).then(fate::Tracker::default));
+            .watch(id, self.tracks_fates.then(fate::Tracker::default));
         let result = self
             .run_within(&[part], charge, out, deadline, watch.tracker())
             .await;
