@@ -148,10 +148,10 @@ impl Envoy {
             if let Ok(Some(status)) = envoy.child.try_wait() {
                 return Err(format!("envoy exited with {status}: {}", envoy.log()));
             }
-            if let Ok(r) = http1(envoy.admin, "GET", "/ready", &[], "").await {
-                if r.status == 200 {
-                    return Ok(envoy);
-                }
+            if let Ok(r) = http1(envoy.admin, "GET", "/ready", &[], "").await
+                && r.status == 200
+            {
+                return Ok(envoy);
             }
             if Instant::now() > deadline {
                 return Err(format!(
