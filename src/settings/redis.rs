@@ -12,7 +12,8 @@ use std::time::Duration;
 use super::parse::{SettingsError, err};
 use super::redis_input::{Backend, PerSecondInput, RedisInput};
 use super::redis_url::{RedisType, Target, check_url, target_urls};
-use super::resolver::{Given, Group, Resolver, Source};
+use super::resolver::{Given, Group, Resolver, Source, defaults};
+use crate::store::redis::{DEFAULT_DEAD_AFTER, DEFAULT_KEY_PREFIX, RedisConfig, RedisTls};
 
 pub use crate::store::redis::TimeSource;
 
@@ -48,7 +49,34 @@ pub struct RedisSettings {
     pub per_second: Option<Box<RedisSettings>>,
 }
 
-/// Their default addresses when the backend is Redis but no URL is set.
+/// The store's defaults are the declarations': a store made without settings (tests, tools)
+/// is the one `serve` makes from none but a URL.
+impl Default for RedisConfig {
+    fn default() -> Self {
+        let i: RedisInput = defaults();
+        RedisConfig {
+            name: "redis",
+            url: "redis://127.0.0.1:6379".to_owned(),
+            cluster_nodes: Vec::new(),
+            sentinel: None,
+            tls: RedisTls::default(),
+            refusal_grace: i.refusal_grace,
+            pool_size: i.pool_size,
+            connect_timeout: i.connect_timeout,
+            request_timeout: i.timeout,
+            key_prefix: DEFAULT_KEY_PREFIX.to_owned(),
+            time_source: i.time_source,
+            ttl_slack_ms: None,
+            // Not settings: the ring's own pacing and silence limit.
+            reconnect_backoff_min: Duration::from_millis(50),
+            reconnect_backoff_max: Duration::from_secs(2),
+            dead_after: DEFAULT_DEAD_AFTER,
+            reference_prefix: None,
+        }
+    }
+}
+
+/// The reference's default addresses when the backend is Redis but no URL is set.
 const DEFAULT_SOCKET: &str = "/var/run/nutcracker/ratelimit.sock";
 const DEFAULT_PER_SECOND_SOCKET: &str = "/var/run/nutcracker/ratelimitpersecond.sock";
 
@@ -56,7 +84,7 @@ const DEFAULT_PER_SECOND_SOCKET: &str = "/var/run/nutcracker/ratelimitpersecond.
 pub(super) fn resolve(r: &Resolver<'_>) -> Result<Option<RedisSettings>, SettingsError> {
     let i = RedisInput::from_resolver(r)?;
     let url = match i.url.value {
-        None if i.backend == Some(Backend::Redis) => their_default(DEFAULT_SOCKET, "REDIS_URL"),
+        None if i.backend == Some(Backend::Redis) => ref_default(DEFAULT_SOCKET, "REDIS_URL"),
         _ => i.url,
     };
     let main = Target {
@@ -100,7 +128,7 @@ pub(super) fn resolve(r: &Resolver<'_>) -> Result<Option<RedisSettings>, Setting
     };
     settings.per_second = per_second(i.per_second, &settings)?.map(Box::new);
     if settings.reference_keys {
-        // Their clock is the server's own: a count shared with their pods must start its
+        // The reference's clock is the server's own: a count shared with their pods must start its
         // windows at the same instants, which the Redis clock inside a script would not.
         if settings.time_source != TimeSource::Local {
             return Err(err(
@@ -121,10 +149,10 @@ pub(super) fn resolve(r: &Resolver<'_>) -> Result<Option<RedisSettings>, Setting
     Ok(Some(settings))
 }
 
-fn their_default(socket: &str, name: &str) -> Given<Option<String>> {
+fn ref_default(socket: &str, name: &str) -> Given<Option<String>> {
     Given {
         value: Some(socket.to_owned()),
-        source: Source::Theirs,
+        source: Source::RefVar,
         name: name.to_owned(),
     }
 }
@@ -139,7 +167,7 @@ fn per_second(
         u if u.by_sluice() => u,
         _ if !p.on => return Ok(None),
         u if u.value.is_some() => u,
-        _ => their_default(DEFAULT_PER_SECOND_SOCKET, "REDIS_PERSECOND_URL"),
+        _ => ref_default(DEFAULT_PER_SECOND_SOCKET, "REDIS_PERSECOND_URL"),
     };
     let target = Target {
         flag: "--redis-per-second",

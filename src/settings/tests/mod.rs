@@ -1,4 +1,4 @@
-//! Settings resolution: flags, `SLUICE_*` variables and their variable names.
+//! Settings resolution: flags, `SLUICE_*` variables and the reference's variable names.
 //!
 //! Why this file is long: one test per group of settings, all through the same resolver;
 //! each is short.

@@ -1,4 +1,4 @@
-//! Redis settings: Sentinel, the per-second Redis and TLS files, from their variables and
+//! Redis settings: Sentinel, the per-second Redis and TLS files, from the reference's variables and
 //! from flags.
 
 use super::*;

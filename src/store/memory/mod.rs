@@ -33,15 +33,12 @@ mod shard;
 #[cfg(test)]
 mod tests;
 
-/// Default cap on the bytes of live state (`--memory-max-bytes`).
-pub const DEFAULT_MAX_BYTES: usize = 256 << 20;
-
 /// Smallest budget a shard is given: a shard must hold the largest single state (a full
 /// `sliding_log` of 10 000 distinct timestamps, 160 KB) many times over, so small totals
 /// get fewer shards.
 const MIN_SHARD_BYTES: usize = 1 << 20;
 
-/// Tuning of a [`MemoryStore`].
+/// Tuning of a [`MemoryStore`]. Its `Default` is the settings' defaults (`settings/caps.rs`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct MemoryOptions {
     /// Number of independently locked shards (rounded up to a power of two, 1 to 65536;
@@ -51,16 +48,6 @@ pub struct MemoryOptions {
     pub min_sweep_len: usize,
     /// Most bytes of state held (table and heap), split evenly among the shards.
     pub max_bytes: usize,
-}
-
-impl Default for MemoryOptions {
-    fn default() -> Self {
-        MemoryOptions {
-            shards: 64,
-            min_sweep_len: 1024,
-            max_bytes: DEFAULT_MAX_BYTES,
-        }
-    }
 }
 
 /// See the module documentation.

@@ -23,15 +23,6 @@ pub enum TimeSource {
 /// The key prefix when none is configured (`--cache-key-prefix`).
 pub const DEFAULT_KEY_PREFIX: &str = "sluice:";
 
-/// Default bound of a store call made without a caller's deadline (`--redis-timeout`).
-/// Callers with a deadline (Envoy always sends one) get what remains of it instead, so this
-/// serves only those that would otherwise wait forever: a gRPC client without a deadline,
-/// `/json`. Dead connections no longer need a short timeout to be found (the breaker tells
-/// them by their silence, [`DEFAULT_DEAD_AFTER`]), so it only has to cover a Redis that is
-/// alive but busy, which answers within a second even on a saturated machine; such a caller
-/// prefers that answer to an error.
-pub const DEFAULT_REQUEST_TIMEOUT: Duration = Duration::from_secs(1);
-
 /// Default silence after which a connection is dead: longer than the stalls of a Redis that is
 /// alive (a fork for a snapshot, a slow fsync, a long command of another client: well under a
 /// second on a healthy server), short enough that a connection black-holed by a partition or a
@@ -82,7 +73,9 @@ pub struct SentinelConfig {
     pub db: i64,
 }
 
-/// Settings of [`RedisStore`](super::RedisStore).
+/// Settings of [`RedisStore`](super::RedisStore). Its `Default` is the settings' defaults
+/// (`settings/redis.rs`), so a store made without settings (tests, tools) is the one `serve`
+/// makes when none is given.
 #[derive(Clone, Debug)]
 pub struct RedisConfig {
     /// Which store this is in logs (`redis`, or `redis_per_second` for the per-second one).
@@ -124,29 +117,6 @@ pub struct RedisConfig {
     /// qualify are counted as theirs are, under their keys (see `reference.rs`). Local time
     /// source only: with `TimeSource::Redis` it is ignored.
     pub reference_prefix: Option<String>,
-}
-
-impl Default for RedisConfig {
-    fn default() -> Self {
-        RedisConfig {
-            name: "redis",
-            url: "redis://127.0.0.1:6379".to_owned(),
-            cluster_nodes: Vec::new(),
-            sentinel: None,
-            tls: RedisTls::default(),
-            refusal_grace: Duration::from_secs(1),
-            pool_size: 4,
-            connect_timeout: Duration::from_millis(500),
-            request_timeout: DEFAULT_REQUEST_TIMEOUT,
-            key_prefix: DEFAULT_KEY_PREFIX.to_owned(),
-            time_source: TimeSource::Redis,
-            ttl_slack_ms: None,
-            reconnect_backoff_min: Duration::from_millis(50),
-            reconnect_backoff_max: Duration::from_secs(2),
-            dead_after: DEFAULT_DEAD_AFTER,
-            reference_prefix: None,
-        }
-    }
 }
 
 /// A key prefix must not move the hash slot: no `{` or `}`.

@@ -51,8 +51,8 @@ use crate::store::{Batch, CallId, Fate, Store, StoreError, deadline};
 
 use calls::{Part, REQUEST_ID_TTL_MS, WRITE_BACK_ID_TTL_MS};
 pub use config::{
-    DEFAULT_DEAD_AFTER, DEFAULT_KEY_PREFIX, DEFAULT_REQUEST_TIMEOUT, RedisConfig, RedisConfigError,
-    RedisTls, SentinelConfig, TimeSource, check_prefix,
+    DEFAULT_DEAD_AFTER, DEFAULT_KEY_PREFIX, RedisConfig, RedisConfigError, RedisTls,
+    SentinelConfig, TimeSource, check_prefix,
 };
 use conn::{Backoff, Ring};
 use connect::Connector;
