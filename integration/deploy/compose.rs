@@ -158,7 +158,7 @@ fn redis_service() -> &'static Service {
 
 /// What the sluice service runs with: the image's default command unless the compose
 /// file overrides it, under the service's environment. Resolved once.
-pub(super) fn sluice_settings() -> &'static Settings {
+fn sluice_settings() -> &'static Settings {
     static SETTINGS: OnceLock<Settings> = OnceLock::new();
     SETTINGS.get_or_init(|| {
         let svc = sluice_service();
@@ -395,4 +395,14 @@ fn compose_envoy_admin_is_published_on_localhost_only() {
 fn compose_rules_limit_every_descriptor_envoy_sends() {
     let boot = envoy_bootstrap();
     assert_rules_cover(sluice_rules(), &boot.domain, &boot.descriptors, "compose");
+}
+
+/// The compose demo's sluice puts the decision where that access log reads it.
+#[test]
+fn envoy_access_log_reads_what_the_demo_sluice_reports() {
+    assert!(
+        sluice_settings().decision.decision_metadata,
+        "docker-compose.yml: sluice should run with SLUICE_DECISION_METADATA=true for the \
+         access log of {ENVOY_YAML}"
+    );
 }

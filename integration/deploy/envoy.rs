@@ -383,13 +383,3 @@ async fn envoy_access_log_prints_fields_sluice_emits() {
     assert_eq!(header(&r, "content-type"), Some("application/json"));
     assert_eq!(header(&r, "x-ratelimit-rule"), Some("limited"));
 }
-
-/// The compose demo's sluice puts the decision where that access log reads it.
-#[test]
-fn envoy_access_log_reads_what_the_demo_sluice_reports() {
-    assert!(
-        super::compose::sluice_settings().decision.decision_metadata,
-        "docker-compose.yml: sluice should run with SLUICE_DECISION_METADATA=true for the \
-         access log of {ENVOY_YAML}"
-    );
-}
