@@ -1,8 +1,9 @@
 //! The vocabulary of limits, shared by `config`, `store` and `limiter`, and depending on
 //! none of them: what a limit is ([`LimitSpec`], [`Unit`], [`Algorithm`]), whose state it
 //! counts ([`StateTag`]), what a store is asked ([`Check`]) and answers ([`LimitResult`]),
-//! the clock, the native algorithms, and a request descriptor written as text
-//! ([`Descriptor`], the operator tools' `k=v,k2=v2`).
+//! the clock, the native algorithms, a request descriptor written as text
+//! ([`Descriptor`], the operator tools' `k=v,k2=v2`), and the one source of random numbers
+//! (`random`).
 //!
 //! The algorithm semantics are defined once in `docs/explanation/algorithms.md`; [`algorithm`]
 //! implements them natively (memory store) and `src/store/lua/*.lua` in Redis. Nothing here
@@ -14,6 +15,7 @@
 pub mod algorithm;
 pub mod clock;
 pub mod descriptor;
+pub mod random;
 #[cfg(test)]
 mod tests;
 

@@ -92,8 +92,8 @@ impl MemoryStore {
         let budget = opts.max_bytes / n;
         let map_hasher = FoldBuild::random();
         let shards = (0..n)
-            .map(|i| {
-                let seed = random_seed(5 + i as u64);
+            .map(|_| {
+                let seed = random_seed();
                 Padded(Mutex::new(Shard::new(
                     map_hasher,
                     budget,
@@ -107,7 +107,7 @@ impl MemoryStore {
             clock,
             shards,
             mask: n - 1,
-            shard_seed: (random_seed(3), random_seed(4)),
+            shard_seed: (random_seed(), random_seed()),
         }
     }
 
