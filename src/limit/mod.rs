@@ -16,6 +16,7 @@ pub mod algorithm;
 pub mod clock;
 pub mod descriptor;
 pub mod random;
+pub mod sharded;
 #[cfg(test)]
 mod tests;
 

@@ -22,13 +22,14 @@
 //!
 //! Bounded by bytes (an estimate per entry: key, results, bookkeeping); past the budget,
 //! expired entries are swept, then the oldest entries evicted. Sharded by the descriptor's
-//! tag, one `parking_lot` mutex per shard, never held across an await.
+//! tag (`limit::sharded`).
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
 
 use parking_lot::Mutex;
 
+use crate::limit::sharded::Sharded;
 use crate::limit::{Algorithm, Clock, LimitResult, LimitSpec, StateTag};
 
 const SHARDS: usize = 16;
@@ -36,7 +37,7 @@ const SHARDS: usize = 16;
 /// See the module documentation.
 pub struct OverLimitCache {
     clock: Arc<dyn Clock>,
-    shards: Box<[Mutex<Shard>]>,
+    shards: Sharded<Shard>,
     budget: usize,
 }
 
@@ -103,7 +104,7 @@ impl OverLimitCache {
     pub fn new(bytes: usize, clock: Arc<dyn Clock>) -> Option<OverLimitCache> {
         (bytes > 0).then(|| OverLimitCache {
             clock,
-            shards: (0..SHARDS).map(|_| Mutex::new(Shard::default())).collect(),
+            shards: Sharded::new(SHARDS, Shard::default),
             budget: (bytes / SHARDS).max(1),
         })
     }
@@ -114,8 +115,7 @@ impl OverLimitCache {
     }
 
     fn shard(&self, tag: StateTag) -> &Mutex<Shard> {
-        // The tag is already a hash.
-        &self.shards[(tag.0 as usize) % SHARDS]
+        self.shards.of(tag)
     }
 
     /// The denial of `tag` for these limits and `cost` at `now_ms`, aged to now (results as
@@ -211,7 +211,7 @@ impl OverLimitCache {
 
     /// Entries held (tests).
     pub fn len(&self) -> usize {
-        self.shards.iter().map(|s| s.lock().map.len()).sum()
+        self.shards.sum(|s| s.map.len())
     }
 
     pub fn is_empty(&self) -> bool {
@@ -220,7 +220,7 @@ impl OverLimitCache {
 
     /// Bytes held, as estimated against the budget (tests).
     pub fn bytes(&self) -> usize {
-        self.shards.iter().map(|s| s.lock().bytes).sum()
+        self.shards.sum(|s| s.bytes)
     }
 }
 

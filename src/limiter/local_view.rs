@@ -33,8 +33,8 @@
 //! call whose answer has not come back, or in an unsettled call: see `write_back.rs`); both
 //! count against its room.
 //!
-//! Memory: at most `max_keys` descriptors in all (sharded, one `parking_lot` mutex per
-//! shard, never held across an await; the bound is one count over every shard). Past it,
+//! Memory: at most `max_keys` descriptors in all (sharded by tag, `limit::sharded`; the
+//! bound is one count over every shard). Past it,
 //! new descriptors are decided by the store (batched) or, while the store is down, from the
 //! share without keeping their hits (counted in [`ViewStats::overflow`], logged). No I/O
 //! except through [`Store`].
@@ -49,6 +49,7 @@ use std::sync::{Arc, OnceLock};
 use parking_lot::Mutex;
 
 use super::local_cache::cacheable_for;
+use crate::limit::sharded::Sharded;
 use crate::limit::{Algorithm, Clock, LimitResult, LimitSpec, StateTag};
 use crate::store::{CallId, Store, StoreError};
 
@@ -100,7 +101,7 @@ pub type DegradedObserver = Box<dyn Fn(bool) + Send + Sync>;
 pub struct LocalView {
     clock: Arc<dyn Clock>,
     opts: ViewOptions,
-    shards: Box<[Mutex<Shard>]>,
+    shards: Sharded<Shard>,
     /// Descriptors held over every shard: the one bound of `max_keys`.
     keys: AtomicUsize,
     degraded: AtomicBool,
@@ -320,7 +321,7 @@ impl LocalView {
         LocalView {
             clock,
             opts,
-            shards: (0..SHARDS).map(|_| Mutex::new(Shard::default())).collect(),
+            shards: Sharded::new(SHARDS, Shard::default),
             keys: AtomicUsize::new(0),
             degraded: AtomicBool::new(false),
             observer: OnceLock::new(),
@@ -364,19 +365,11 @@ impl LocalView {
     /// Hits admitted here and not yet in the store (pending and in flight).
     pub fn unwritten(&self) -> u64 {
         self.shards
-            .iter()
-            .map(|s| {
-                s.lock()
-                    .map
-                    .values()
-                    .map(|k| k.pending + k.inflight)
-                    .sum::<u64>()
-            })
-            .sum()
+            .sum(|s| s.map.values().map(|k| k.pending + k.inflight).sum::<u64>())
     }
 
     fn shard(&self, tag: StateTag) -> &Mutex<Shard> {
-        &self.shards[(tag.0 as usize) % SHARDS]
+        self.shards.of(tag)
     }
 
     /// Room for one more descriptor under `max_keys` (taken if so). Called with the shard

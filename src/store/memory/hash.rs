@@ -4,10 +4,7 @@
 
 use std::hash::{BuildHasher, Hasher};
 
-pub(super) fn folded_mul(a: u64, b: u64) -> u64 {
-    let p = u128::from(a) * u128::from(b);
-    (p as u64) ^ (p >> 64) as u64
-}
+use crate::limit::sharded::folded_mul;
 
 /// A random odd seed (odd: a multiply by it loses no bits).
 pub(super) fn random_seed() -> u64 {

@@ -13,19 +13,20 @@
 //! while idle.
 //!
 //! Hashing: tags are already 128-bit hashes, but of client-chosen values with an unkeyed
-//! function, so the map and the shard choice each fold the tag through a multiply keyed by
-//! per-store random seeds (one 64×64→128 multiply, as foldhash does) to keep crafted
-//! descriptors from piling into one bucket chain.
+//! function, so the map and the shard choice (`limit::sharded`) each fold the tag through a
+//! multiply keyed by per-store random seeds to keep crafted descriptors from piling into one
+//! bucket chain.
 
 use std::sync::Arc;
 
 use parking_lot::Mutex;
 
-use self::hash::{FoldBuild, folded_mul, random_seed};
+use self::hash::{FoldBuild, random_seed};
 use self::shard::{Key, Shard, Slot};
 
 use super::{Store, StoreError};
 use crate::limit::algorithm::{self, LimitState};
+use crate::limit::sharded::Sharded;
 use crate::limit::{Charge, Check, Clock, LimitResult, LimitSpec, StateTag};
 
 mod hash;
@@ -53,16 +54,10 @@ pub struct MemoryOptions {
 /// See the module documentation.
 pub struct MemoryStore {
     clock: Arc<dyn Clock>,
-    shards: Box<[Padded]>,
-    mask: usize,
-    shard_seed: (u64, u64),
+    shards: Sharded<Shard>,
     /// RLQS subscriptions (`store/quota.rs`).
     quota: super::quota::MemoryQuota,
 }
-
-/// One shard per cache line, so two cores locking neighbouring shards do not false-share.
-#[repr(align(64))]
-struct Padded(Mutex<Shard>);
 
 impl Key {
     fn new(tag: StateTag, spec: &LimitSpec) -> Key {
@@ -84,6 +79,7 @@ impl MemoryStore {
 
     pub fn with_options(clock: Arc<dyn Clock>, opts: MemoryOptions) -> MemoryStore {
         let by_budget = (opts.max_bytes / MIN_SHARD_BYTES).max(1);
+        // A power of two at most `opts.shards` and `by_budget`, as `Sharded` rounds it.
         let n = opts
             .shards
             .min(by_budget)
@@ -91,38 +87,18 @@ impl MemoryStore {
             .next_power_of_two();
         let budget = opts.max_bytes / n;
         let map_hasher = FoldBuild::random();
-        let shards = (0..n)
-            .map(|_| {
-                let seed = random_seed();
-                Padded(Mutex::new(Shard::new(
-                    map_hasher,
-                    budget,
-                    opts.min_sweep_len,
-                    seed,
-                )))
-            })
-            .collect();
+        let shards = Sharded::new(n, || {
+            Shard::new(map_hasher, budget, opts.min_sweep_len, random_seed())
+        });
         MemoryStore {
             quota: super::quota::MemoryQuota::new(clock.clone()),
             clock,
             shards,
-            mask: n - 1,
-            shard_seed: (random_seed(), random_seed()),
         }
     }
 
-    fn shard_index(&self, tag: StateTag) -> usize {
-        let h = folded_mul(
-            tag.0 as u64 ^ self.shard_seed.0,
-            (tag.0 >> 64) as u64 ^ self.shard_seed.1,
-        );
-        // High bits: the map's own hash is independent (other seeds), but keep clear of the
-        // low bits anyway.
-        (h >> 40) as usize & self.mask
-    }
-
     fn shard(&self, tag: StateTag) -> &Mutex<Shard> {
-        &self.shards[self.shard_index(tag)].0
+        self.shards.of(tag)
     }
 
     /// [`Store::run`] at an explicit `now_ms`, synchronously.
@@ -151,11 +127,11 @@ impl MemoryStore {
             }
             return;
         }
-        let mut order: Vec<usize> = checks.iter().map(|c| self.shard_index(c.tag)).collect();
+        let mut order: Vec<usize> = checks.iter().map(|c| self.shards.index(c.tag)).collect();
         order.sort_unstable();
         order.dedup();
-        let mut guards: Vec<_> = order.iter().map(|&i| self.shards[i].0.lock()).collect();
-        let guard_of = |tag: StateTag| order.binary_search(&self.shard_index(tag)).unwrap_or(0);
+        let mut guards: Vec<_> = order.iter().map(|&i| self.shards.at(i).lock()).collect();
+        let guard_of = |tag: StateTag| order.binary_search(&self.shards.index(tag)).unwrap_or(0);
         let held = checks.iter().any(|c| {
             let shard = &guards[guard_of(c.tag)];
             let states = c
@@ -175,7 +151,7 @@ impl MemoryStore {
     pub fn sweep(&self) {
         let now = self.clock.now_ms();
         for shard in self.shards.iter() {
-            shard.0.lock().sweep(now);
+            shard.lock().sweep(now);
         }
         self.quota.sweep();
     }
@@ -187,17 +163,17 @@ impl MemoryStore {
 
     /// Bytes held: tables and the states' heap (what `max_bytes` bounds).
     pub fn bytes(&self) -> usize {
-        self.shards.iter().map(|s| s.0.lock().bytes()).sum()
+        self.shards.sum(Shard::bytes)
     }
 
     /// Live entries evicted so far to stay within `max_bytes`.
     pub fn evictions(&self) -> u64 {
-        self.shards.iter().map(|s| s.0.lock().evictions).sum()
+        self.shards.sum(|s| s.evictions)
     }
 
     /// Entries held, expired ones not yet evicted included.
     pub fn len(&self) -> usize {
-        self.shards.iter().map(|s| s.0.lock().map.len()).sum()
+        self.shards.sum(|s| s.map.len())
     }
 
     pub fn is_empty(&self) -> bool {
@@ -296,7 +272,7 @@ fn run_check(
 impl std::fmt::Debug for MemoryStore {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("MemoryStore")
-            .field("shards", &self.shards.len())
+            .field("shards", &self.shards.count())
             .finish_non_exhaustive()
     }
 }
