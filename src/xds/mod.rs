@@ -60,7 +60,7 @@ pub fn build(
     resources: &[envoy_types::pb::google::protobuf::Any],
     opts: &LoadOptions,
 ) -> Result<RateLimitConfig, Vec<String>> {
-    let docs = convert::documents(resources).map_err(|e| vec![e])?;
+    let docs = convert::documents(resources).map_err(|e| vec![e.to_string()])?;
     RateLimitConfig::from_documents(docs, opts)
         .map_err(|es| es.into_iter().map(|e| e.message).collect())
 }

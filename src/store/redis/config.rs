@@ -1,12 +1,12 @@
-//! Settings of the Redis store, the errors of building one, and what they become for
-//! redis-rs (connection info with TLS applied, connection timeouts), which the connector
-//! and the sentinel resolver both use.
+//! Settings of the Redis store, the errors of building one and of connecting it, and what
+//! they become for redis-rs (connection info with TLS applied, connection timeouts), which
+//! the connector and the sentinel resolver both use.
 
 use std::time::Duration;
 
-use deadpool_redis::redis::{
+use redis::{
     AsyncConnectionConfig, Client, ClientTlsConfig, ConnectionAddr, ConnectionInfo,
-    IntoConnectionInfo, TlsCertificates,
+    IntoConnectionInfo, RedisError, TlsCertificates,
 };
 
 /// Where the script's `now` comes from.
@@ -143,8 +143,12 @@ impl RedisConfig {
 pub enum RedisConfigError {
     #[error("redis key prefix {0:?} must not contain '{{' or '}}' (it would change the hash slot)")]
     PrefixBraces(String),
-    #[error("invalid redis url: {0}")]
-    Url(String),
+    #[error("invalid redis url {url:?}: {source}")]
+    Url {
+        url: String,
+        #[source]
+        source: RedisError,
+    },
     #[error(
         "redis url {0:?}: '#insecure' turns off all certificate verification and is refused; \
          use skip_hostname_verification (REDIS_TLS_SKIP_HOSTNAME_VERIFICATION) to accept a \
@@ -152,13 +156,58 @@ pub enum RedisConfigError {
     )]
     Insecure(String),
     #[error("redis tls: {0}")]
-    Tls(String),
+    Tls(#[source] RedisError),
     #[error("redis sentinel: {0}")]
-    Sentinel(String),
-    #[error("redis pool: {0}")]
-    Pool(String),
+    Sentinel(&'static str),
     #[error("the redis store must be created inside a tokio runtime")]
     NoRuntime,
+}
+
+/// Why a connection was not made; the reconnect task logs it and tries again.
+#[derive(Debug, thiserror::Error)]
+pub enum ConnectError {
+    /// Dialing, the handshake or a command of the connection's setup failed.
+    #[error("{0}")]
+    Redis(#[from] RedisError),
+    #[error("SCRIPT LOAD failed: {0}")]
+    ScriptLoad(#[source] RedisError),
+    /// `ROLE` names another role than `master`.
+    #[error("the server is a {0} (read-only); waiting for a primary")]
+    NotPrimary(String),
+    #[error("failover of {0:?} in progress")]
+    FailoverPaused(String),
+    #[error("{0}")]
+    Config(#[from] RedisConfigError),
+    #[error("master {master:?} at {host}:{port}: {source}")]
+    Master {
+        master: String,
+        host: String,
+        port: u16,
+        #[source]
+        source: RedisError,
+    },
+    /// Every sentinel was asked; what each said.
+    #[error("no sentinel named the master {master:?}: {}", list(.misses))]
+    NoMaster {
+        master: String,
+        misses: Vec<(String, SentinelMiss)>,
+    },
+}
+
+/// What a sentinel answered instead of the master's address.
+#[derive(Debug, thiserror::Error)]
+pub enum SentinelMiss {
+    #[error("unknown master")]
+    Unknown,
+    #[error("timed out")]
+    TimedOut,
+    #[error("{0}")]
+    Failed(#[from] RedisError),
+}
+
+fn list(misses: &[(String, SentinelMiss)]) -> String {
+    let each: Vec<String> = misses.iter().map(|(s, m)| format!("{s}: {m}")).collect();
+    each.join("; ")
 }
 
 /// Connection info for `url`, with the TLS settings applied when the URL is `rediss://`.
@@ -169,15 +218,17 @@ pub(crate) fn connection_info(
 ) -> Result<ConnectionInfo, RedisConfigError> {
     let info = url
         .into_connection_info()
-        .map_err(|e| RedisConfigError::Url(format!("{url}: {e}")))?;
+        .map_err(|source| RedisConfigError::Url {
+            url: url.to_owned(),
+            source,
+        })?;
     let ConnectionAddr::TcpTls { insecure, .. } = info.addr() else {
         return Ok(info);
     };
     if *insecure {
         return Err(RedisConfigError::Insecure(url.to_owned()));
     }
-    let client = Client::build_with_tls(info, certificates(tls))
-        .map_err(|e| RedisConfigError::Tls(e.to_string()))?;
+    let client = Client::build_with_tls(info, certificates(tls)).map_err(RedisConfigError::Tls)?;
     let mut info = client.get_connection_info().clone();
     if tls.skip_hostname_verification {
         // redis-rs wraps the webpki verifier and forgives only `NotValidForName`: the chain

@@ -4,7 +4,7 @@
 
 use std::sync::LazyLock;
 
-use deadpool_redis::redis::{self, Value};
+use redis::{self, Value};
 
 use crate::limit::{Algorithm, Check, LimitResult, LimitSpec};
 use crate::store::{Context, StoreError};
