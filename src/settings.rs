@@ -252,7 +252,10 @@ impl Settings {
     /// the reference's variables sluice refuses stop it, and those with no effect are noted.
     fn from_command_line(r: &Resolver<'_>) -> Result<Settings, SettingsError> {
         let mut s = <Settings as resolver::Group>::from_resolver(r)?;
-        s.decision.reference_keys = s.redis.as_ref().is_some_and(|r| r.reference_keys);
+        s.decision.reference_keys = s
+            .redis
+            .as_ref()
+            .is_some_and(|r| r.main.reference_prefix.is_some());
         audit::refuse(r.env())?;
         audit::note(r.env(), &mut s.notes);
         Ok(s)

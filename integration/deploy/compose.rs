@@ -193,7 +193,7 @@ fn redis_hosts_and_ports() -> Vec<(String, String, String)> {
         .as_ref()
         .expect("the compose sluice uses Redis, not the in-memory store");
     let mut out = Vec::new();
-    for url in &redis_settings.urls {
+    for url in redis_settings.main.urls() {
         let authority = url
             .split("://")
             .nth(1)

@@ -27,8 +27,6 @@
 use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
 
-use parking_lot::Mutex;
-
 use crate::limit::sharded::Sharded;
 use crate::limit::{Algorithm, Clock, LimitResult, LimitSpec, StateTag};
 
@@ -114,10 +112,6 @@ impl OverLimitCache {
         self.clock.now_ms()
     }
 
-    fn shard(&self, tag: StateTag) -> &Mutex<Shard> {
-        self.shards.of(tag)
-    }
-
     /// The denial of `tag` for these limits and `cost` at `now_ms`, aged to now (results as
     /// the store answered them, reset and retry times counted down), into `out`.
     pub fn lookup(
@@ -128,7 +122,7 @@ impl OverLimitCache {
         now_ms: u64,
         out: &mut Vec<LimitResult>,
     ) -> bool {
-        let mut shard = self.shard(tag).lock();
+        let mut shard = self.shards.of(tag).lock();
         let Some(e) = shard.map.get(&tag.0) else {
             return false;
         };
@@ -174,7 +168,7 @@ impl OverLimitCache {
         if size > self.budget {
             return;
         }
-        let mut shard = self.shard(tag).lock();
+        let mut shard = self.shards.of(tag).lock();
         let shard = &mut *shard;
         if shard.bytes + size > self.budget {
             let now = self.clock.now_ms();
@@ -203,7 +197,7 @@ impl OverLimitCache {
 
     /// Drop the entry of `tag` (a refund may lift its denial early).
     pub fn forget(&self, tag: StateTag) {
-        let mut shard = self.shard(tag).lock();
+        let mut shard = self.shards.of(tag).lock();
         if let Some(e) = shard.map.remove(&tag.0) {
             shard.bytes = shard.bytes.saturating_sub(e.bytes());
         }

@@ -368,10 +368,6 @@ impl LocalView {
             .sum(|s| s.map.values().map(|k| k.pending + k.inflight).sum::<u64>())
     }
 
-    fn shard(&self, tag: StateTag) -> &Mutex<Shard> {
-        self.shards.of(tag)
-    }
-
     /// Room for one more descriptor under `max_keys` (taken if so). Called with the shard
     /// locked, just before inserting: descriptors are never dropped, so the count only grows.
     fn take_room(&self) -> bool {
@@ -412,7 +408,7 @@ impl LocalView {
         out: &mut Vec<LimitResult>,
     ) -> Local {
         let now = self.now_ms();
-        let mut shard = self.shard(tag).lock();
+        let mut shard = self.shards.of(tag).lock();
         let Some(k) = shard.map.get_mut(&tag.0) else {
             return Local::Store { carry: 0 };
         };
@@ -466,7 +462,7 @@ impl LocalView {
     /// The limits a write-back of `tag`'s hits is charged with (`overdraft`: they were
     /// admitted already).
     pub fn forced_limits(&self, tag: StateTag, limits: &[LimitSpec]) -> Arc<[LimitSpec]> {
-        let shard = self.shard(tag).lock();
+        let shard = self.shards.of(tag).lock();
         match shard.map.get(&tag.0) {
             Some(k) if k.fingerprint == LimitSpec::fingerprint(limits) => k.forced.clone(),
             _ => forced(limits),
@@ -478,7 +474,7 @@ impl LocalView {
         if carry == 0 {
             return;
         }
-        if let Some(k) = self.shard(tag).lock().map.get_mut(&tag.0) {
+        if let Some(k) = self.shards.of(tag).lock().map.get_mut(&tag.0) {
             k.inflight = k.inflight.saturating_sub(carry);
         }
         self.stats.written_back.fetch_add(carry, Ordering::Relaxed);
@@ -490,7 +486,7 @@ impl LocalView {
         if hits == 0 {
             return;
         }
-        let mut shard = self.shard(tag).lock();
+        let mut shard = self.shards.of(tag).lock();
         let shard = &mut *shard;
         if let Some(k) = shard.map.get_mut(&tag.0) {
             k.inflight = k.inflight.saturating_sub(hits);
@@ -515,7 +511,7 @@ impl LocalView {
         if results.len() != limits.len() {
             return;
         }
-        let mut shard = self.shard(tag).lock();
+        let mut shard = self.shards.of(tag).lock();
         let k = match shard.map.entry(tag.0) {
             Entry::Occupied(k) => k.into_mut(),
             Entry::Vacant(v) => {
@@ -612,7 +608,7 @@ impl LocalView {
         out: &mut Vec<LimitResult>,
     ) -> u64 {
         let now = self.now_ms();
-        let mut shard = self.shard(tag).lock();
+        let mut shard = self.shards.of(tag).lock();
         let shard = &mut *shard;
         let k = match shard.map.entry(tag.0) {
             Entry::Occupied(k) => k.into_mut(),

@@ -41,24 +41,18 @@ const IGNORED_FIELDS: &[&str] = &[
 
 /// The mapping file could not be used.
 #[derive(Debug, thiserror::Error)]
-pub enum MapperError {
-    #[error("PROMETHEUS_MAPPER_YAML {path}: {source}")]
-    Read {
-        path: String,
-        #[source]
-        source: std::io::Error,
-    },
-    #[error("PROMETHEUS_MAPPER_YAML {path}: {source}")]
-    Invalid {
-        path: String,
-        #[source]
-        source: MappingError,
-    },
+#[error("PROMETHEUS_MAPPER_YAML {path}: {source}")]
+pub struct MapperError {
+    pub path: String,
+    #[source]
+    pub source: MappingError,
 }
 
-/// What is wrong with a mapping file's content.
+/// Why a mapping file could not be read, or what is wrong with its content.
 #[derive(Debug, thiserror::Error)]
 pub enum MappingError {
+    #[error("{0}")]
+    Read(#[from] std::io::Error),
     #[error("{0}")]
     Yaml(#[from] serde_yaml::Error),
     /// A field statsd_exporter would refuse, named with where it is.
@@ -159,15 +153,12 @@ fn glob(pattern: &str) -> Option<Vec<Option<String>>> {
 
 impl Mapper {
     pub fn load(path: &Path) -> Result<Mapper, MapperError> {
-        let path_text = || path.display().to_string();
-        let text = std::fs::read_to_string(path).map_err(|source| MapperError::Read {
-            path: path_text(),
-            source,
-        })?;
-        Mapper::parse(&text).map_err(|source| MapperError::Invalid {
-            path: path_text(),
-            source,
-        })
+        let text = std::fs::read_to_string(path).map_err(MappingError::from);
+        text.and_then(|t| Mapper::parse(&t))
+            .map_err(|source| MapperError {
+                path: path.display().to_string(),
+                source,
+            })
     }
 
     pub fn parse(text: &str) -> Result<Mapper, MappingError> {

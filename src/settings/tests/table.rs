@@ -36,8 +36,8 @@ fn an_injected_environment_sets_sluice_and_their_variables_alike() {
     assert!(s.decision.shadow_mode && s.decision.quota_mode);
     assert_eq!(s.config_paths, [PathBuf::from("a"), PathBuf::from("b")]);
     let r = s.redis.expect("their REDIS_URL");
-    assert_eq!(r.urls, ["redis://redis.internal:6379"]);
-    assert_eq!(r.request_timeout, Duration::from_millis(250));
+    assert_eq!(r.main.url, "redis://redis.internal:6379");
+    assert_eq!(r.main.request_timeout, Duration::from_millis(250));
 }
 
 /// Flag, then `SLUICE_*`, then theirs, then the default: for a value, a switch and a

@@ -19,8 +19,6 @@
 
 use std::sync::Arc;
 
-use parking_lot::Mutex;
-
 use self::hash::{FoldBuild, random_seed};
 use self::shard::{Key, Shard, Slot};
 
@@ -97,10 +95,6 @@ impl MemoryStore {
         }
     }
 
-    fn shard(&self, tag: StateTag) -> &Mutex<Shard> {
-        self.shards.of(tag)
-    }
-
     /// [`Store::run`] at an explicit `now_ms`, synchronously.
     pub fn run_at(&self, checks: &[Check<'_>], now_ms: u64, out: &mut Vec<LimitResult>) {
         self.run_at_with(checks, Charge::Each, now_ms, out);
@@ -122,7 +116,7 @@ impl MemoryStore {
         let held = charge == Charge::Held;
         if charge == Charge::Each || held || checks.len() < 2 {
             for check in checks {
-                let mut guard = self.shard(check.tag).lock();
+                let mut guard = self.shards.of(check.tag).lock();
                 run_check(&mut guard, check, now_ms, held, out);
             }
             return;
@@ -183,7 +177,7 @@ impl MemoryStore {
     /// [`Store::reset`] at an explicit `now_ms`: remove the states of `limits` under `tag`;
     /// how many were still live.
     pub fn reset_at(&self, tag: StateTag, limits: &[LimitSpec], now_ms: u64) -> u64 {
-        let mut shard = self.shard(tag).lock();
+        let mut shard = self.shards.of(tag).lock();
         let mut removed = 0;
         for spec in limits {
             let taken = shard
@@ -199,7 +193,8 @@ impl MemoryStore {
 
     /// The stored state of `spec` under `tag`, if any (tests and debugging).
     pub fn state(&self, tag: StateTag, spec: &LimitSpec) -> Option<LimitState> {
-        self.shard(tag)
+        self.shards
+            .of(tag)
             .lock()
             .map
             .get(&Key::new(tag, spec))

@@ -32,7 +32,7 @@ pub const DEFAULT_DEAD_AFTER: Duration = Duration::from_secs(2);
 /// How TLS connections (`rediss://`) are verified and which identity they present. Applies
 /// to every TLS connection of the store: the node, every cluster node, the sentinels and the
 /// master they name.
-#[derive(Clone, Default)]
+#[derive(Clone, Default, PartialEq)]
 pub struct RedisTls {
     /// PEM bundle of the CAs that sign the servers' certificates (a private CA). `None`: the
     /// webpki (Mozilla) roots.
@@ -60,7 +60,7 @@ impl std::fmt::Debug for RedisTls {
 }
 
 /// A master found through Redis Sentinel.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct SentinelConfig {
     /// The name the sentinels monitor the master under.
     pub master: String,
@@ -76,7 +76,7 @@ pub struct SentinelConfig {
 /// Settings of [`RedisStore`](super::RedisStore). Its `Default` is the settings' defaults
 /// (`settings/redis.rs`), so a store made without settings (tests, tools) is the one `serve`
 /// makes when none is given.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct RedisConfig {
     /// Which store this is in logs (`redis`, or `redis_per_second` for the per-second one).
     pub name: &'static str,
@@ -128,6 +128,15 @@ pub fn check_prefix(prefix: &str) -> Result<(), RedisConfigError> {
 }
 
 impl RedisConfig {
+    /// The URLs the store dials first: the node, the cluster's seed nodes, or the sentinels.
+    pub fn urls(&self) -> Vec<&String> {
+        match &self.sentinel {
+            Some(s) => s.sentinels.iter().collect(),
+            None if !self.cluster_nodes.is_empty() => self.cluster_nodes.iter().collect(),
+            None => vec![&self.url],
+        }
+    }
+
     /// The slack actually applied: the explicit value, else the time source's default.
     pub fn effective_slack_ms(&self) -> u64 {
         self.ttl_slack_ms.unwrap_or(match self.time_source {
