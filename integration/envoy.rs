@@ -2,5 +2,11 @@
 //! Envoy itself drives it, with sluice (the binary, or in process) behind it
 //! (`support::envoy`).
 
+mod headers;
+mod responses;
+mod metadata;
+mod shadow;
+mod failure;
+mod health;
 mod rls;
 mod transports;
