@@ -34,7 +34,11 @@ async fn with_sluice_stopped(deny: bool, google: bool) {
     }
     let errors = front
         .envoy
-        .wait_stat("cluster.upstream.ratelimit.error", 3, Duration::from_secs(5))
+        .wait_stat(
+            "cluster.upstream.ratelimit.error",
+            3,
+            Duration::from_secs(5),
+        )
         .await;
     assert_eq!(errors, 3);
     let allowed = front

@@ -102,11 +102,7 @@ async fn request_headers_reach_the_upstream() {
     let front = f.start().await;
     let r = front.get("/", &[]).await;
     assert_eq!(r.status, 200);
-    assert_eq!(
-        r.header("upstream-saw-ratelimit-limit"),
-        Some("2"),
-        "{r:?}"
-    );
+    assert_eq!(r.header("upstream-saw-ratelimit-limit"), Some("2"), "{r:?}");
     assert_eq!(r.header("upstream-saw-ratelimit-remaining"), Some("1"));
     assert!(
         r.header("upstream-saw-ratelimit-reset")

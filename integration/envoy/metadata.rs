@@ -35,7 +35,10 @@ async fn the_decision_is_in_envoys_access_log() {
     assert_eq!(d["limitName"], "one_per_minute");
     assert_eq!(d["unit"], "MINUTE");
     assert_eq!(d["remaining"], 0.0);
-    let rule = d["rule"].as_str().expect("the rule's stats key").to_string();
+    let rule = d["rule"]
+        .as_str()
+        .expect("the rule's stats key")
+        .to_string();
     assert!(rule.contains("generic_key"), "{rule}");
     let denied = &log[1]["ratelimit"];
     assert_eq!(log[1]["status"], 429);

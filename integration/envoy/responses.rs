@@ -69,7 +69,11 @@ descriptors:
     assert_eq!(ok.header("ratelimit-remaining"), Some("4"));
     let denied = front.get("/", &[]).await;
     assert_eq!(denied.status, 429, "the hidden rule denies");
-    assert_eq!(denied.header("x-ratelimit-remaining"), Some("3"), "{denied:?}");
+    assert_eq!(
+        denied.header("x-ratelimit-remaining"),
+        Some("3"),
+        "{denied:?}"
+    );
     assert_eq!(denied.header("ratelimit-remaining"), Some("3"));
     assert_eq!(
         denied.header("retry-after"),

@@ -11,7 +11,10 @@ async fn all_pass_while_spent(front: &RunningFront) {
     let mut got = Vec::new();
     for _ in 0..3 {
         let r = front.get("/", &[]).await;
-        got.push((r.status, r.header("x-ratelimit-remaining").map(String::from)));
+        got.push((
+            r.status,
+            r.header("x-ratelimit-remaining").map(String::from),
+        ));
     }
     assert_eq!(
         got,
@@ -28,7 +31,10 @@ async fn all_pass_while_spent(front: &RunningFront) {
         .wait_stat("cluster.upstream.ratelimit.ok", 3, Duration::from_secs(5))
         .await;
     assert_eq!(ok, 3);
-    let over = front.envoy.stat("cluster.upstream.ratelimit.over_limit").await;
+    let over = front
+        .envoy
+        .stat("cluster.upstream.ratelimit.over_limit")
+        .await;
     assert_eq!(over.unwrap_or(0), 0);
 }
 
