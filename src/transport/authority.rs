@@ -27,13 +27,14 @@ use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 
 use super::hpack::{self, Decoder, Field};
 
-/// The largest header block gathered, encoded: far past what the server accepts decoded
-/// (hyper's default header list limit is 16 KiB), so only a client that would be refused
-/// anyway reaches it.
-pub(super) const MAX_BLOCK: usize = 256 * 1024;
+/// The largest header block gathered, encoded: past what the server accepts decoded
+/// (hyper's header list limit, 16 KiB; a block's encoding is no larger than its fields), so
+/// only a client that would be refused anyway reaches it. Bounds what a connection holds.
+pub(super) const MAX_BLOCK: usize = 64 * 1024;
 
 /// A frame payload's largest size every HTTP/2 peer accepts (`SETTINGS_MAX_FRAME_SIZE`'s
-/// initial value): a rewritten block is cut into frames of this size.
+/// initial value, which the server keeps): a rewritten block is cut into frames of this
+/// size, and a header frame larger than this is not gathered (the server refuses it).
 const FRAME_MAX: usize = 16_384;
 
 const HEADER_LEN: usize = 9;
@@ -134,7 +135,9 @@ impl<T> LenientAuthority<T> {
                 self.passing = len;
                 continue;
             }
-            if gathered + HEADER_LEN + len > MAX_BLOCK || (kind == HEADERS) == self.block.is_some()
+            if len > FRAME_MAX
+                || gathered + HEADER_LEN + len > MAX_BLOCK
+                || (kind == HEADERS) == self.block.is_some()
             {
                 // Too large, a CONTINUATION with no block open, or a HEADERS inside one.
                 self.give_up();
@@ -509,8 +512,12 @@ mod tests {
             block.extend(std::iter::repeat_n(b'v', 1000));
         }
         let mut input = b"PRI".to_vec();
-        input.extend(frame(HEADERS, 0, 1, &block[..20_000]));
-        input.extend(frame(CONTINUATION, END_HEADERS, 1, &block[20_000..]));
+        let parts: Vec<&[u8]> = block.chunks(16_000).collect();
+        for (i, part) in parts.iter().enumerate() {
+            let kind = if i == 0 { HEADERS } else { CONTINUATION };
+            let flags = if i + 1 == parts.len() { END_HEADERS } else { 0 };
+            input.extend(frame(kind, flags, 1, part));
+        }
         let f = frames(&filtered(&input, 1 << 16).await);
         assert!(f.len() >= 3, "{}", f.len());
         assert!(f.iter().all(|(_, _, _, p)| p.len() <= FRAME_MAX));
@@ -536,6 +543,11 @@ mod tests {
         for _ in 0..(MAX_BLOCK / 16_000) {
             input.extend(frame(CONTINUATION, 0, 1, &[0; 16_000]));
         }
+        input.extend(frame(HEADERS, END_HEADERS, 3, &request_block(b"/x")));
+        assert_eq!(filtered(&input, 1 << 16).await, input);
+        // A header frame larger than the server's frame size.
+        let mut input = b"PRI".to_vec();
+        input.extend(frame(HEADERS, END_HEADERS, 1, &[0x82; FRAME_MAX + 1]));
         input.extend(frame(HEADERS, END_HEADERS, 3, &request_block(b"/x")));
         assert_eq!(filtered(&input, 1 << 16).await, input);
         // A DATA frame inside an unfinished block.
