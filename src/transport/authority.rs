@@ -10,9 +10,11 @@
 //!
 //! How: HEADERS and CONTINUATION frames are gathered into their block and decoded
 //! (`hpack.rs`) with the client's dynamic table; every other frame passes through as it
-//! arrives. A block whose `:authority` h2 accepts (or that has none) passes unchanged, byte
-//! for byte, so the server's table stays the client's. From the first block with one it
-//! refuses, the connection is *translated*: that block and every later one go to the server
+//! arrives. The first block decides: if h2 accepts its `:authority` (or it has none), it
+//! passes unchanged, byte for byte, and so does everything after it, unread — a gRPC client
+//! sends its channel's one authority on every call, so the request path pays for one
+//! decoded block per connection. From a first block with an authority h2 refuses, the
+//! connection is *translated*: that block and every later one go to the server
 //! re-encoded as literals that use no table (`hpack::encode`), the refused `:authority`
 //! dropped, so what the client's table holds no longer matters to the server. Blocks are
 //! bounded ([`MAX_BLOCK`]); a client that exceeds the bound, or sends what does not decode,
@@ -48,7 +50,7 @@ const PRIORITY: u8 = 0x20;
 /// What the filter does with the bytes it reads.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Mode {
-    /// Blocks pass unchanged unless one needs rewriting.
+    /// The first block is being gathered: it decides between `Off` and `Translating`.
     Watching,
     /// Every block is re-encoded (a block was rewritten on this connection).
     Translating,
@@ -212,7 +214,11 @@ impl<T> LenientAuthority<T> {
         let refused =
             |f: &Field| f.name == ":authority" && Authority::try_from(&f.value[..]).is_err();
         if self.mode == Mode::Watching && !decoded.fields.iter().any(refused) {
+            // A client sends the authority of its channel, the same on every call: one it
+            // accepts on the first request needs no watching after it, so the connection's
+            // later bytes pass unread and a well-behaved client pays for one decoded block.
             self.output.extend_from_slice(&block.raw);
+            self.mode = Mode::Off;
             return Ok(());
         }
         if self.mode == Mode::Watching {
@@ -501,6 +507,21 @@ mod tests {
             names_and_values(&mut server, &f[1].3)
                 .contains(&(":authority".to_string(), "rls:8081".to_string()))
         );
+    }
+
+    #[tokio::test]
+    async fn a_first_accepted_authority_leaves_the_connection_unread() {
+        // The first block decides: a later refused authority on the same connection goes to
+        // the server as sent (h2 refuses that one stream, as it would without the filter).
+        let mut input = b"PRI".to_vec();
+        input.extend(frame(HEADERS, END_HEADERS, 1, &request_block(b"rls")));
+        input.extend(frame(
+            HEADERS,
+            END_HEADERS,
+            3,
+            &request_block(b"/tmp/rls.sock"),
+        ));
+        assert_eq!(filtered(&input, 1 << 16).await, input);
     }
 
     #[tokio::test]
