@@ -2,4 +2,13 @@
 //! Envoy itself drives it, with sluice (the binary, or in process) behind it
 //! (`support::envoy`).
 
+mod actions;
+mod failure;
+mod headers;
+mod health;
+mod metadata;
+mod responses;
 mod rls;
+mod shadow;
+mod tokens;
+mod transports;
