@@ -8,6 +8,7 @@ pub mod certs;
 pub mod cli;
 pub mod delay_proxy;
 pub mod envoy;
+pub mod example_bootstrap;
 pub mod fault_cluster;
 pub mod h2raw;
 pub mod health;
