@@ -2,5 +2,6 @@
 //! Envoy itself drives it, with sluice (the binary, or in process) behind it
 //! (`support::envoy`).
 
+mod examples;
 mod rls;
 mod rolling_restart;

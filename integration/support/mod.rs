@@ -23,4 +23,5 @@ pub mod requests;
 pub mod sentinel;
 pub mod sluice;
 pub mod unix;
+pub mod upstream;
 pub mod xds_server;
