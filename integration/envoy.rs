@@ -2,6 +2,7 @@
 //! Envoy itself drives it, with sluice (the binary, or in process) behind it
 //! (`support::envoy`).
 
+mod demo;
 mod examples;
 mod rls;
 mod rolling_restart;
