@@ -149,6 +149,33 @@ async fn sluice_with_bundled_rules() -> Sluice {
         .await
 }
 
+/// An example bootstrap running in Envoy, with the upstream its `demo_upstream` reaches.
+struct Served {
+    envoy: Envoy,
+    /// Its `ingress` listener.
+    front: SocketAddr,
+    /// Kept for as long as Envoy routes to it.
+    _upstream: Upstream,
+}
+
+/// `file` as it is, but for its addresses: the listener `ingress` on a free port, the
+/// cluster `sluice_cluster` at sluice's gRPC address, `demo_upstream` at a test upstream
+/// (both examples name their listener and upstream cluster alike).
+async fn serve(file: &str, sluice_cluster: &str, grpc: SocketAddr) -> Served {
+    let upstream = Upstream::start().await;
+    let port = free_port();
+    let bootstrap = Addresses::default()
+        .listener("ingress", port)
+        .cluster(sluice_cluster, &[grpc])
+        .cluster("demo_upstream", &[upstream.addr])
+        .apply(example_bootstrap::read(file));
+    Served {
+        envoy: Envoy::start(bootstrap).await,
+        front: SocketAddr::from(([127, 0, 0, 1], port)),
+        _upstream: upstream,
+    }
+}
+
 /// Requests to `path` (with `headers`) through `front` until the first 429, at most `max`:
 /// the statuses before it, and the 429's response.
 async fn until_429(
@@ -177,15 +204,8 @@ async fn until_429(
 #[tokio::test]
 async fn envoy_yaml_serves_the_bundled_rules_end_to_end() {
     let s = sluice_with_bundled_rules().await;
-    let upstream = Upstream::start().await;
-    let port = free_port();
-    let bootstrap = Addresses::default()
-        .listener("ingress", port)
-        .cluster("rate_limit_cluster", &[s.grpc])
-        .cluster("demo_upstream", &[upstream.addr])
-        .apply(example_bootstrap::read(ENVOY_YAML));
-    let envoy = Envoy::start(bootstrap).await;
-    let front = SocketAddr::from(([127, 0, 0, 1], port));
+    let served = serve(ENVOY_YAML, "rate_limit_cluster", s.grpc).await;
+    let (envoy, front) = (&served.envoy, served.front);
     // Envoy starts with sluice's host unchecked; its health check passes within a second.
     assert!(
         envoy
@@ -255,15 +275,8 @@ async fn envoy_yaml_serves_the_bundled_rules_end_to_end() {
 async fn rlqs_envoy_yaml_serves_the_example_rules_end_to_end() {
     let rules = std::fs::read_to_string(root().join("examples/rlqs/rules.yaml")).expect("rules");
     let s = sluice().file("rules.yaml", &rules).start_healthy().await;
-    let upstream = Upstream::start().await;
-    let port = free_port();
-    let bootstrap = Addresses::default()
-        .listener("ingress", port)
-        .cluster("sluice", &[s.grpc])
-        .cluster("demo_upstream", &[upstream.addr])
-        .apply(example_bootstrap::read(RLQS_YAML));
-    let _envoy = Envoy::start(bootstrap).await;
-    let front = SocketAddr::from(([127, 0, 0, 1], port));
+    let served = serve(RLQS_YAML, "sluice", s.grpc).await;
+    let front = served.front;
 
     // A silver request opens its bucket (ALLOW_ALL until sluice's first assignment, the
     // file's no_assignment_behavior); sluice answers with a token bucket.

@@ -54,27 +54,13 @@ impl Addresses {
             b.remove("admin");
         }
         let resources = &mut bootstrap["static_resources"];
-        let listeners = resources["listeners"]
-            .as_array_mut()
-            .expect("static listeners");
-        assert_eq!(
-            names(listeners),
-            sorted(self.listeners.iter().map(|(n, _)| n.clone())),
-            "the test places every listener of the file"
-        );
+        let listeners = placed(&mut resources["listeners"], &self.listeners, "listener");
         for l in listeners {
             let port = self.port(l["name"].as_str().unwrap_or_default());
             l["address"] =
                 json!({ "socket_address": { "address": "127.0.0.1", "port_value": port } });
         }
-        let clusters = resources["clusters"]
-            .as_array_mut()
-            .expect("static clusters");
-        assert_eq!(
-            names(clusters),
-            sorted(self.clusters.iter().map(|(n, _)| n.clone())),
-            "the test places every cluster of the file"
-        );
+        let clusters = placed(&mut resources["clusters"], &self.clusters, "cluster");
         for c in clusters {
             let name = c["name"].as_str().unwrap_or_default().to_string();
             let endpoints: Vec<Value> = self
@@ -110,16 +96,19 @@ impl Addresses {
     }
 }
 
-fn names(items: &[Value]) -> Vec<String> {
-    sorted(
-        items
-            .iter()
-            .map(|i| i["name"].as_str().unwrap_or_default().to_string()),
-    )
-}
-
-fn sorted(names: impl Iterator<Item = String>) -> Vec<String> {
-    let mut v: Vec<String> = names.collect();
-    v.sort();
-    v
+/// The static `items` (listeners or clusters) of a bootstrap, once checked to be exactly those
+/// the test placed.
+fn placed<'a, T>(items: &'a mut Value, by_test: &[(String, T)], what: &str) -> &'a mut Vec<Value> {
+    let items = items
+        .as_array_mut()
+        .unwrap_or_else(|| panic!("static {what}s"));
+    let mut in_file: Vec<&str> = items
+        .iter()
+        .map(|i| i["name"].as_str().unwrap_or_default())
+        .collect();
+    in_file.sort();
+    let mut placed: Vec<&str> = by_test.iter().map(|(n, _)| n.as_str()).collect();
+    placed.sort();
+    assert_eq!(in_file, placed, "the test places every {what} of the file");
+    items
 }
