@@ -3,12 +3,15 @@
 //! (`support::envoy`).
 
 mod actions;
+mod demo;
+mod examples;
 mod failure;
 mod headers;
 mod health;
 mod metadata;
 mod responses;
 mod rls;
+mod rolling_restart;
 mod shadow;
 mod tokens;
 mod transports;

@@ -95,6 +95,7 @@ async fn one_worker_thread_serves_and_drains() {
     let mut s = sluice()
         .file("m.yaml", RULES)
         .args(["--worker-threads", "1", "--shutdown-grace", "5s"])
+        .args(["--shutdown-delay", "0s"])
         .start_healthy()
         .await;
     let mut c = s.client().await;
