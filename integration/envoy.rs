@@ -9,6 +9,7 @@ mod failure;
 mod headers;
 mod health;
 mod metadata;
+mod reference_suite;
 mod responses;
 mod rls;
 mod rolling_restart;
