@@ -406,3 +406,21 @@ fn envoy_access_log_reads_what_the_demo_sluice_reports() {
          access log of {ENVOY_YAML}"
     );
 }
+
+/// Envoy notices a stopping sluice before it stops answering: with the compose demo's
+/// settings, the Kubernetes Deployment's (this file runs unchanged beside it) and sluice's
+/// defaults.
+#[test]
+fn envoy_health_check_notices_a_stopping_sluice_within_its_shutdown_delay() {
+    let defaults = super::binary::resolve(&["serve".into()], &BTreeMap::new(), "defaults");
+    for (settings, whose) in [
+        (sluice_settings(), "docker-compose.yml"),
+        (
+            &super::kubernetes::sluice_pod().settings,
+            "examples/kubernetes",
+        ),
+        (&defaults, "sluice's defaults"),
+    ] {
+        super::envoy::assert_rls_health_check_within_shutdown_delay(settings, whose);
+    }
+}
