@@ -46,6 +46,7 @@ mod trace;
 mod values;
 mod xds;
 
+pub use self::redis::{RedisSettings, RedisTlsFiles, TimeSource};
 pub use caps::Caps;
 pub use cli::{CheckArgs, CheckSettings, Error, Invocation, invocation, resolve};
 pub use consistency::{ConsistencySettings, StoreFailureMode};
@@ -58,7 +59,6 @@ pub use listen::{GrpcTlsSettings, ListenSettings};
 pub use logging::{LogFormat, log_colour};
 pub use parse::{SettingsError, parse_addr, parse_bool, parse_duration};
 pub use query::QueryArgs;
-pub use redis::{RedisSettings, RedisTlsFiles, TimeSource};
 pub use redis_url::RedisType;
 pub use resolver::{Given, Source};
 pub use rlqs::RlqsSettings;
@@ -147,7 +147,7 @@ settings! {
         /// the host, set up with envoyproxy/ratelimit's variables, still starts).
         pub admin_addr_explicit: bool = with(|r| Ok(r.given(&ADMIN_ADDR)?.by_sluice())),
         /// `None`: the in-memory store.
-        pub redis: Option<RedisSettings> = with(redis::resolve, redis_input::RedisInput),
+        pub redis: Option<RedisSettings> = with(self::redis::resolve, redis_input::RedisInput),
         pub decision: DecisionSettings = group(),
         /// Memory for the local over-limit cache, in bytes: descriptors over their limit are
         /// answered without the store until their denial ends; 0 disables it
