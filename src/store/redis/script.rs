@@ -51,7 +51,7 @@ pub fn state_key(prefix: &str, tag: &str, spec: &LimitSpec) -> String {
         Algorithm::FixedWindow => ":h",
         Algorithm::SlidingWindow => ":s",
         Algorithm::SlidingLog => ":r",
-        _ => "",
+        Algorithm::TokenBucket | Algorithm::LeakyBucket | Algorithm::Gcra => "",
     };
     format!("{prefix}{{{tag}}}{}{layout}", spec.identity().suffix())
 }
