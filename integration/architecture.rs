@@ -17,6 +17,7 @@
 //! Only code is read: comment lines (`//`, `//!`, `///`) are skipped, so prose may name any
 //! module.
 
+mod algorithms;
 mod files;
 
 use std::collections::{BTreeMap, BTreeSet};

@@ -1,4 +1,4 @@
--- fixed_window (code 1): count per epoch-aligned window of W ms.
+-- fixed_window (FIXED_WINDOW): count per epoch-aligned window of W ms.
 -- State: a hash whose one field is the window start and its value the count (both '%d').
 -- TTL = window end - now + slack, set when the window's field is created (with Redis TIME
 -- that is the expiry every later write would set; in local time mode, where the two clocks
@@ -17,7 +17,7 @@
 -- serve every other check (peek, refund, penalty, several limits, stop-increment): they
 -- read the whole hash (HGETALL: one field, two after a window change) and write the count.
 local fw_load, fw_write
-if USES[1] then
+if USES[FIXED_WINDOW] then
   -- Sets l.ws, l.u; l.has: the key holds a field for l.ws; l.h: the hash as read. Caches on
   -- l for the call, for the window at now (l.cws): its field name l.wsf and expiry l.x
   -- (xb + the TTL: xb = now with Redis TIME, where expiries are absolute, PEXPIREAT; else 0).

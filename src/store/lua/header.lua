@@ -26,8 +26,8 @@
 --       descriptors of one rule share theirs, so its parameters travel once per call)
 --   then G groups, each: k (its number of limits), then 7 per limit: code, R, W, C, B,
 --       overdraft (0/1), penalty_ms
---   (R is only read for the buckets, codes 4-6, and B only for sliding_window: the window
---   algorithms have C = R, the others no sub-windows)
+--   (R is only read for the buckets, codes from LEVEL, and B only for sliding_window: the
+--   window algorithms have C = R, the others no sub-windows)
 --   S: the number of segments (0: the call is one, unidentified), then S segments, each:
 --       its number of checks (they follow one another; together, every check of the call)
 --       and the TTL in ms of its id key (0: no id). A segment with an id is applied at most
@@ -68,6 +68,12 @@
 local call, fmt = redis.call, string.format
 local floor, ceil, max, min = math.floor, math.ceil, math.max, math.min
 local KEYS, ARGV = KEYS, ARGV
+
+-- The algorithms' codes, named as limit::Algorithm's table numbers them (a test holds this
+-- line to that table: integration/architecture/algorithms.rs). Codes from LEVEL up keep a
+-- scaled level (the bucket family), those below count requests.
+local FIXED_WINDOW, SLIDING_WINDOW, SLIDING_LOG, TOKEN_BUCKET, LEAKY_BUCKET, GCRA = 1, 2, 3, 4, 5, 6
+local LEVEL = TOKEN_BUCKET
 
 -- A: the numbers of ARGV[1] (then the position after them).
 local blob = ARGV[1]
@@ -116,7 +122,8 @@ local EXACT = 9007199254740992
 -- The numbers, validated before anything is read or written: a malformed call is an error
 -- reply that leaves no partial change behind. (x % 1 ~= 0 also rejects nan and inf.)
 -- GR[2g - 1]: where group g starts in A (its k); GR[2g]: keys per check of group g (k plus
--- one per penalty); presized for one group. USES[code]: some limit uses the algorithm. A
+-- one per penalty); presized for one group. USES[code]: some limit uses the algorithm (one
+-- slot per code: a code without one is unknown). A
 -- bucket with R = 0 is inert: no state, capacity 0 (only peeks pass), never charged;
 -- penalty locks still apply. nl: the number of limits of all checks.
 local G = A[4]
@@ -134,7 +141,7 @@ for g = 1, G do
   for i = 1, k do
     local b = a + 7 * (i - 1)
     local code, R, W, C, B, od, pen = A[b + 1], A[b + 2], A[b + 3], A[b + 4], A[b + 5], A[b + 6], A[b + 7]
-    if code ~= 1 and code ~= 2 and code ~= 3 and code ~= 4 and code ~= 5 and code ~= 6 then
+    if USES[code] == nil then
       error({ err = fmt('ERR sluice: unknown algorithm code %s', tostring(code)) })
     end
     -- The config guarantees these (docs/explanation/algorithms.md "Preconditions"); checked again because
@@ -143,11 +150,11 @@ for g = 1, G do
     -- legal for them. A sliding log keeps C <= SLIDING_LOG_MAX = 10000 and no overdraft.
     local bad = W < 1 or W % 1 ~= 0 or C < 0 or C % 1 ~= 0 or pen < 0 or pen % 1 ~= 0
       or (od ~= 0 and od ~= 1)
-    if code == 2 then
+    if code == SLIDING_WINDOW then
       bad = bad or B < 1 or B % 1 ~= 0
-    elseif code == 3 then
+    elseif code == SLIDING_LOG then
       bad = bad or od == 1 or C > 10000
-    elseif code >= 4 then
+    elseif code >= LEVEL then
       bad = bad or R < 0 or R % 1 ~= 0 or (R > 0 and C * W > min(EXACT, 4503599627370496 * R))
     end
     if bad then
@@ -231,8 +238,8 @@ end
 -- The pool: one table per limit position of the general path (main.lua), made when a call
 -- first needs it, holding while a check runs a limit's parameters (code, W, C, R, B, od,
 -- pen, Cs = C*W, L = Lmax: copied from A when the limit at that position changes, b = where
--- they start), key, lock and state: u = usage (requests for the window algorithms 1-3, a
--- scaled level in [0, L] for the buckets 4-6), lag and ts (buckets), used = used_before,
+-- they start), key, lock and state: u = usage (requests for the counting algorithms, a
+-- scaled level in [0, L] for the buckets), lag and ts (buckets), used = used_before,
 -- ok, left (penalty time left, or false), locked, and the algorithm's own fields, including
 -- what it caches for the call while the limit stays the same (the checks of one rule follow
 -- one another). Every field a check sets is created with the table (main.lua), or fits in
