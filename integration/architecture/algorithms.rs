@@ -69,13 +69,25 @@ fn the_lua_code_table_is_the_rust_table() {
     }
 }
 
-/// One `if` … `end` of Lua code: the algorithms its conditions name (`code == NAME`) and
-/// whether it has a bare `else`.
+/// One `if` … `end` of Lua code: the algorithms its conditions name (`code == NAME`, or a
+/// whole family: `code < LEVEL`, `code >= LEVEL`) and whether it has a bare `else`.
 #[derive(Default)]
 struct Chain {
     line: usize,
     names: BTreeSet<String>,
+    /// Some condition names one algorithm (`code == NAME`): then an `else` would be another's.
+    by_name: bool,
     has_else: bool,
+}
+
+/// The names a condition `code <op> <word>` covers.
+fn covered(op: &str, word: &str) -> BTreeSet<String> {
+    match (op, word) {
+        ("==", name) => BTreeSet::from([name.to_owned()]),
+        ("<", "LEVEL") => names(Some(Family::Counts)),
+        (">=", "LEVEL") => names(Some(Family::Level)),
+        _ => BTreeSet::new(),
+    }
 }
 
 /// Lua's words (identifiers with their dots, operators) with their lines; comments and
@@ -137,9 +149,10 @@ fn chains(code: &str) -> Vec<Chain> {
                     out[*c].has_else = true;
                 }
             }
-            "==" if matches!(words[i - 1].1.as_str(), "code" | "l.code") => {
-                if let (Some(Some(c)), Some((_, name))) = (open.last(), words.get(i + 1)) {
-                    out[*c].names.insert(name.clone());
+            "==" | "<" | ">=" if matches!(words[i - 1].1.as_str(), "code" | "l.code") => {
+                if let (Some(Some(c)), Some((_, word))) = (open.last(), words.get(i + 1)) {
+                    out[*c].names.extend(covered(w, word));
+                    out[*c].by_name |= w == "==";
                 }
             }
             _ => {}
@@ -168,12 +181,13 @@ fn main_lua_dispatches_every_algorithm_by_name() {
         assert!(
             c.names == all || c.names == counts || c.names == level,
             "main.lua:{}: a dispatch on the code names {:?}; it must name every algorithm \
-             ({all:?}) or every one of a family ({counts:?}, {level:?})",
+             ({all:?}) or every one of a family ({counts:?}, {level:?}), by name or by \
+             `code < LEVEL` / `code >= LEVEL`",
             c.line,
             c.names
         );
         assert!(
-            !c.has_else,
+            !(c.by_name && c.has_else),
             "main.lua:{}: a dispatch on the code ends in a bare `else`, which would hand a \
              new algorithm another one's code",
             c.line

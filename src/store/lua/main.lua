@@ -59,9 +59,9 @@ local function bind(i, p)
   if l.b ~= p then
     local code, R, W, C = A[p + 1], A[p + 2], A[p + 3], A[p + 4]
     l.b, l.code, l.R, l.W, l.C, l.B, l.od, l.pen = p, code, R, W, C, A[p + 5], A[p + 6] == 1, A[p + 7]
-    -- The buckets' Cs and L, computed for every limit: cheaper than asking which it is, and
-    -- read by the buckets only.
-    l.Cs, l.L = C * W, min(EXACT, 4503599627370496 * R)
+    if code >= LEVEL then
+      l.Cs, l.L = C * W, min(EXACT, 4503599627370496 * R)
+    end
     -- (What the algorithms cached for the previous limit.)
     l.cws, l.sa, l.st = false, false, false
   end
@@ -224,7 +224,7 @@ for pass = first_pass, 2 do
       local remaining, reset, retry = 0, 0, -1
       if code == FIXED_WINDOW then
         reset = l.ws + W - now
-      elseif code == SLIDING_WINDOW or code == SLIDING_LOG then
+      elseif code < LEVEL then
         reset = l.reset
       elseif R > 0 then
         reset = l.lag + ceil(u / R)
@@ -379,7 +379,7 @@ for pass = first_pass, 2 do
           local remaining, reset, retry, penalized = 0, 0, -1, 0
           if code == FIXED_WINDOW then
             reset = l.ws + l.W - now
-          elseif code == SLIDING_WINDOW or code == SLIDING_LOG then
+          elseif code < LEVEL then
             reset = l.reset
           elseif l.R > 0 then
             reset = l.lag + ceil(l.u / l.R)
