@@ -55,9 +55,7 @@ fn decode(any: &Any) -> Result<RateLimitConfig, ResourceError> {
         let wrapped =
             envoy_types::pb::envoy::service::discovery::v3::Resource::decode(any.value.as_slice())
                 .map_err(decode_error(Some(RESOURCE_WRAPPER)))?;
-        let inner = wrapped
-            .resource
-            .ok_or_else(|| ResourceError::Empty(wrapped.name))?;
+        let inner = wrapped.resource.ok_or(ResourceError::Empty(wrapped.name))?;
         return decode(&inner);
     }
     if any.type_url != TYPE_URL {

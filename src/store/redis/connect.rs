@@ -30,7 +30,7 @@ pub(crate) struct Connector {
 
 enum How {
     /// Single node: its address, TLS and auth.
-    Single(Client),
+    Single(Box<Client>),
     Cluster(Box<ClusterClient>),
     /// Ask the sentinels for the master, then connect to it.
     Sentinel(Arc<Resolver>),
@@ -75,7 +75,7 @@ impl How {
             url: cfg.url.clone(),
             source,
         })?;
-        Ok(How::Single(client))
+        Ok(How::Single(Box::new(client)))
     }
 }
 
