@@ -81,6 +81,22 @@ fn example(name: &str) -> PathBuf {
     exe
 }
 
+/// Run `cmd`, a script under `scripts/` named `script`; its stdout, after checking that it
+/// succeeded (its stdout and stderr in the panic message when not).
+fn succeed(script: &str, cmd: &mut Command) -> String {
+    let out = cmd
+        .output()
+        .unwrap_or_else(|e| panic!("run scripts/{script}: {e}"));
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        out.status.success(),
+        "scripts/{script} failed ({}):\n{stdout}\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    stdout
+}
+
 /// The cells of a Markdown table row.
 fn cells(line: &str) -> Vec<String> {
     line.trim()
@@ -134,15 +150,7 @@ fn capacity(env: &[(&str, String)]) -> String {
     for (k, v) in env {
         cmd.env(k, v);
     }
-    let out = cmd.output().expect("run scripts/redis-capacity.sh");
-    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
-    assert!(
-        out.status.success(),
-        "scripts/redis-capacity.sh failed ({}):\n{stdout}\n{}",
-        out.status,
-        String::from_utf8_lossy(&out.stderr)
-    );
-    stdout
+    succeed("redis-capacity.sh", &mut cmd)
 }
 
 #[test]
@@ -258,23 +266,17 @@ fn redis_capacity_measures_several_builds_in_one_pass() {
 /// asserted; that every row and column of both tables is filled is.
 #[test]
 fn overload_runs_every_setup_and_prints_its_tables() {
-    let out = Command::new(root().join("scripts/overload.sh"))
-        .env("SLUICE", env!("CARGO_BIN_EXE_sluice"))
-        .env("LOADGEN", loadgen())
-        .env("DURATION", "1s")
-        .env("WARMUP", "200ms")
-        .env("MULTIPLES", "1 2")
-        .env("CONCURRENCY", "4")
-        .env("QUOTA", "0")
-        .env("PIN", "0")
-        .output()
-        .expect("run scripts/overload.sh");
-    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
-    assert!(
-        out.status.success(),
-        "scripts/overload.sh failed ({}):\n{stdout}\n{}",
-        out.status,
-        String::from_utf8_lossy(&out.stderr)
+    let stdout = succeed(
+        "overload.sh",
+        Command::new(root().join("scripts/overload.sh"))
+            .env("SLUICE", env!("CARGO_BIN_EXE_sluice"))
+            .env("LOADGEN", loadgen())
+            .env("DURATION", "1s")
+            .env("WARMUP", "200ms")
+            .env("MULTIPLES", "1 2")
+            .env("CONCURRENCY", "4")
+            .env("QUOTA", "0")
+            .env("PIN", "0"),
     );
     for setup in ["memory", "redis", "local"] {
         for load in ["1×", "2×"] {
@@ -314,24 +316,18 @@ fn overload_runs_every_setup_and_prints_its_tables() {
 /// without `LIMITADOR` its rows are left out, and the output says so.
 #[test]
 fn cpu_compare_runs_sluice_and_the_floor_interleaved() {
-    let out = Command::new(root().join("scripts/cpu-compare.sh"))
-        .env("SLUICE", env!("CARGO_BIN_EXE_sluice"))
-        .env("FLOOR", example("floor"))
-        .env("LOADGEN", loadgen())
-        .env_remove("LIMITADOR")
-        .env("ROUNDS", "1")
-        .env("N", "80")
-        .env("CONCURRENCY", "4")
-        .env("PIN", "0")
-        .env("EXTRA", "--redis-timeout 2s")
-        .output()
-        .expect("run scripts/cpu-compare.sh");
-    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
-    assert!(
-        out.status.success(),
-        "scripts/cpu-compare.sh failed ({}):\n{stdout}\n{}",
-        out.status,
-        String::from_utf8_lossy(&out.stderr)
+    let stdout = succeed(
+        "cpu-compare.sh",
+        Command::new(root().join("scripts/cpu-compare.sh"))
+            .env("SLUICE", env!("CARGO_BIN_EXE_sluice"))
+            .env("FLOOR", example("floor"))
+            .env("LOADGEN", loadgen())
+            .env_remove("LIMITADOR")
+            .env("ROUNDS", "1")
+            .env("N", "80")
+            .env("CONCURRENCY", "4")
+            .env("PIN", "0")
+            .env("EXTRA", "--redis-timeout 2s"),
     );
     let rows: Vec<Vec<&str>> = stdout
         .lines()
@@ -383,17 +379,7 @@ fn envoy_script(script: &str, env: &[(&str, String)]) -> String {
     for (k, v) in env {
         cmd.env(k, v);
     }
-    let out = cmd
-        .output()
-        .unwrap_or_else(|e| panic!("run scripts/{script}: {e}"));
-    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
-    assert!(
-        out.status.success(),
-        "scripts/{script} failed ({}):\n{stdout}\n{}",
-        out.status,
-        String::from_utf8_lossy(&out.stderr)
-    );
-    stdout
+    succeed(script, &mut cmd)
 }
 
 /// `scripts/envoy-overhead.sh` in a tiny mode: one round of a real Envoy without the filter,
@@ -412,7 +398,7 @@ fn envoy_overhead_runs_no_filter_and_sluice_through_one_envoy() {
             ("DURATION", "2s".to_owned()),
             ("WARMUP", "500ms".to_owned()),
             ("TIMEOUT", "5s".to_owned()),
-            ("LIMITADOR", String::new()),
+            ("LIMITADOR", String::new()), // not built here
         ],
     );
     let rows: Vec<Vec<String>> = stdout

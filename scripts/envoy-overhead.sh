@@ -66,9 +66,8 @@
 #   SERVER_CPU, CLIENT_CPU, REDIS_CPU   [1, 0, CLIENT_CPU]
 #   WEIGHT       CPU weight of the server's and the client's cgroups, as a multiple of the
 #                default [1] (scripts/overload.sh's header says why)
-#   FORMAT       md or text (tab-separated) [md]
 #
-# Progress goes to stderr, the tables to stdout. Every process it starts is stopped on exit.
+# Progress goes to stderr, the Markdown tables to stdout. Every process it starts is stopped on exit.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -82,7 +81,6 @@ TIMEOUT=${TIMEOUT:-20ms}
 STREAMS=${STREAMS:-256}
 SLUICE=${SLUICE:-target/release/sluice}
 LIMITADOR=${LIMITADOR:-}
-FORMAT=${FORMAT:-md}
 QUOTA=0 # no quota: every part is measured at a rate it can answer
 
 die() {
@@ -100,7 +98,6 @@ case " $STORES " in *" redis "*)
 esac
 case "$ROUNDS" in '' | *[!0-9]* | 0) die "ROUNDS must be a positive integer (got '$ROUNDS')" ;; esac
 case "$RATE" in '' | *[!0-9]* | 0) die "RATE must be a positive integer (got '$RATE')" ;; esac
-case "$FORMAT" in md | text) ;; *) die "FORMAT must be md or text (got '$FORMAT')" ;; esac
 for s in $STORES; do
     case "$s" in memory | redis) ;; *) die "STORES: '$s' is neither memory nor redis" ;; esac
 done
@@ -113,10 +110,11 @@ fi
 
 free_port() { python3 scripts/free-port.py; } # below the ephemeral range: see the script
 WORK=$(mktemp -d)
-SPID="" RPID="" RPORT="" CGROUP="" CLIENT_CGROUP=""
+SPID="" CGROUP="" CLIENT_CGROUP=""
 # shellcheck source=lib/envoy.sh
 . scripts/lib/envoy.sh
-envoy_find
+# shellcheck source=lib/redis.sh
+. scripts/lib/redis.sh
 
 stop_pid() {
     kill "$1" 2>/dev/null || true
@@ -125,13 +123,6 @@ stop_pid() {
     wait "$1" 2>/dev/null || true
 }
 stop_server() { if [ -n "$SPID" ]; then stop_pid "$SPID"; SPID=""; fi; }
-stop_redis() {
-    if [ -n "$RPID" ]; then
-        redis-cli -p "$RPORT" shutdown nosave >/dev/null 2>&1 || true
-        stop_pid "$RPID"
-        RPID=""
-    fi
-}
 cleanup() {
     [ -z "$H2LOAD_PID" ] || kill "$H2LOAD_PID" 2>/dev/null || true
     envoy_stop
@@ -143,6 +134,7 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 130' INT
 trap 'exit 143' TERM
+envoy_find
 
 SERVER_SIDE="the rate limit server" CLIENT_SIDE="Envoy and h2load"
 # shellcheck source=lib/confine.sh
@@ -154,21 +146,6 @@ if [ "$pinning" != "no pinning" ]; then
     pinning="$pinning, redis-server on CPU $REDIS_CPU"
 fi
 
-start_redis() {
-    for _ in 1 2 3 4 5; do
-        RPORT=$(free_port)
-        "${redis_cmd[@]}" redis-server --bind 127.0.0.1 --port "$RPORT" --save "" --appendonly no \
-            --dir "$WORK" >"$WORK/redis.log" 2>&1 &
-        RPID=$!
-        for _ in $(seq 100); do
-            redis-cli -p "$RPORT" ping >/dev/null 2>&1 && return 0
-            kill -0 "$RPID" 2>/dev/null || break
-            sleep 0.1
-        done
-        stop_redis
-    done
-    die "redis-server does not start"
-}
 
 # start_server KIND STORE: SPORT answering, SPID its process, SHTTP its HTTP port (none:
 # nothing).
@@ -228,13 +205,13 @@ rule_hits() {
 measure() {
     local round=$1 name=$2 kind=$3 store=$4 before after
     log "round $round: $name${store:+, $store}"
-    [ -z "$RPID" ] || redis-cli -p "$RPORT" flushall >/dev/null
+    [ -z "$REDIS_PID" ] || redis-cli -p "$RPORT" flushall >/dev/null
     start_server "$kind" "$store"
     envoy_write "$WORK/envoy.json" "$SPORT" "$TIMEOUT" deny guide listener
     envoy_start "$WORK/envoy.json"
     h2load_run "$WORK/warm.log" "$RATE" "$WARMUP" "$KEYS" "$STREAMS"
     local rpid=""
-    [ "$store" = redis ] && rpid=$RPID
+    [ "$store" = redis ] && rpid=$REDIS_PID
     envoy_stats "$WORK/stats.before"
     before="$(cpu_ns "$EPID") $(cpu_ns "$SPID") $(cpu_ns "$rpid") $(rule_hits "$kind")"
     h2load_run "$WORK/run.log" "$RATE" "$DURATION" "$KEYS" "$STREAMS"
@@ -293,7 +270,7 @@ STARTED=$(date +%s)
 LOAD_BEFORE=$(cut -d' ' -f1-3 /proc/loadavg)
 mapfile -t list < <(configs)
 for round in $(seq "$ROUNDS"); do
-    case " $STORES " in *" redis "*) start_redis ;; esac
+    case " $STORES " in *" redis "*) start_redis "${redis_cmd[@]}" ;; esac
     # Rotate the order by the round, so no configuration always runs first or last.
     count=${#list[@]}
     for i in $(seq 0 $((count - 1))); do
@@ -307,21 +284,15 @@ done
 LOAD_AFTER=$(cut -d' ' -f1-3 /proc/loadavg)
 ENVOY_VERSION=$("$ENVOY_BIN" --version | awk -F/ '/version:/ { print $(NF - 3) }')
 
-python3 - "$WORK/records.jsonl" "$FORMAT" <<PY
+python3 - "$WORK/records.jsonl" <<PY
 import json, statistics, sys
 from collections import defaultdict
 records = [json.loads(l) for l in open(sys.argv[1])]
-md = sys.argv[2] == "md"
 def table(header, rows):
-    if md:
-        print("| " + " | ".join(header) + " |")
-        print("|" + "---|" * len(header))
-        for r in rows:
-            print("| " + " | ".join(r) + " |")
-    else:
-        print("\t".join(header))
-        for r in rows:
-            print("\t".join(r))
+    print("| " + " | ".join(header) + " |")
+    print("|" + "---|" * len(header))
+    for r in rows:
+        print("| " + " | ".join(r) + " |")
     print()
 def f(x, d=1):
     return "–" if x is None else f"{x:.{d}f}"

@@ -110,7 +110,6 @@ WORK=$(mktemp -d)
 SLUICE_PID="" REDIS_PID="" CGROUP="" CLIENT_CGROUP=""
 # shellcheck source=lib/envoy.sh
 . scripts/lib/envoy.sh
-envoy_find
 cleanup() {
     [ -z "$H2LOAD_PID" ] || kill "$H2LOAD_PID" 2>/dev/null || true
     envoy_stop
@@ -122,23 +121,14 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 130' INT
 trap 'exit 143' TERM
+envoy_find
 
 SERVER_SIDE="sluice and redis-server" CLIENT_SIDE="Envoy and h2load"
 # shellcheck source=lib/confine.sh
 . scripts/lib/confine.sh
 
-start_redis() {
-    RPORT=$(free_port)
-    "${server_cmd[@]}" redis-server --port "$RPORT" --bind 127.0.0.1 --save "" --appendonly no \
-        --logfile /dev/null &
-    REDIS_PID=$!
-    confine "$REDIS_PID"
-    for _ in $(seq 100); do
-        redis-cli -p "$RPORT" ping >/dev/null 2>&1 && return
-        sleep 0.05
-    done
-    die "redis-server did not start"
-}
+# shellcheck source=lib/redis.sh
+. scripts/lib/redis.sh
 
 start_sluice() {
     GRPC_PORT=$(free_port)
@@ -175,8 +165,12 @@ ROWS=$WORK/rows.jsonl
 for setup in $SETUPS; do
     case $setup in
     memory) args=() ;;
-    redis) start_redis && args=(--redis-url "redis://127.0.0.1:$RPORT") ;;
-    local) start_redis && args=(--redis-url "redis://127.0.0.1:$RPORT" --store-failure-mode local) ;;
+    redis | local)
+        start_redis "${server_cmd[@]}"
+        confine "$REDIS_PID"
+        args=(--redis-url "redis://127.0.0.1:$RPORT")
+        [ "$setup" = redis ] || args+=(--store-failure-mode local)
+        ;;
     esac
     start_sluice "${args[@]}"
     if [ -n "${CAPACITY:-}" ]; then

@@ -78,6 +78,7 @@ SLUICE=${SLUICE:-target/release/sluice}
 LOADGEN=${LOADGEN:-target/release/examples/loadgen}
 
 log() { echo "overload: $*" >&2; }
+die() { log "$*"; exit 1; }
 free_port() { python3 scripts/free-port.py; } # below the ephemeral range: see the script
 
 WORK=$(mktemp -d)
@@ -101,19 +102,8 @@ metric() {
     curl -fs "http://$HTTP/metrics" | awk -v s="$1" '$1 == s { print $2; found = 1 } END { if (!found) print 0 }'
 }
 
-start_redis() {
-    RPORT=$(free_port)
-    "${server_cmd[@]}" redis-server --port "$RPORT" --bind 127.0.0.1 --save "" --appendonly no \
-        --logfile /dev/null &
-    REDIS_PID=$!
-    confine "$REDIS_PID"
-    for _ in $(seq 100); do
-        redis-cli -p "$RPORT" ping >/dev/null 2>&1 && return
-        sleep 0.05
-    done
-    log "redis-server did not start"
-    exit 1
-}
+# shellcheck source=lib/redis.sh
+. scripts/lib/redis.sh
 
 start_sluice() {
     GRPC=127.0.0.1:$(free_port)
@@ -149,8 +139,8 @@ ROWS=$WORK/rows
 for setup in $SETUPS; do
     case $setup in
         memory) args=() ;;
-        redis) start_redis; args=(--redis-url "redis://127.0.0.1:$RPORT") ;;
-        local) start_redis; args=(--redis-url "redis://127.0.0.1:$RPORT" --store-failure-mode local) ;;
+        redis) start_redis "${server_cmd[@]}"; confine "$REDIS_PID"; args=(--redis-url "redis://127.0.0.1:$RPORT") ;;
+        local) start_redis "${server_cmd[@]}"; confine "$REDIS_PID"; args=(--redis-url "redis://127.0.0.1:$RPORT" --store-failure-mode local) ;;
         *) log "unknown setup '$setup' (memory, redis, local)"; exit 1 ;;
     esac
     start_sluice "${args[@]}"
