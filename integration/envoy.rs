@@ -2,4 +2,5 @@
 //! Envoy itself drives it, with sluice (the binary, or in process) behind it
 //! (`support::envoy`).
 
+mod rlqs;
 mod rls;

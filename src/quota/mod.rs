@@ -4,9 +4,9 @@
 //! second, in thousandths: integers, so every replica and the Redis script add them up
 //! exactly). The bucket's rule gives a limit of `limit` requests per `window_ms`; each
 //! subscriber gets a **share**: a rate of `share` requests per window, which its Envoy
-//! enforces as a token bucket ([`burst`] says how much of it the bucket may bank).
-//! Shares are rates because Envoy's token bucket is one: a re-split takes effect the
-//! moment the Envoy gets it, and nobody holds a window's budget it could spend at once.
+//! enforces as a token bucket holding one second of it ([`burst`]). Shares are rates
+//! because Envoy's token bucket is one: a re-split takes effect the moment the Envoy gets
+//! it, and nobody holds a window's budget it could spend at once.
 //!
 //! - a **floor** of `min_share × limit` (rounded up) for everyone (at most
 //!   `limit / (n + 1)`), so a quiet Envoy can still start; one floor is always kept free,
@@ -171,15 +171,18 @@ pub fn demand_milli(allowed: u64, denied: u64, span_ms: Option<u64>) -> Option<u
     )
 }
 
-/// How many tokens an Envoy's bucket may hold for a share: the share's worth of one
-/// reporting interval (`span_ms`, whole seconds, at least one second, at most the window),
-/// at least one token and at most the share. Between two re-splits an Envoy then admits
-/// at most two intervals' worth of its share, never a window's budget at once; a rule of
-/// a second (or a longer interval) banks the whole share, as a window-long bucket would.
-pub fn burst(share: u64, window_ms: u64, span_ms: u64) -> u64 {
-    let window = u128::from(window_ms.max(1));
-    let span = u128::from(span_ms.max(1000)).min(window);
-    let tokens = (u128::from(share) * span).div_ceil(window);
+/// How many tokens an Envoy's bucket may hold for a share: one second of it, at least one
+/// token and at most the share (a rule of a second banks its whole share, as a
+/// window-long bucket would).
+///
+/// Why so little: Envoy keeps a bucket's fill time when its assignment changes, so a
+/// bucket whose rate goes up by a factor holds that factor more tokens, up to this size.
+/// Every raise of a share can thus mint a full bucket; at one second of the share, what an
+/// Envoy admits follows its share within about a second of it, and a window sees at most
+/// a second's worth more than the limit per raise.
+pub fn burst(share: u64, window_ms: u64) -> u64 {
+    let window = u128::from(window_ms.max(1000));
+    let tokens = (u128::from(share) * 1000).div_ceil(window);
     u64::try_from(tokens)
         .unwrap_or(u64::MAX)
         .clamp(1, share.max(1))
@@ -216,9 +219,9 @@ pub struct Decision {
 }
 
 /// The assignment for one subscriber of a bucket: its rule's quota and, for a shared one,
-/// the store's grant, banked over `span_ms` ([`burst`]). A share of 0 (the others hold
-/// everything until they next report) is denied until then.
-pub fn decide(quota: Quota, grant: Option<&Grant>, span_ms: u64, ttl_ms: u64) -> Decision {
+/// the store's grant. A share of 0 (the others hold everything until they next report) is
+/// denied until then.
+pub fn decide(quota: Quota, grant: Option<&Grant>, ttl_ms: u64) -> Decision {
     let assignment = match (quota, grant) {
         (Quota::AllowAll, _) => Assignment::AllowAll,
         (Quota::DenyAll, _) => Assignment::DenyAll,
@@ -226,8 +229,7 @@ pub fn decide(quota: Quota, grant: Option<&Grant>, span_ms: u64, ttl_ms: u64) ->
             let tokens = u32::try_from(g.share).unwrap_or(u32::MAX);
             Assignment::TokenBucket {
                 tokens,
-                burst: u32::try_from(burst(u64::from(tokens), window_ms, span_ms))
-                    .unwrap_or(tokens),
+                burst: u32::try_from(burst(u64::from(tokens), window_ms)).unwrap_or(tokens),
                 fill_interval_ms: window_ms,
             }
         }

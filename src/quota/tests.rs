@@ -147,19 +147,17 @@ fn demand_is_per_second_in_thousandths() {
 }
 
 #[test]
-fn a_bucket_banks_one_reporting_interval_of_its_share() {
-    // 600 a minute, reports every 5 s: 50 tokens.
-    assert_eq!(burst(600, 60_000, 5_000), 50);
+fn a_bucket_holds_one_second_of_its_share() {
+    // 600 a minute: 10 tokens.
+    assert_eq!(burst(600, 60_000), 10);
     // Rounded up, at least one token, never more than the share.
-    assert_eq!(burst(7, 60_000, 5_000), 1);
-    assert_eq!(burst(0, 60_000, 5_000), 1);
-    assert_eq!(burst(13, 60_000, 5_000), 2);
-    // At least a second's worth; a rule of a second, or an interval longer than the
-    // window, banks the whole share.
-    assert_eq!(burst(600, 60_000, 0), 10);
-    assert_eq!(burst(10, 1_000, 5_000), 10);
-    assert_eq!(burst(600, 60_000, 3_600_000), 600);
-    assert_eq!(burst(u64::MAX, 1_000, 1_000), u64::MAX);
+    assert_eq!(burst(7, 60_000), 1);
+    assert_eq!(burst(0, 60_000), 1);
+    assert_eq!(burst(61, 60_000), 2);
+    // A rule of a second banks its whole share.
+    assert_eq!(burst(10, 1_000), 10);
+    assert_eq!(burst(u64::MAX, 1_000), u64::MAX);
+    assert_eq!(burst(3_600, 3_600_000), 1);
 }
 
 #[test]
@@ -196,11 +194,11 @@ fn decisions() {
         pending: false,
     };
     assert_eq!(
-        decide(q, Some(&g(48)), 5_000, 60_000),
+        decide(q, Some(&g(48)), 60_000),
         Decision {
             assignment: Assignment::TokenBucket {
                 tokens: 48,
-                burst: 4,
+                burst: 1,
                 fill_interval_ms: 60_000
             },
             ttl_ms: 60_000
@@ -208,15 +206,15 @@ fn decisions() {
     );
     // Nothing left by the others: denied until they shrink.
     assert_eq!(
-        decide(q, Some(&g(0)), 5_000, 60_000).assignment,
+        decide(q, Some(&g(0)), 60_000).assignment,
         Assignment::DenyAll
     );
     assert_eq!(
-        decide(Quota::AllowAll, None, 0, 9).assignment,
+        decide(Quota::AllowAll, None, 9).assignment,
         Assignment::AllowAll
     );
     assert_eq!(
-        decide(Quota::DenyAll, None, 0, 9).assignment,
+        decide(Quota::DenyAll, None, 9).assignment,
         Assignment::DenyAll
     );
 }

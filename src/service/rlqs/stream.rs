@@ -57,9 +57,6 @@ struct Bucket {
     demand: Option<u64>,
     /// When the last report of the bucket arrived (the server clock's milliseconds).
     last_report_ms: u64,
-    /// The reporting interval the bucket's tokens are banked over ([`quota::burst`]): the
-    /// last report's span in whole seconds, at least one.
-    span_ms: u64,
     /// The last grant was pending: settle again at the next tick.
     pending: bool,
     /// The last report with requests in it (or the first report), in the server clock's
@@ -268,7 +265,6 @@ impl Stream {
                         tag,
                         demand: None,
                         last_report_ms: now,
-                        span_ms: 1000,
                         pending: false,
                         last_active_ms: now,
                         sent: None,
@@ -282,10 +278,6 @@ impl Stream {
                     quota::demand_milli(u.num_requests_allowed, u.num_requests_denied, span)
                 {
                     b.demand = Some(d);
-                }
-                if let Some(span) = span {
-                    // Whole seconds: the burst stays put while reports jitter.
-                    b.span_ms = (span.saturating_add(500) / 1000).max(1) * 1000;
                 }
                 b.last_report_ms = now;
                 if u.num_requests_allowed > 0 || u.num_requests_denied > 0 {
@@ -377,7 +369,7 @@ impl Stream {
                 _ => None,
             };
             b.pending = grant.is_some_and(|g| g.pending);
-            let d = quota::decide(b.quota, grant, b.span_ms, ttl_ms);
+            let d = quota::decide(b.quota, grant, ttl_ms);
             let send = match b.sent {
                 None => true,
                 Some((held, at)) => held != d.assignment || now_ms.saturating_sub(at) >= ttl_ms / 2,
