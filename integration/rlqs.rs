@@ -59,7 +59,7 @@ async fn first_report_subscribes_and_gets_an_assignment() {
     let a = e.report(&api, 0, 0).await;
     match got(&a) {
         // Alone: everything but one floor (1 % of 100), kept free for a newcomer.
-        // A second of it banked (the report covered a second).
+        // A second of it banked.
         (
             Got::Tokens {
                 tokens,
