@@ -1,6 +1,6 @@
 //! The quota script (`store/lua/quota.lua`) and the memory store's subscriptions (through
 //! `quota::settle`) give the same grants for the same reports: one trace of subscribers
-//! joining, reporting varied demand and usage, and leaving, on both, under one clock.
+//! joining, reporting varied demand (known or not yet), and leaving, on both, under one clock.
 
 use std::collections::HashMap;
 use std::sync::Arc;
