@@ -342,11 +342,15 @@ async fn an_assignment_outlives_a_killed_sluice_until_its_ttl() {
     assert!(denied_until_expired(&e).await >= 1);
 }
 
-/// sluice draining (SIGTERM): it sends every assignment again with TTL 0, and the Envoy
-/// falls back at once, long before the TTL (60 s).
+/// sluice draining (SIGTERM, no shutdown delay): it sends every assignment again with TTL
+/// 0, and the Envoy falls back at once, long before the TTL (60 s).
 #[tokio::test]
 async fn a_draining_sluice_expires_assignments_at_once() {
-    let s = sluice().file("rules.yaml", CLOSED).start_healthy().await;
+    let s = sluice()
+        .file("rules.yaml", CLOSED)
+        .args(["--shutdown-delay", "0s"])
+        .start_healthy()
+        .await;
     let e = denied_by_sluice(&s).await;
     s.signal("TERM");
     denied_until_expired(&e).await;
