@@ -1,7 +1,6 @@
-//! Quota subscriptions (RLQS): who is subscribed to which bucket, with what demand and
-//! share. Shared by every
-//! replica on Redis (script calls of a bounded number of buckets, `lua/quota.lua`), in
-//! process on the memory store (a single instance).
+//! Quota subscriptions (RLQS): who is subscribed to which bucket, with what demand (or none
+//! known yet) and share. Shared by every replica on Redis (script calls of a bounded number
+//! of buckets, `lua/quota.lua`), in process on the memory store (a single instance).
 //!
 //! A subscription expires `ttl_ms` after its last report (the lifetime of the assignment it
 //! got), so the subscribers of a replica that died age out and their shares go back to the
