@@ -11,6 +11,7 @@ mod health;
 mod metadata;
 mod reference_suite;
 mod responses;
+mod rlqs;
 mod rls;
 mod rolling_restart;
 mod shadow;
