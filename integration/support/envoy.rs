@@ -592,7 +592,8 @@ impl RunningFront {
     }
 }
 
-fn socket(port: u16) -> Value {
+/// A loopback `socket_address` on `port`.
+pub fn socket(port: u16) -> Value {
     json!({ "socket_address": { "address": "127.0.0.1", "port_value": port } })
 }
 

@@ -22,6 +22,7 @@ pub mod redis;
 pub mod requests;
 pub mod sentinel;
 pub mod sluice;
+pub mod statsd_exporter;
 pub mod unix;
 pub mod upstream;
 pub mod xds_server;
