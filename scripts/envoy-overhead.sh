@@ -146,7 +146,6 @@ if [ "$pinning" != "no pinning" ]; then
     pinning="$pinning, redis-server on CPU $REDIS_CPU"
 fi
 
-
 # start_server KIND STORE: SPORT answering, SPID its process, SHTTP its HTTP port (none:
 # nothing).
 start_server() {

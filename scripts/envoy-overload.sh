@@ -32,7 +32,7 @@
 # core) is marked under the tables. The shortest period the kernel allows keeps the quota's
 # own stalls short (its quota 1 ms, so 10 ms at 10%: stalls of 9 ms, under the 20 ms deadline).
 #
-#   scripts/envoy-overload.sh                              # redis, 2×, guide and defaults: ~2 min
+#   scripts/envoy-overload.sh                              # redis, 2×, guide and defaults: ~1 min
 #   SETUPS="memory redis" QUOTA=10 scripts/envoy-overload.sh
 #   MULTIPLES="1 2 4" scripts/envoy-overload.sh
 #
