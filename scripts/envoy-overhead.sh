@@ -189,15 +189,19 @@ start_server() {
     die "$kind does not start"
 }
 
-# sluice's hits on the benchmark rule so far (0 for another server): that every request was
-# decided by the rule, not answered OK for want of one.
+# rule_hits KIND WHEN: that the server decided by the benchmark rule, not answered OK for
+# want of one. sluice: its hits on the rule so far; limitador, after the run (not before: the
+# listing costs it CPU in the window): its counters live now (one a path, each for its 1 s
+# window: it counts no hits per limit); otherwise 0.
 rule_hits() {
-    if [ "$1" = sluice ]; then
+    case "$1-$2" in
+    sluice-*)
         curl -fs "http://127.0.0.1:$SHTTP/metrics" |
             awk '/^ratelimit_service_rate_limit_total_hits\{descriptor="bench.key",/ { s += $2 } END { print s + 0 }'
-    else
-        echo 0
-    fi
+        ;;
+    limitador-after) curl -fs "http://127.0.0.1:$SHTTP/counters/bench" | grep -o '"namespace":"bench"' | wc -l ;;
+    *) echo 0 ;;
+    esac
 }
 
 # measure ROUND NAME KIND STORE: one run, appended to records.jsonl.
@@ -212,9 +216,9 @@ measure() {
     local rpid=""
     [ "$store" = redis ] && rpid=$REDIS_PID
     envoy_stats "$WORK/stats.before"
-    before="$(cpu_ns "$EPID") $(cpu_ns "$SPID") $(cpu_ns "$rpid") $(rule_hits "$kind")"
+    before="$(cpu_ns "$EPID") $(cpu_ns "$SPID") $(cpu_ns "$rpid") $(rule_hits "$kind" before)"
     h2load_run "$WORK/run.log" "$RATE" "$DURATION" "$KEYS" "$STREAMS"
-    after="$(cpu_ns "$EPID") $(cpu_ns "$SPID") $(cpu_ns "$rpid") $(rule_hits "$kind")"
+    after="$(cpu_ns "$EPID") $(cpu_ns "$SPID") $(cpu_ns "$rpid") $(rule_hits "$kind" after)"
     envoy_stats "$WORK/stats.after"
     envoy_stop
     stop_server
@@ -240,6 +244,7 @@ n = max(h["answered"], 1)
 us = [(a - b) / 1e3 / n for a, b in zip(after[:3], before[:3])]
 requests = max(h["requests"], 1)
 hits = (after[3] - before[3]) / requests if name == "sluice" else None
+counters = after[3] if name == "limitador" else None
 print(json.dumps({
     "round": int(rnd), "name": name, "store": store or None,
     "rps": h["sent_per_s"], "requests": h["requests"], "answered": h["answered"],
@@ -249,7 +254,7 @@ print(json.dumps({
     "envoy_us": us[0], "server_us": us[1] if name != "no filter" else None,
     "redis_us": us[2] if store == "redis" else None,
     "gen_us": float(gen) * 1e6 / n,
-    "checks": checks / requests, "rule_hits": hits,
+    "checks": checks / requests, "rule_hits": hits, "counters": counters,
 }))
 PY
 }
@@ -345,4 +350,9 @@ table(cols, rows)
 if not "$LIMITADOR":
     print("limitador: not measured (LIMITADOR unset).")
     print()
+for r in records:
+    if r["counters"] == 0:
+        print(f"limitador, {r['store']}, round {r['round']}: no counter was live at the end of "
+              "the run: its limit did not match, and it answered without counting.")
+        print()
 PY
