@@ -254,7 +254,7 @@ impl<S: Store> Env<S> {
 
 /// A limit with the defaults config gives it (`burst = rpu`, 10 sub-windows, overdraft
 /// only for fixed windows, no penalty, slot 0).
-pub fn limit(algorithm: Algorithm, rpu: u32, unit: Unit) -> LimitSpec {
+pub fn limit(algorithm: Algorithm, rpu: u64, unit: Unit) -> LimitSpec {
     let mut s = LimitSpec::fixed_window(rpu, unit);
     s.algorithm = algorithm;
     s.overdraft = algorithm.default_overdraft();
@@ -264,7 +264,7 @@ pub fn limit(algorithm: Algorithm, rpu: u32, unit: Unit) -> LimitSpec {
     s
 }
 
-pub fn burst(mut s: LimitSpec, burst: u32) -> LimitSpec {
+pub fn burst(mut s: LimitSpec, burst: u64) -> LimitSpec {
     s.burst = burst;
     s
 }

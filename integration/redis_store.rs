@@ -40,7 +40,7 @@ pub fn t0() -> u64 {
 
 /// A limit with the defaults of a rule file: burst = rate, 10 buckets for sliding_window,
 /// overdraft as the algorithm's default, no penalty.
-pub fn spec(algorithm: Algorithm, rate: u32, unit: Unit) -> LimitSpec {
+pub fn spec(algorithm: Algorithm, rate: u64, unit: Unit) -> LimitSpec {
     LimitSpec {
         requests_per_unit: rate,
         unit,
@@ -56,6 +56,7 @@ pub fn spec(algorithm: Algorithm, rate: u32, unit: Unit) -> LimitSpec {
         penalty_ms: 0,
         name: None,
         slot: 0,
+        calendar: None,
     }
 }
 

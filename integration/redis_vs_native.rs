@@ -42,8 +42,8 @@ enum Op {
     Retune {
         desc: usize,
         limit: usize,
-        rate: u32,
-        burst: u32,
+        rate: u64,
+        burst: u64,
     },
 }
 
@@ -57,8 +57,8 @@ struct Trace {
 fn limit_strategy() -> impl Strategy<Value = LimitSpec> {
     (
         prop::sample::select(Algorithm::ALL.to_vec()),
-        prop_oneof![12 => 1u32..=6, 1 => Just(0u32)],
-        1u32..=6,
+        prop_oneof![12 => 1u64..=6, 1 => Just(0u64)],
+        1u64..=6,
         prop::sample::select(vec![Unit::Second, Unit::Second, Unit::Minute]),
         // B = 1 is below what config allows (2) but within the doc's precondition (B ≥ 1).
         1u32..=5,
@@ -85,6 +85,7 @@ fn limit_strategy() -> impl Strategy<Value = LimitSpec> {
                     penalty_ms,
                     name: None,
                     slot: 0,
+                    calendar: None,
                 }
             },
         )
@@ -104,7 +105,7 @@ fn op_strategy(descriptors: usize) -> impl Strategy<Value = Op> {
             .prop_map(Op::Step),
         6 => prop::collection::vec(check, 1..=3).prop_map(Op::Run),
         // Rate 0 too: a bucket turns inert (no state read or written) and back.
-        1 => (0..descriptors, 0usize..3, prop_oneof![8 => 1u32..=6, 1 => Just(0u32)], 1u32..=6)
+        1 => (0..descriptors, 0usize..3, prop_oneof![8 => 1u64..=6, 1 => Just(0u64)], 1u64..=6)
             .prop_map(|(desc, limit, rate, burst)| Op::Retune { desc, limit, rate, burst }),
     ]
 }

@@ -105,7 +105,7 @@ async fn scenario(attempt: u32) -> Vec<(u64, String)> {
         assert!(env.hit1(lt, &log, 1).await.allowed);
     }
     // A sliding window with every one of its 1 000 sub-windows counted.
-    let mut win = spec(Algorithm::SlidingWindow, u32::MAX, Unit::Minute);
+    let mut win = spec(Algorithm::SlidingWindow, u64::from(u32::MAX), Unit::Minute);
     win.buckets = 1000;
     let wt = name("window");
     for i in 0..1000 {
@@ -167,7 +167,7 @@ async fn scenario(attempt: u32) -> Vec<(u64, String)> {
     ] {
         let l = LimitSpec {
             burst: 1 << 20,
-            ..spec(algorithm, u32::MAX, Unit::Second)
+            ..spec(algorithm, u64::from(u32::MAX), Unit::Second)
         };
         let t = name(algorithm.name());
         env.hit1(t, &l, u64::MAX).await;

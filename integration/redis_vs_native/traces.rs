@@ -24,6 +24,7 @@ pub(super) fn fixed_traces() -> Vec<Trace> {
             penalty_ms: if i % 2 == 0 { 700 } else { 0 },
             name: None,
             slot: i as u8,
+            calendar: None,
         })
         .collect();
     let one_each: Vec<Vec<LimitSpec>> = all.iter().map(|l| vec![l.clone()]).collect();
@@ -130,6 +131,7 @@ pub(super) fn fixed_traces() -> Vec<Trace> {
         penalty_ms: 0,
         name: None,
         slot: 0,
+        calendar: None,
     };
     let huge_windows = vec![
         vec![year(Algorithm::FixedWindow, 0)],

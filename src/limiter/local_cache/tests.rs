@@ -25,7 +25,7 @@ fn lab() -> Lab {
     }
 }
 
-fn spec(algorithm: Algorithm, rpu: u32, unit: Unit) -> LimitSpec {
+fn spec(algorithm: Algorithm, rpu: u64, unit: Unit) -> LimitSpec {
     LimitSpec {
         algorithm,
         burst: rpu,

@@ -118,7 +118,7 @@ impl Lab {
     }
 }
 
-fn hourly(n: u32) -> Vec<LimitSpec> {
+fn hourly(n: u64) -> Vec<LimitSpec> {
     vec![LimitSpec::fixed_window(n, Unit::Hour)]
 }
 
