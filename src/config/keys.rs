@@ -127,8 +127,8 @@ pub(super) fn static_key(key: &str) -> Option<&'static str> {
         RESPONSE_KEYS,
         CALENDAR_KEYS,
     ]
-        .iter()
-        .find_map(|set| set.iter().find(|k| **k == key).copied())
+    .iter()
+    .find_map(|set| set.iter().find(|k| **k == key).copied())
 }
 
 fn known(key: &str) -> bool {
@@ -139,8 +139,8 @@ fn known(key: &str) -> bool {
         RESPONSE_KEYS,
         CALENDAR_KEYS,
     ]
-        .iter()
-        .any(|set| set.contains(&key))
+    .iter()
+    .any(|set| set.contains(&key))
 }
 
 /// Where a known key belongs, for the wrong-level message.

@@ -13,8 +13,8 @@ use serde_json::{Map, Value};
 use super::keys::static_key;
 use super::metadata::Metadata;
 use super::scalars::{FLAG, Flag, Int, Optional, STRING, Str};
-use crate::limit::MAX_BUDGET;
 use super::yaml::{ALIAS_BUDGET, Ctx, Seg, first_document, load};
+use crate::limit::MAX_BUDGET;
 
 #[derive(Debug, Default)]
 pub struct RawRoot {

@@ -151,7 +151,10 @@ impl Int<'_, '_> {
         )))
     }
 
-    fn within<E: de::Error>(&self, v: impl TryInto<u64> + fmt::Display + Copy) -> Result<Option<u64>, E> {
+    fn within<E: de::Error>(
+        &self,
+        v: impl TryInto<u64> + fmt::Display + Copy,
+    ) -> Result<Option<u64>, E> {
         match v.try_into() {
             Ok(n) if n <= self.max => Ok(Some(n)),
             _ => Err(self.bad(v)),

@@ -108,14 +108,13 @@ impl Calendar {
         // Every boundary is strictly after the one before, and the middle period holds
         // now_ms. Only a zone whose rules defeat that (none known) or an instant beyond
         // LAST_MS falls back to periods of the unit's nominal length around now_ms.
-        let sound = bounds.windows(2).all(|w| w[0] < w[1])
-            && bounds[1] <= now_ms
-            && now_ms < bounds[2];
+        let sound =
+            bounds.windows(2).all(|w| w[0] < w[1]) && bounds[1] <= now_ms && now_ms < bounds[2];
         if !sound {
             let w = unit.millis().saturating_mul(u64::from(m));
             let start = now_ms - now_ms % w;
             for (i, b) in bounds.iter_mut().enumerate() {
-                *b = (start + i as u64 * w).saturating_sub(w);
+                *b = start.saturating_add(i as u64 * w).saturating_sub(w);
             }
         }
         Periods {
@@ -265,9 +264,11 @@ impl Periods {
         let i = self
             .position(t)
             .unwrap_or(if t < self.bounds[0] { 0 } else { 2 });
-        let (s, e) = (self.bounds[i], self.bounds[i + 1]);
-        let off = u128::from(t.clamp(s, e - 1) - s);
-        let k = off * u128::from(b) / u128::from(e - s);
+        // (A period is never empty; the guard only keeps any input from dividing by 0.)
+        let s = u128::from(self.bounds[i]);
+        let e = u128::from(self.bounds[i + 1]).max(s + 1);
+        let off = u128::from(t).clamp(s, e - 1) - s;
+        let k = off * u128::from(b) / (e - s);
         let p = u128::from(self.first) + i as u128;
         u64::try_from(p * u128::from(b) + k).unwrap_or(u64::MAX)
     }

@@ -43,8 +43,7 @@ pub(super) fn build(
         ..Default::default()
     };
     if settings.headers.enabled || settings.headers.retry_after {
-        resp.response_headers_to_add =
-            headers::to_client(plans, decision, matched, settings);
+        resp.response_headers_to_add = headers::to_client(plans, decision, matched, settings);
     }
     if settings.request_headers.enabled {
         resp.request_headers_to_add =

@@ -40,9 +40,10 @@ enum Op {
 /// Step 1: load and bring to `now`, without changing anything.
 fn load(spec: &LimitSpec, p: &Params, st: &LimitState, now: u64) -> Loaded {
     match spec.algorithm {
-        Algorithm::FixedWindow => {
-            Loaded::Fixed(FixedWindow::load(stored!(st, now, FixedWindow), p.window(now).0))
-        }
+        Algorithm::FixedWindow => Loaded::Fixed(FixedWindow::load(
+            stored!(st, now, FixedWindow),
+            p.window(now).0,
+        )),
         Algorithm::SlidingWindow => {
             let g = p.geometry();
             Loaded::SlidingWindow(match stored!(st, now, SlidingWindow) {

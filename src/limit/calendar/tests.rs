@@ -61,7 +61,10 @@ fn weeks_start_on_monday_and_years_on_january_first() {
     let y = utc_cal.periods(Unit::Year, 1, utc(2028, 7, 1, 0, 0));
     assert_eq!(y.bounds[1], utc(2028, 1, 1, 0, 0));
     // 2027, 2028 (leap), 2029, 2030.
-    assert_eq!(lengths(&y), vec![365 * DAY, 366 * DAY, 365 * DAY, 365 * DAY]);
+    assert_eq!(
+        lengths(&y),
+        vec![365 * DAY, 366 * DAY, 365 * DAY, 365 * DAY]
+    );
 }
 
 #[test]
@@ -119,7 +122,10 @@ fn a_store_places_its_clock_in_the_first_three_periods() {
     assert_eq!(p.end_of(p.bounds[2], p.bounds[1]), p.bounds[3]);
     // A start that is no boundary (a clock gone back by more than a period) ends one
     // period of the current length later.
-    assert_eq!(p.end_of(p.bounds[0] - 5, p.bounds[1]), p.bounds[0] - 5 + DAY);
+    assert_eq!(
+        p.end_of(p.bounds[0] - 5, p.bounds[1]),
+        p.bounds[0] - 5 + DAY
+    );
 }
 
 #[test]

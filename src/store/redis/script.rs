@@ -150,8 +150,7 @@ fn limit_numbers(spec: &LimitSpec) -> [f64; 7] {
 fn same_numbers(a: &[LimitSpec], b: &[LimitSpec], calendar_ms: u64) -> bool {
     a.len() == b.len()
         && a.iter().zip(b).all(|(x, y)| {
-            limit_numbers(x) == limit_numbers(y)
-                && x.periods(calendar_ms) == y.periods(calendar_ms)
+            limit_numbers(x) == limit_numbers(y) && x.periods(calendar_ms) == y.periods(calendar_ms)
         })
 }
 
@@ -185,7 +184,8 @@ fn push_group(limits: &[LimitSpec], calendar_ms: u64, put: &mut impl FnMut(f64))
 
 /// The numbers of a group: what [`push_group`] writes (`1 + 8k + 6·calendars`).
 pub(super) fn group_len(limits: &[LimitSpec]) -> usize {
-    1 + PER_LIMIT * limits.len() + PER_CALENDAR * limits.iter().filter(|l| l.calendar.is_some()).count()
+    1 + PER_LIMIT * limits.len()
+        + PER_CALENDAR * limits.iter().filter(|l| l.calendar.is_some()).count()
 }
 
 /// A cost as the script gets it: exact up to 2^53; anything above (denied by every limit,
