@@ -173,7 +173,8 @@ for pass = first_pass, 2 do
         v = EXACT
         call('HSET', key, f, '9007199254740992')
       end
-      local ok = v <= C
+      -- Decided on the count before the hit (exact), not on v, which saturates.
+      local ok = n <= C - c
       local reset = we - now
       if ok then
         out[o + 1], out[o + 2], out[o + 3], out[o + 4] = 1, C - v, reset, -1
