@@ -5,6 +5,7 @@
 //! Run: `cargo test --test integration redis_store` (needs `redis-server` and `redis-cli`).
 
 mod algorithms;
+mod calendar;
 mod cluster;
 mod ids;
 mod keys;
