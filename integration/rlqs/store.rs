@@ -36,6 +36,9 @@ async fn the_script_and_the_memory_store_agree() {
         (StateTag(1), 100u64, 60_000u64),
         (StateTag(2), 7, 1_000),
         (StateTag(3), 4_000_000_000, 3_600_000),
+        // Budgets past 2^32, to 2^53: the same exact sums and shares on both.
+        (StateTag(4), 30_000_000_000, 2_592_000_000),
+        (StateTag(5), 1 << 53, 86_400_000),
     ];
     let policy = Policy::new(0.05, 0.1);
     let mut held: HashMap<(usize, usize), u64> = HashMap::new();
@@ -65,7 +68,12 @@ async fn the_script_and_the_memory_store_agree() {
                 bucket,
                 limit,
                 window_ms,
-                allowed: rand(5),
+                // Large reports too (tokens), on the large budgets.
+                allowed: if limit > 1 << 32 && rand(2) == 0 {
+                    rand(1 << 40) + (1 << 32)
+                } else {
+                    rand(5)
+                },
                 demand: [0, 1, 999, 3_000, 1 << 40][rand(5) as usize],
                 held: held.get(&(s, b)).copied().unwrap_or(0),
             });

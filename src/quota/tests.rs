@@ -49,7 +49,19 @@ fn small_changes_keep_the_held_share() {
 fn sum_never_exceeds_the_limit() {
     // Any arrival order, any demands: after each report the held shares add up to ≤ limit.
     let demands = [0u64, 1, 7, 1_000, 3_000, 123_456, 0, 42];
-    for limit in [0u64, 1, 2, 3, 10, 100, 1_000, 4_294_967_295] {
+    for limit in [
+        0u64,
+        1,
+        2,
+        3,
+        10,
+        100,
+        1_000,
+        4_294_967_295,
+        30_000_000_000,
+        (1 << 53) - 1,
+        1 << 53,
+    ] {
         let mut held = vec![0u64; demands.len()];
         for round in 0..4 {
             for i in 0..demands.len() {
@@ -137,4 +149,51 @@ fn decisions() {
         decide(Quota::DenyAll, None, 0, 9).assignment,
         Assignment::DenyAll
     );
+}
+
+#[test]
+fn a_share_past_2_to_the_32_is_sent_as_envoys_largest_bucket() {
+    // Envoy's TokenBucket counts in uint32s: a share of a 30-billion budget is sent as
+    // 4294967295 tokens per fill (fewer than granted, never more).
+    let q = Quota::of_rule(
+        &[LimitSpec::fixed_window(30_000_000_000, Unit::Month)],
+        false,
+        false,
+    );
+    assert_eq!(
+        q,
+        Quota::Shared {
+            limit: 30_000_000_000,
+            window_ms: 2_592_000_000
+        }
+    );
+    let share = settle(30_000_000_000, Others::default(), 1_000, 0, P);
+    assert!(share > u64::from(u32::MAX) && share <= 30_000_000_000, "{share}");
+    let g = Grant {
+        share,
+        subscribers: 1,
+        used: 0,
+        window_end_ms: 10,
+    };
+    assert_eq!(
+        decide(q, Some(&g), 0, 60_000).assignment,
+        Assignment::TokenBucket {
+            tokens: u32::MAX,
+            fill_interval_ms: 2_592_000_000
+        }
+    );
+    // Usage is counted exactly: one token short of the budget is not over it.
+    let near = Grant {
+        used: 29_999_999_999,
+        ..g
+    };
+    assert!(matches!(
+        decide(q, Some(&near), 0, 60_000).assignment,
+        Assignment::TokenBucket { .. }
+    ));
+    let over = Grant {
+        used: 30_000_000_000,
+        ..g
+    };
+    assert_eq!(decide(q, Some(&over), 0, 60_000).assignment, Assignment::DenyAll);
 }
