@@ -101,7 +101,13 @@ fn calendar_limit_strategy() -> impl Strategy<Value = LimitSpec> {
     (
         prop::sample::select(vec![Algorithm::FixedWindow, Algorithm::SlidingWindow]),
         1u64..=6,
-        prop::sample::select(vec![Unit::Day, Unit::Day, Unit::Day, Unit::Week, Unit::Month]),
+        prop::sample::select(vec![
+            Unit::Day,
+            Unit::Day,
+            Unit::Day,
+            Unit::Week,
+            Unit::Month,
+        ]),
         prop::sample::select(vec![1u32, 1, 2]),
         1u32..=5,
         any::<bool>(),
@@ -186,7 +192,11 @@ fn traces(limits: BoxedStrategy<LimitSpec>, calendar: bool) -> impl Strategy<Val
                 op_strategy(n).boxed()
             };
             (
-                if calendar { 0u64..86_400_000 } else { 0u64..5000 },
+                if calendar {
+                    0u64..86_400_000
+                } else {
+                    0u64..5000
+                },
                 Just(descriptors),
                 prop::collection::vec(op, 1..60),
             )

@@ -168,7 +168,10 @@ fn a_share_past_2_to_the_32_is_sent_as_envoys_largest_bucket() {
         }
     );
     let share = settle(30_000_000_000, Others::default(), 1_000, 0, P);
-    assert!(share > u64::from(u32::MAX) && share <= 30_000_000_000, "{share}");
+    assert!(
+        share > u64::from(u32::MAX) && share <= 30_000_000_000,
+        "{share}"
+    );
     let g = Grant {
         share,
         subscribers: 1,
@@ -195,5 +198,8 @@ fn a_share_past_2_to_the_32_is_sent_as_envoys_largest_bucket() {
         used: 30_000_000_000,
         ..g
     };
-    assert_eq!(decide(q, Some(&over), 0, 60_000).assignment, Assignment::DenyAll);
+    assert_eq!(
+        decide(q, Some(&over), 0, 60_000).assignment,
+        Assignment::DenyAll
+    );
 }

@@ -213,7 +213,10 @@ async fn a_calendar_month_denial_of_a_big_budget_lasts_until_the_local_month_end
     }];
     let p = l[0].periods(T0).expect("a calendar");
     let end = p.bounds[2] - T0;
-    assert_eq!(verdict(&lab.at(0).hit(&l, 29_999_999_999, false).await), (true, false));
+    assert_eq!(
+        verdict(&lab.at(0).hit(&l, 29_999_999_999, false).await),
+        (true, false)
+    );
     assert_eq!(verdict(&lab.hit(&l, 2, false).await), (false, false));
     let d = lab.at(end - 1).hit(&l, 2, false).await;
     assert_eq!(verdict(&d), (false, true));

@@ -252,11 +252,17 @@ async fn fallback_near_2_to_the_53_admits_exactly_what_is_left() {
     l.store.down.store(true, Ordering::SeqCst);
     let mut admitted = 0;
     for cost in [3, 3, 3, 3, 1, 1] {
-        if l.hit_n(7, &limits, false, cost).await.expect("no error while down") {
+        if l.hit_n(7, &limits, false, cost)
+            .await
+            .expect("no error while down")
+        {
             admitted += cost;
         }
     }
-    assert_eq!(admitted, 10, "3 + 3 + 3, then 1: every unit of the 2^53, none more");
+    assert_eq!(
+        admitted, 10,
+        "3 + 3 + 3, then 1: every unit of the 2^53, none more"
+    );
     l.store.down.store(false, Ordering::SeqCst);
     assert_eq!(l.view.flush(&l.store).await.expect("back"), 10);
     assert_eq!(l.stored_remaining(7, &limits).await, 0);
