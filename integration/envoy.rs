@@ -3,3 +3,4 @@
 //! (`support::envoy`).
 
 mod rls;
+mod tokens;
