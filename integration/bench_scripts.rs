@@ -3,7 +3,8 @@
 //! mode against the debug binaries: its own redis-server on a free port, sluice, the load
 //! generator and redis-benchmark, with every column it reports filled; so does
 //! `scripts/overload.sh` (RELIABILITY.md's overload table), unconfined, and
-//! `scripts/cpu-compare.sh` (sluice beside the gRPC floor, examples/floor.rs). Speeds are not
+//! `scripts/cpu-compare.sh` (sluice beside the gRPC floor, examples/floor.rs), and
+//! `scripts/calendar-cost.sh` (calendar windows beside plain ones). Speeds are not
 //! asserted (they are what the scripts measure); the counts that do not depend on speed are.
 
 use std::collections::HashMap;
@@ -246,6 +247,52 @@ fn redis_capacity_measures_several_builds_in_one_pass() {
             "no ratio row for {label}: {stdout}"
         );
     }
+}
+
+/// `scripts/calendar-cost.sh` (BENCHMARKS.md's calendar rows): the four day rules, plain and
+/// calendar, measured in one pass against one Redis beside the reference pair.
+#[test]
+fn calendar_cost_measures_calendar_and_plain_days_in_one_pass() {
+    let mut cmd = Command::new(root().join("scripts/calendar-cost.sh"));
+    cmd.env("LOADGEN", loadgen())
+        .env("SLUICE", env!("CARGO_BIN_EXE_sluice"))
+        .env("DESCRIPTORS", "1")
+        .env("N", "20")
+        .env("REPEAT", "1")
+        .env("BENCH_N", "2000")
+        .env("TIMEOUT", "2s")
+        .env("CONNECTIONS", "1")
+        .env("CONCURRENCY", "4")
+        .env("FORMAT", "md")
+        .env("CALLGRIND", "0");
+    let out = cmd.output().expect("run scripts/calendar-cost.sh");
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        out.status.success(),
+        "scripts/calendar-cost.sh failed ({}):\n{stdout}\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let rows = first_table(&stdout);
+    for rule in [
+        "fixed_window_day",
+        "fixed_window_calendar",
+        "sliding_window_day",
+        "sliding_window_calendar",
+    ] {
+        let row = &rows[&format!("{rule} 1")];
+        assert_eq!(number(row, "errors"), 0.0, "{stdout}");
+        let scripts = number(row, "script calls/req");
+        assert!(scripts > 0.0 && scripts <= 1.0, "{rule}: {stdout}");
+        assert!(
+            number(row, "Redis CPU µs/check (INFO cpu)") > 0.0,
+            "{rule}: {stdout}"
+        );
+    }
+    assert!(
+        rows.contains_key("reference: INCRBY + EXPIRE, -P 16 –"),
+        "{stdout}"
+    );
 }
 
 /// `scripts/overload.sh` end to end in a tiny mode: every setup (memory, strict Redis, Redis

@@ -100,7 +100,7 @@ async fn scenario(attempt: u32) -> Vec<(u64, String)> {
     // A sliding log of 10 000 runs (one admitted hit per ms), built through the store.
     let log = spec(Algorithm::SlidingLog, max, Unit::Minute);
     let lt = name("log");
-    for i in 0..u64::from(max) {
+    for i in 0..max {
         env.at(i);
         assert!(env.hit1(lt, &log, 1).await.allowed);
     }
@@ -133,8 +133,8 @@ async fn scenario(attempt: u32) -> Vec<(u64, String)> {
     env.at(60 * 999 + 30);
     let r = env.hit1(ft, &full_win, 1).await;
     assert!(!r.allowed, "{r:?}");
-    env.at(u64::from(max));
-    let full = u64::from(max);
+    env.at(max);
+    let full = max;
     // Denials whose retry looks for the oldest and the newest live entry.
     let r = env.hit1(lt, &log, 1).await;
     assert!(!r.allowed, "{r:?}");

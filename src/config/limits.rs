@@ -270,7 +270,7 @@ fn extended(raw: &RawLimit, unit: Unit, slot: u8, place: Place) -> Result<LimitS
         // R ≥ 2 it is `burst × unit ≤ 2^53`, with R = 1 `burst × unit ≤ 2^52` (the TAT of a
         // saturated gcra, `now + Lmax/R`, must stay exact in Lua's doubles).
         let scaled = u128::from(burst) * u128::from(window.window_ms());
-        if scaled > lmax(u64::from(rpu)) {
+        if scaled > lmax(rpu) {
             let field = if raw.burst.is_some() {
                 "burst"
             } else {
