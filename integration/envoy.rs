@@ -2,5 +2,18 @@
 //! Envoy itself drives it, with sluice (the binary, or in process) behind it
 //! (`support::envoy`).
 
+mod actions;
+mod demo;
+mod examples;
+mod failure;
+mod headers;
+mod health;
+mod llm_tokens;
+mod metadata;
+mod reference_suite;
+mod responses;
 mod rls;
+mod rolling_restart;
+mod shadow;
 mod tokens;
+mod transports;

@@ -193,10 +193,16 @@ settings! {
             Setting::value("worker-threads", "N", |s| values::positive(s).map(Some))
                 .shown_default("CPUs available")
         ),
+        // Why 5s by default: a rolling restart behind Envoy fails checks unless Envoy has
+        // taken the instance out before its listener closes. The examples' gRPC health check
+        // (examples/envoy.yaml: interval 1s, unhealthy_threshold 2) notices within 2s plus
+        // two round trips; Kubernetes removes a terminating pod from its Services within a
+        // second or two. 5s covers both with room on a loaded node, and costs only a later
+        // exit (docs/how-to/deploy-and-restart.md).
         /// On SIGTERM: keep serving this long with health NOT_SERVING before closing the
-        /// listeners, so load balancers stop sending first
+        /// listeners, so load balancers and Envoy's health checks stop sending first
         pub shutdown_delay: Duration = setting(
-            Setting::value("shutdown-delay", "DURATION", values::duration).default("0s")
+            Setting::value("shutdown-delay", "DURATION", values::duration).default("5s")
         ),
         /// On SIGTERM, after the delay: longest wait for in-flight requests before exiting
         pub shutdown_grace: Duration = setting(

@@ -14,6 +14,7 @@ use sluice::settings::{ConfigSource, Settings, XdsSettings, invocation};
 use super::binary::try_resolve;
 use super::docker::{dockerfile_stages, image};
 use super::files::{assert_pinned, at, env_map, port_at, scalar, seq_at, str_at, strings, yaml};
+use super::kubernetes::assert_termination_grace_exceeds_drain;
 use crate::support::sluice::*;
 
 const DIR: &str = "examples/envoy-gateway";
@@ -225,6 +226,15 @@ fn envoy_gateway_probes_ask_sluices_healthcheck() {
         assert_eq!(port_at(get, "port"), settings().http_addr.port(), "{probe}");
         assert_eq!(str_at(get, "path"), "/healthcheck", "{probe}");
     }
+}
+
+/// The Deployment Envoy Gateway makes sets no shutdown settings: sluice's defaults (a 5s
+/// delay for Envoy and the endpoints to stop sending, then up to 10s of drain) apply, and
+/// the kubelet waits longer than both.
+#[test]
+fn envoy_gateway_termination_grace_exceeds_sluice_drain() {
+    let pod = at(deployment(), "spec.template");
+    assert_termination_grace_exceeds_drain(pod, settings(), DIR);
 }
 
 #[test]

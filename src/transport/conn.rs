@@ -1,5 +1,5 @@
 //! One connection, start to end: TLS handshake and HTTP/2 preface under the header deadline,
-//! then hyper, watched by the idle timer, the maximum age and the drain signal.
+//! then hyper (on HTTP/2, reading through `authority.rs`), watched by the idle timer, the maximum age and the drain signal.
 
 use std::future::Future;
 use std::hash::BuildHasher;
@@ -17,6 +17,7 @@ use tokio::time::{Instant, sleep_until};
 use tokio_util::sync::CancellationToken;
 
 use super::activity::{Activity, IdleWatch, Tracked};
+use super::authority::LenientAuthority;
 use super::io::{Prefixed, Stream};
 use super::socket::Accepted;
 use super::{ConnLimits, Protocol};
@@ -120,10 +121,9 @@ pub(super) async fn serve<S, B>(
     };
     let activity = Arc::new(Activity::default());
     let service = Tracked::new(shared.service.clone(), activity.clone());
-    let io = TokioIo::new(io);
     match shared.protocol {
         Protocol::Http1 => {
-            let conn = shared.h1.serve_connection(io, service);
+            let conn = shared.h1.serve_connection(TokioIo::new(io), service);
             drive(
                 conn,
                 |c| c.graceful_shutdown(),
@@ -135,6 +135,7 @@ pub(super) async fn serve<S, B>(
             .await;
         }
         Protocol::Http2 => {
+            let io = TokioIo::new(LenientAuthority::new(H2_PREFACE.len(), io));
             let conn = shared.h2.serve_connection(io, service);
             drive(
                 conn,
