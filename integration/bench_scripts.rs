@@ -119,7 +119,12 @@ fn number(row: &HashMap<String, String>, column: &str) -> f64 {
 /// of hundreds of ms) never has a call queued and refused; these tests count calls, not
 /// capacity.
 fn capacity(env: &[(&str, String)]) -> String {
-    let mut cmd = Command::new(root().join("scripts/redis-capacity.sh"));
+    tiny("scripts/redis-capacity.sh", env)
+}
+
+/// [`capacity`]'s tiny run of `script` (`scripts/redis-capacity.sh` or a script over it).
+fn tiny(script: &str, env: &[(&str, String)]) -> String {
+    let mut cmd = Command::new(root().join(script));
     cmd.env("LOADGEN", loadgen())
         .env("ALGOS", "fixed_window")
         .env("BENCH_N", "2000")
@@ -131,11 +136,11 @@ fn capacity(env: &[(&str, String)]) -> String {
     for (k, v) in env {
         cmd.env(k, v);
     }
-    let out = cmd.output().expect("run scripts/redis-capacity.sh");
+    let out = cmd.output().unwrap_or_else(|e| panic!("run {script}: {e}"));
     let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
     assert!(
         out.status.success(),
-        "scripts/redis-capacity.sh failed ({}):\n{stdout}\n{}",
+        "{script} failed ({}):\n{stdout}\n{}",
         out.status,
         String::from_utf8_lossy(&out.stderr)
     );
@@ -253,25 +258,17 @@ fn redis_capacity_measures_several_builds_in_one_pass() {
 /// calendar, measured in one pass against one Redis beside the reference pair.
 #[test]
 fn calendar_cost_measures_calendar_and_plain_days_in_one_pass() {
-    let mut cmd = Command::new(root().join("scripts/calendar-cost.sh"));
-    cmd.env("LOADGEN", loadgen())
-        .env("SLUICE", env!("CARGO_BIN_EXE_sluice"))
-        .env("DESCRIPTORS", "1")
-        .env("N", "20")
-        .env("REPEAT", "1")
-        .env("BENCH_N", "2000")
-        .env("TIMEOUT", "2s")
-        .env("CONNECTIONS", "1")
-        .env("CONCURRENCY", "4")
-        .env("FORMAT", "md")
-        .env("CALLGRIND", "0");
-    let out = cmd.output().expect("run scripts/calendar-cost.sh");
-    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
-    assert!(
-        out.status.success(),
-        "scripts/calendar-cost.sh failed ({}):\n{stdout}\n{}",
-        out.status,
-        String::from_utf8_lossy(&out.stderr)
+    // Its own rules (ALGOS unset) beside the reference pair.
+    let stdout = tiny(
+        "scripts/calendar-cost.sh",
+        &[
+            ("SLUICE", env!("CARGO_BIN_EXE_sluice").to_owned()),
+            ("ALGOS", String::new()),
+            ("BASELINES", "reference".to_owned()),
+            ("DESCRIPTORS", "1".to_owned()),
+            ("N", "20".to_owned()),
+            ("REPEAT", "1".to_owned()),
+        ],
     );
     let rows = first_table(&stdout);
     for rule in [

@@ -77,6 +77,23 @@ pub fn local_config(server: &RedisServer) -> RedisConfig {
     }
 }
 
+/// A store on `cluster` in local time mode, on a clock at real time (so TTLs hold), connected.
+pub async fn cluster_store(cluster: &crate::support::redis::RedisCluster) -> RedisStore {
+    let cfg = RedisConfig {
+        cluster_nodes: cluster.urls(),
+        time_source: TimeSource::Local,
+        ttl_slack_ms: Some(TEST_SLACK_MS),
+        request_timeout: Duration::from_secs(2),
+        ..RedisConfig::default()
+    };
+    let store = RedisStore::new(cfg, Arc::new(ManualClock::starting_now())).expect("config");
+    assert!(
+        store.wait_ready(Duration::from_secs(20)).await,
+        "cluster connected"
+    );
+    store
+}
+
 /// A server, a manual clock at [`t0`] and a connected store in local time mode.
 pub struct Env {
     pub server: RedisServer,

@@ -142,18 +142,7 @@ async fn a_clock_a_period_or_more_away_is_refused() {
 #[tokio::test]
 async fn cluster_counts_calendar_months_and_big_budgets_on_every_slot() {
     let cluster = RedisCluster::start(3);
-    let cfg = RedisConfig {
-        cluster_nodes: cluster.urls(),
-        time_source: TimeSource::Local,
-        ttl_slack_ms: Some(super::TEST_SLACK_MS),
-        request_timeout: Duration::from_secs(2),
-        ..RedisConfig::default()
-    };
-    let store = RedisStore::new(cfg, Arc::new(ManualClock::starting_now())).expect("config");
-    assert!(
-        store.wait_ready(Duration::from_secs(20)).await,
-        "cluster connected"
-    );
+    let store = super::cluster_store(&cluster).await;
     const BUDGET: u64 = 30_000_000_000;
     let month = LimitSpec {
         calendar: Some(Calendar::new("Asia/Kolkata").expect("zone")),

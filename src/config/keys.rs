@@ -118,29 +118,24 @@ impl Level {
     }
 }
 
+/// Every level's keys (a `replaces` entry's `name` is a rate limit's too).
+const ALL_KEYS: [&[&str]; 5] = [
+    ROOT_KEYS,
+    DESCRIPTOR_KEYS,
+    RATE_LIMIT_KEYS,
+    RESPONSE_KEYS,
+    CALENDAR_KEYS,
+];
+
 /// The schema's own spelling of a known key (document paths hold `&'static str`).
 pub(super) fn static_key(key: &str) -> Option<&'static str> {
-    [
-        ROOT_KEYS,
-        DESCRIPTOR_KEYS,
-        RATE_LIMIT_KEYS,
-        RESPONSE_KEYS,
-        CALENDAR_KEYS,
-    ]
-    .iter()
-    .find_map(|set| set.iter().find(|k| **k == key).copied())
+    ALL_KEYS
+        .iter()
+        .find_map(|set| set.iter().find(|k| **k == key).copied())
 }
 
 fn known(key: &str) -> bool {
-    [
-        ROOT_KEYS,
-        DESCRIPTOR_KEYS,
-        RATE_LIMIT_KEYS,
-        RESPONSE_KEYS,
-        CALENDAR_KEYS,
-    ]
-    .iter()
-    .any(|set| set.contains(&key))
+    ALL_KEYS.iter().any(|set| set.contains(&key))
 }
 
 /// Where a known key belongs, for the wrong-level message.

@@ -382,11 +382,24 @@ impl Fields for RawCalendar {
         map: &mut A,
         ctx: &Ctx,
     ) -> Result<(), A::Error> {
-        match key {
-            "time_zone" => self.time_zone = field(map, ctx, Str, key, STRING)?,
-            _ => skip(map)?,
-        }
+        one_string(&mut self.time_zone, "time_zone", key, map, ctx)
+    }
+}
+
+/// A map whose one field is the string `name` (a `calendar`, a `replaces` entry): its value
+/// into `value` when `key` is it.
+fn one_string<'de, A: MapAccess<'de>>(
+    value: &mut String,
+    name: &str,
+    key: &str,
+    map: &mut A,
+    ctx: &Ctx,
+) -> Result<(), A::Error> {
+    if key == name {
+        *value = field(map, ctx, Str, key, STRING)?;
         Ok(())
+    } else {
+        skip(map)
     }
 }
 
@@ -401,11 +414,7 @@ impl Fields for Replace {
         map: &mut A,
         ctx: &Ctx,
     ) -> Result<(), A::Error> {
-        match key {
-            "name" => self.0 = field(map, ctx, Str, key, STRING)?,
-            _ => skip(map)?,
-        }
-        Ok(())
+        one_string(&mut self.0, "name", key, map, ctx)
     }
 }
 

@@ -17,13 +17,29 @@
 -- holds one field. main.lua's fast path does this for a charged hit; the functions below
 -- serve every other check (peek, refund, penalty, several limits, stop-increment): they
 -- read the whole hash (HGETALL: one field, two after a window change) and write the count.
-local fw_load, fw_write
+local fw_load, fw_write, fw_end
 if USES[1] then
+  -- The end of the window starting at ws, a later one than the window at now (ws_now ..
+  -- we_now: the clock went backwards): one window on, or for a calendar the boundary after
+  -- ws, one period of the current length on when ws is none of them.
+  fw_end = function(cal, ws, ws_now, we_now)
+    if cal then
+      for j = 2, 5 do
+        if cal[j] == ws then
+          return cal[j + 1]
+        end
+      end
+    end
+    return ws + (we_now - ws_now)
+  end
+
   -- Sets l.ws, l.we, l.u; l.has: the key holds a field for l.ws; l.h: the hash as read.
   -- Caches on l for the call, for the window at now (l.cws, ending at l.cwe): its field name
   -- l.wsf and expiry l.x (xb + the TTL: xb = now with Redis TIME, where expiries are
   -- absolute, PEXPIREAT; else 0).
-  fw_load = function(l, now, slack, xb)
+  -- (fw_end comes as an argument: a function of the chunk that the loader captured would
+  -- be an upvalue, see "Cost" in header.lua.)
+  fw_load = function(l, now, slack, xb, fw_end)
     local W, cal = l.W, l.cal
     local ws_now, we_now
     if cal then
@@ -48,16 +64,7 @@ if USES[1] then
     end
     local we = we_now
     if ws ~= ws_now then
-      -- A later window (the clock went backwards): its end. A calendar's is the boundary
-      -- after it, or one period of the current length on when it is beyond them.
-      we = ws + (we_now - ws_now)
-      if cal then
-        for j = 2, 5 do
-          if cal[j] == ws then
-            we = cal[j + 1]
-          end
-        end
-      end
+      we = fw_end(cal, ws, ws_now, we_now)
     end
     l.ws, l.we, l.u, l.has, l.h = ws, we, c, has, h
   end

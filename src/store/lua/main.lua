@@ -140,18 +140,10 @@ for pass = first_pass, 2 do
             end
           end
           if latest > fws then
-            -- The clock went backwards: the later window is charged instead (its end as
-            -- fixed_window.lua's fw_load finds it).
+            -- The clock went backwards: the later window is charged instead.
             call('HDEL', key, fwf)
             ws = latest
-            we = ws + (fwe - fws)
-            if cal then
-              for j = 2, 5 do
-                if cal[j] == ws then
-                  we = cal[j + 1]
-                end
-              end
-            end
+            we = fw_end(cal, ws, fws, fwe)
             v = call('HINCRBY', key, f, fnv)
           else
             for i = 1, #h, 2 do
@@ -195,7 +187,7 @@ for pass = first_pass, 2 do
       local code, W, C, R = l.code, l.W, l.C, l.R
       -- 1. Load.
       if code == 1 then
-        fw_load(l, now, slack, XB)
+        fw_load(l, now, slack, XB, fw_end)
       elseif code == 2 then
         sw_load(l, now)
       elseif code == 3 then
@@ -284,7 +276,7 @@ for pass = first_pass, 2 do
         end
         local code = l.code
         if code == 1 then
-          fw_load(l, now, slack, XB)
+          fw_load(l, now, slack, XB, fw_end)
         elseif code == 2 then
           sw_load(l, now)
         elseif code == 3 then
