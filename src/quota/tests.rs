@@ -67,16 +67,31 @@ fn the_first_share_is_the_floor_and_the_others_make_room() {
         demand: 1_000,
         assigned: 0,
     };
-    // floor 1, rest 100 - 4 = 96, 3 000 of 6 000.
-    assert_eq!(share(100, mixed, Some(3_000), 0), 1 + 48);
+    // floor 1 kept free, 3 000 of 6 000 of the 99 left.
+    assert_eq!(share(100, mixed, Some(3_000), 0), 49);
 }
 
 #[test]
 fn shares_follow_demand_three_to_one() {
     let a = share(100, others(1, 1_000, 25), Some(3_000), 0);
     let b = share(100, others(1, 3_000, a), Some(1_000), 0);
-    assert_eq!((a, b), (73, 25));
+    // 99 not kept free, split 3:1 (rounded down).
+    assert_eq!((a, b), (74, 24));
     assert!(a + b <= 100);
+}
+
+#[test]
+fn the_floor_is_a_minimum_not_an_addend() {
+    // At a 5 % floor, demands of 3:1 still get 3:1 of what is not kept free (95).
+    let five = Policy {
+        min_share_ppm: 50_000,
+        ..P
+    };
+    let a = settle(100, others(1, 1_000, 0), Some(3_000), 0, five).share;
+    let b = settle(100, others(1, 3_000, a), Some(1_000), 0, five).share;
+    assert_eq!((a, b), (71, 23));
+    // A quiet one is raised to the floor.
+    assert_eq!(settle(100, others(1, 100_000, 0), Some(1), 0, five).share, 5);
 }
 
 #[test]
@@ -90,9 +105,9 @@ fn never_more_than_what_the_others_leave() {
 
 #[test]
 fn small_changes_keep_the_held_share() {
-    // Target 73; 70 held is within 10 %: kept. 60 held is not: replaced.
+    // Target 74; 70 held is within 10 %: kept. 60 held is not: replaced.
     assert_eq!(share(100, others(1, 1_000, 25), Some(3_000), 70), 70);
-    assert_eq!(share(100, others(1, 1_000, 25), Some(3_000), 60), 73);
+    assert_eq!(share(100, others(1, 1_000, 25), Some(3_000), 60), 74);
     // Held above what the others leave: replaced even within the threshold.
     assert_eq!(share(100, others(1, 1_000, 35), Some(3_000), 70), 65);
 }
