@@ -91,7 +91,10 @@ fn the_floor_is_a_minimum_not_an_addend() {
     let b = settle(100, others(1, 3_000, a), Some(1_000), 0, five).share;
     assert_eq!((a, b), (71, 23));
     // A quiet one is raised to the floor.
-    assert_eq!(settle(100, others(1, 100_000, 0), Some(1), 0, five).share, 5);
+    assert_eq!(
+        settle(100, others(1, 100_000, 0), Some(1), 0, five).share,
+        5
+    );
 }
 
 #[test]
