@@ -12,6 +12,7 @@ mod llm_tokens;
 mod metadata;
 mod reference_suite;
 mod responses;
+mod rlqs;
 mod rls;
 mod rolling_restart;
 mod shadow;

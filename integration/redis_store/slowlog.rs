@@ -224,9 +224,7 @@ fn rlqs_reports(n: usize, seed: u128) -> Vec<QuotaReport> {
         .map(|i| QuotaReport {
             bucket: StateTag((seed << 64) + i as u128),
             limit: 1000,
-            window_ms: 60_000,
-            allowed: 3,
-            demand: 1_500,
+            demand: Some(1_500),
             held: 0,
         })
         .collect()
