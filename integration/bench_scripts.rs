@@ -3,7 +3,8 @@
 //! mode against the debug binaries: its own redis-server on a free port, sluice, the load
 //! generator and redis-benchmark, with every column it reports filled; so does
 //! `scripts/overload.sh` (RELIABILITY.md's overload table), unconfined, and
-//! `scripts/cpu-compare.sh` (sluice beside the gRPC floor, examples/floor.rs). Speeds are not
+//! `scripts/cpu-compare.sh` (sluice beside the gRPC floor, examples/floor.rs), and
+//! `scripts/calendar-cost.sh` (calendar windows beside plain ones). Speeds are not
 //! asserted (they are what the scripts measure); the counts that do not depend on speed are.
 
 use std::collections::HashMap;
@@ -118,7 +119,12 @@ fn number(row: &HashMap<String, String>, column: &str) -> f64 {
 /// of hundreds of ms) never has a call queued and refused; these tests count calls, not
 /// capacity.
 fn capacity(env: &[(&str, String)]) -> String {
-    let mut cmd = Command::new(root().join("scripts/redis-capacity.sh"));
+    tiny("scripts/redis-capacity.sh", env)
+}
+
+/// [`capacity`]'s tiny run of `script` (`scripts/redis-capacity.sh` or a script over it).
+fn tiny(script: &str, env: &[(&str, String)]) -> String {
+    let mut cmd = Command::new(root().join(script));
     cmd.env("LOADGEN", loadgen())
         .env("ALGOS", "fixed_window")
         .env("BENCH_N", "2000")
@@ -130,11 +136,11 @@ fn capacity(env: &[(&str, String)]) -> String {
     for (k, v) in env {
         cmd.env(k, v);
     }
-    let out = cmd.output().expect("run scripts/redis-capacity.sh");
+    let out = cmd.output().unwrap_or_else(|e| panic!("run {script}: {e}"));
     let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
     assert!(
         out.status.success(),
-        "scripts/redis-capacity.sh failed ({}):\n{stdout}\n{}",
+        "{script} failed ({}):\n{stdout}\n{}",
         out.status,
         String::from_utf8_lossy(&out.stderr)
     );
@@ -246,6 +252,44 @@ fn redis_capacity_measures_several_builds_in_one_pass() {
             "no ratio row for {label}: {stdout}"
         );
     }
+}
+
+/// `scripts/calendar-cost.sh` (BENCHMARKS.md's calendar rows): the four day rules, plain and
+/// calendar, measured in one pass against one Redis beside the reference pair.
+#[test]
+fn calendar_cost_measures_calendar_and_plain_days_in_one_pass() {
+    // Its own rules (ALGOS unset) beside the reference pair.
+    let stdout = tiny(
+        "scripts/calendar-cost.sh",
+        &[
+            ("SLUICE", env!("CARGO_BIN_EXE_sluice").to_owned()),
+            ("ALGOS", String::new()),
+            ("BASELINES", "reference".to_owned()),
+            ("DESCRIPTORS", "1".to_owned()),
+            ("N", "20".to_owned()),
+            ("REPEAT", "1".to_owned()),
+        ],
+    );
+    let rows = first_table(&stdout);
+    for rule in [
+        "fixed_window_day",
+        "fixed_window_calendar",
+        "sliding_window_day",
+        "sliding_window_calendar",
+    ] {
+        let row = &rows[&format!("{rule} 1")];
+        assert_eq!(number(row, "errors"), 0.0, "{stdout}");
+        let scripts = number(row, "script calls/req");
+        assert!(scripts > 0.0 && scripts <= 1.0, "{rule}: {stdout}");
+        assert!(
+            number(row, "Redis CPU µs/check (INFO cpu)") > 0.0,
+            "{rule}: {stdout}"
+        );
+    }
+    assert!(
+        rows.contains_key("reference: INCRBY + EXPIRE, -P 16 –"),
+        "{stdout}"
+    );
 }
 
 /// `scripts/overload.sh` end to end in a tiny mode: every setup (memory, strict Redis, Redis

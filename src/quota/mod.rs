@@ -64,7 +64,7 @@ impl Quota {
         match tightest {
             Some(l) if l.requests_per_unit == 0 => Quota::DenyAll,
             Some(l) => Quota::Shared {
-                limit: u64::from(l.requests_per_unit),
+                limit: l.requests_per_unit,
                 window_ms: l.window_ms().max(1),
             },
             None => Quota::AllowAll,

@@ -131,7 +131,19 @@ fn sum_never_exceeds_the_limit() {
         Some(0),
         Some(42),
     ];
-    for limit in [0u64, 1, 2, 3, 10, 100, 1_000, 4_294_967_295] {
+    for limit in [
+        0u64,
+        1,
+        2,
+        3,
+        10,
+        100,
+        1_000,
+        4_294_967_295,
+        30_000_000_000,
+        (1 << 53) - 1,
+        1 << 53,
+    ] {
         let mut held = vec![0u64; demands.len()];
         for round in 0..4 {
             for i in 0..demands.len() {
@@ -234,5 +246,41 @@ fn decisions() {
     assert_eq!(
         decide(Quota::DenyAll, None, 9).assignment,
         Assignment::DenyAll
+    );
+}
+
+#[test]
+fn a_share_past_2_to_the_32_is_sent_as_envoys_largest_bucket() {
+    // Envoy's TokenBucket counts in uint32s: a share of a 30-billion budget is sent as
+    // 4294967295 tokens per fill (fewer than granted, never more).
+    let q = Quota::of_rule(
+        &[LimitSpec::fixed_window(30_000_000_000, Unit::Month)],
+        false,
+        false,
+    );
+    assert_eq!(
+        q,
+        Quota::Shared {
+            limit: 30_000_000_000,
+            window_ms: 2_592_000_000
+        }
+    );
+    let share = settle(30_000_000_000, Others::default(), Some(1_000), 0, P).share;
+    assert!(
+        share > u64::from(u32::MAX) && share <= 30_000_000_000,
+        "{share}"
+    );
+    let g = Grant {
+        share,
+        subscribers: 1,
+        pending: false,
+    };
+    assert_eq!(
+        decide(q, Some(&g), 60_000).assignment,
+        Assignment::TokenBucket {
+            tokens: u32::MAX,
+            burst: 1_658,
+            fill_interval_ms: 2_592_000_000
+        }
     );
 }
