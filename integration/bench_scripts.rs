@@ -3,9 +3,10 @@
 //! capacity table) runs end to end in a tiny mode against the debug binaries: its own
 //! redis-server on a free port, sluice, the load generator and redis-benchmark, with every
 //! column it reports filled; so do `scripts/overload.sh` (RELIABILITY.md's overload table),
-//! unconfined, `scripts/cpu-compare.sh` (sluice beside the gRPC floor, examples/floor.rs), and
-//! the two through a real Envoy and h2load: `scripts/envoy-overhead.sh` (what a check adds to
-//! a request) and `scripts/envoy-overload.sh` (overload through Envoy). Speeds are not
+//! unconfined, `scripts/cpu-compare.sh` (sluice beside the gRPC floor, examples/floor.rs),
+//! `scripts/calendar-cost.sh` (calendar windows beside plain ones), and the two through a real
+//! Envoy and h2load: `scripts/envoy-overhead.sh` (what a check adds to a request) and
+//! `scripts/envoy-overload.sh` (overload through Envoy). Speeds are not
 //! asserted (they are what the scripts measure); the counts that do not depend on speed are.
 
 use std::collections::HashMap;
@@ -81,16 +82,14 @@ fn example(name: &str) -> PathBuf {
     exe
 }
 
-/// Run `cmd`, a script under `scripts/` named `script`; its stdout, after checking that it
-/// succeeded (its stdout and stderr in the panic message when not).
+/// Run `cmd`, the script at `script` (its path from the repository's root); its stdout, after
+/// checking that it succeeded (its stdout and stderr in the panic message when not).
 fn succeed(script: &str, cmd: &mut Command) -> String {
-    let out = cmd
-        .output()
-        .unwrap_or_else(|e| panic!("run scripts/{script}: {e}"));
+    let out = cmd.output().unwrap_or_else(|e| panic!("run {script}: {e}"));
     let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
     assert!(
         out.status.success(),
-        "scripts/{script} failed ({}):\n{stdout}\n{}",
+        "{script} failed ({}):\n{stdout}\n{}",
         out.status,
         String::from_utf8_lossy(&out.stderr)
     );
@@ -138,7 +137,12 @@ fn number(row: &HashMap<String, String>, column: &str) -> f64 {
 /// of hundreds of ms) never has a call queued and refused; these tests count calls, not
 /// capacity.
 fn capacity(env: &[(&str, String)]) -> String {
-    let mut cmd = Command::new(root().join("scripts/redis-capacity.sh"));
+    tiny("scripts/redis-capacity.sh", env)
+}
+
+/// [`capacity`]'s tiny run of `script` (`scripts/redis-capacity.sh` or a script over it).
+fn tiny(script: &str, env: &[(&str, String)]) -> String {
+    let mut cmd = Command::new(root().join(script));
     cmd.env("LOADGEN", loadgen())
         .env("ALGOS", "fixed_window")
         .env("BENCH_N", "2000")
@@ -150,7 +154,7 @@ fn capacity(env: &[(&str, String)]) -> String {
     for (k, v) in env {
         cmd.env(k, v);
     }
-    succeed("redis-capacity.sh", &mut cmd)
+    succeed(script, &mut cmd)
 }
 
 #[test]
@@ -260,6 +264,44 @@ fn redis_capacity_measures_several_builds_in_one_pass() {
     }
 }
 
+/// `scripts/calendar-cost.sh` (BENCHMARKS.md's calendar rows): the four day rules, plain and
+/// calendar, measured in one pass against one Redis beside the reference pair.
+#[test]
+fn calendar_cost_measures_calendar_and_plain_days_in_one_pass() {
+    // Its own rules (ALGOS unset) beside the reference pair.
+    let stdout = tiny(
+        "scripts/calendar-cost.sh",
+        &[
+            ("SLUICE", env!("CARGO_BIN_EXE_sluice").to_owned()),
+            ("ALGOS", String::new()),
+            ("BASELINES", "reference".to_owned()),
+            ("DESCRIPTORS", "1".to_owned()),
+            ("N", "20".to_owned()),
+            ("REPEAT", "1".to_owned()),
+        ],
+    );
+    let rows = first_table(&stdout);
+    for rule in [
+        "fixed_window_day",
+        "fixed_window_calendar",
+        "sliding_window_day",
+        "sliding_window_calendar",
+    ] {
+        let row = &rows[&format!("{rule} 1")];
+        assert_eq!(number(row, "errors"), 0.0, "{stdout}");
+        let scripts = number(row, "script calls/req");
+        assert!(scripts > 0.0 && scripts <= 1.0, "{rule}: {stdout}");
+        assert!(
+            number(row, "Redis CPU µs/check (INFO cpu)") > 0.0,
+            "{rule}: {stdout}"
+        );
+    }
+    assert!(
+        rows.contains_key("reference: INCRBY + EXPIRE, -P 16 –"),
+        "{stdout}"
+    );
+}
+
 /// `scripts/overload.sh` end to end in a tiny mode: every setup (memory, strict Redis, Redis
 /// with the local fallback), its capacity then 1× and 2× of it, against the debug binaries,
 /// unconfined (no CPU quota or pinning: the suite need not run as root). Speeds are not
@@ -267,7 +309,7 @@ fn redis_capacity_measures_several_builds_in_one_pass() {
 #[test]
 fn overload_runs_every_setup_and_prints_its_tables() {
     let stdout = succeed(
-        "overload.sh",
+        "scripts/overload.sh",
         Command::new(root().join("scripts/overload.sh"))
             .env("SLUICE", env!("CARGO_BIN_EXE_sluice"))
             .env("LOADGEN", loadgen())
@@ -317,7 +359,7 @@ fn overload_runs_every_setup_and_prints_its_tables() {
 #[test]
 fn cpu_compare_runs_sluice_and_the_floor_interleaved() {
     let stdout = succeed(
-        "cpu-compare.sh",
+        "scripts/cpu-compare.sh",
         Command::new(root().join("scripts/cpu-compare.sh"))
             .env("SLUICE", env!("CARGO_BIN_EXE_sluice"))
             .env("FLOOR", example("floor"))
@@ -372,7 +414,7 @@ fn num(cell: &str, row: &[String], stdout: &str) -> f64 {
 /// Run one of the Envoy scripts with `env` (the suite's Envoy, the debug sluice, no pinning);
 /// its stdout, after checking that it succeeded.
 fn envoy_script(script: &str, env: &[(&str, String)]) -> String {
-    let mut cmd = Command::new(root().join("scripts").join(script));
+    let mut cmd = Command::new(root().join(script));
     cmd.env("ENVOY_BIN", crate::support::envoy::envoy_bin())
         .env("SLUICE", env!("CARGO_BIN_EXE_sluice"))
         .env("PIN", "0");
@@ -391,7 +433,7 @@ fn envoy_script(script: &str, env: &[(&str, String)]) -> String {
 #[test]
 fn envoy_overhead_runs_no_filter_and_sluice_through_one_envoy() {
     let stdout = envoy_script(
-        "envoy-overhead.sh",
+        "scripts/envoy-overhead.sh",
         &[
             ("ROUNDS", "1".to_owned()),
             ("RATE", "20".to_owned()),
@@ -472,7 +514,7 @@ fn envoy_overhead_runs_no_filter_and_sluice_through_one_envoy() {
 #[test]
 fn envoy_overload_runs_both_settings_and_prints_its_tables() {
     let stdout = envoy_script(
-        "envoy-overload.sh",
+        "scripts/envoy-overload.sh",
         &[
             ("LOADGEN", loadgen().display().to_string()),
             ("SETUPS", "memory redis".to_owned()),

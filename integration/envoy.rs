@@ -8,6 +8,7 @@ mod examples;
 mod failure;
 mod headers;
 mod health;
+mod llm_tokens;
 mod metadata;
 mod reference_suite;
 mod responses;

@@ -36,6 +36,9 @@ async fn the_script_and_the_memory_store_agree() {
         (StateTag(1), 100u64),
         (StateTag(2), 7),
         (StateTag(3), 4_000_000_000),
+        // Budgets past 2^32, to 2^53: the same shares on both.
+        (StateTag(4), 30_000_000_000),
+        (StateTag(5), 1 << 53),
     ];
     let policy = Policy::new(0.05, 0.1);
     let mut held: HashMap<(usize, usize), u64> = HashMap::new();

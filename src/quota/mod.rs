@@ -8,15 +8,17 @@
 //! because Envoy's token bucket is one: a re-split takes effect the moment the Envoy gets
 //! it, and nobody holds a window's budget it could spend at once.
 //!
-//! - a **floor** of `min_share × limit` (rounded up) for everyone (at most
-//!   `limit / (n + 1)`), so a quiet Envoy can still start; one floor is always kept free,
-//!   so a newcomer gets at least the floor at once;
+//! - a **floor** of `min_share × limit` (rounded up, at most `limit / (n + 1)`): the least
+//!   anyone gets, so a quiet Envoy can still start; one floor is always kept free, so a
+//!   newcomer gets at least the floor at once;
 //! - the **first share is the floor**: a subscriber whose demand is not known yet (Envoy's
 //!   first report of a bucket, sent at its first request, covers no time) gets the floor,
 //!   and the others count it at their mean demand, leaving room for it. So the first
 //!   Envoy of a bucket cannot take the whole limit before the second one's demand is
 //!   known, and Envoys that start together start equal;
-//! - the rest split **in proportion to demand** (equally when nobody reports any);
+//! - the rest split **in proportion to demand** (equally when nobody reports any), each
+//!   share raised to the floor where demand gives less: a minimum, not an addend, so
+//!   demands of 3:1 get shares of 3:1 whatever the floor;
 //! - **capped** by what the other subscribers currently hold: `limit − Σ others`, so the
 //!   shares outstanding never add up to more than the limit, whatever order the reports
 //!   arrive in, on whichever replica;
@@ -62,7 +64,7 @@ impl Quota {
         match tightest {
             Some(l) if l.requests_per_unit == 0 => Quota::DenyAll,
             Some(l) => Quota::Shared {
-                limit: u64::from(l.requests_per_unit),
+                limit: l.requests_per_unit,
                 window_ms: l.window_ms().max(1),
             },
             None => Quota::AllowAll,
@@ -124,7 +126,8 @@ pub fn settle(
     let floor = (l * policy.min_share_ppm as f64 / 1e6)
         .ceil()
         .min((l / (n + 1.0)).floor());
-    let rest = l - (n + 1.0) * floor;
+    // One floor kept free for a newcomer; the rest split by demand.
+    let available = l - floor;
     let target = match my_demand {
         None => floor,
         Some(my) => {
@@ -132,11 +135,12 @@ pub fn settle(
             let known = others.count.saturating_sub(others.unknown) as f64 + 1.0;
             let mean = (others.demand as f64 + my as f64) / known;
             let total = others.demand as f64 + my as f64 + others.unknown as f64 * mean;
-            if total > 0.0 {
-                floor + (rest * (my as f64 / total)).floor()
+            let by_demand = if total > 0.0 {
+                (available * (my as f64 / total)).floor()
             } else {
-                floor + (rest / n).floor()
-            }
+                (available / n).floor()
+            };
+            by_demand.max(floor)
         }
     };
     let cap = (l - others.assigned as f64).max(0.0);

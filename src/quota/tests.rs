@@ -67,16 +67,34 @@ fn the_first_share_is_the_floor_and_the_others_make_room() {
         demand: 1_000,
         assigned: 0,
     };
-    // floor 1, rest 100 - 4 = 96, 3 000 of 6 000.
-    assert_eq!(share(100, mixed, Some(3_000), 0), 1 + 48);
+    // floor 1 kept free, 3 000 of 6 000 of the 99 left.
+    assert_eq!(share(100, mixed, Some(3_000), 0), 49);
 }
 
 #[test]
 fn shares_follow_demand_three_to_one() {
     let a = share(100, others(1, 1_000, 25), Some(3_000), 0);
     let b = share(100, others(1, 3_000, a), Some(1_000), 0);
-    assert_eq!((a, b), (73, 25));
+    // 99 not kept free, split 3:1 (rounded down).
+    assert_eq!((a, b), (74, 24));
     assert!(a + b <= 100);
+}
+
+#[test]
+fn the_floor_is_a_minimum_not_an_addend() {
+    // At a 5 % floor, demands of 3:1 still get 3:1 of what is not kept free (95).
+    let five = Policy {
+        min_share_ppm: 50_000,
+        ..P
+    };
+    let a = settle(100, others(1, 1_000, 0), Some(3_000), 0, five).share;
+    let b = settle(100, others(1, 3_000, a), Some(1_000), 0, five).share;
+    assert_eq!((a, b), (71, 23));
+    // A quiet one is raised to the floor.
+    assert_eq!(
+        settle(100, others(1, 100_000, 0), Some(1), 0, five).share,
+        5
+    );
 }
 
 #[test]
@@ -90,9 +108,9 @@ fn never_more_than_what_the_others_leave() {
 
 #[test]
 fn small_changes_keep_the_held_share() {
-    // Target 73; 70 held is within 10 %: kept. 60 held is not: replaced.
+    // Target 74; 70 held is within 10 %: kept. 60 held is not: replaced.
     assert_eq!(share(100, others(1, 1_000, 25), Some(3_000), 70), 70);
-    assert_eq!(share(100, others(1, 1_000, 25), Some(3_000), 60), 73);
+    assert_eq!(share(100, others(1, 1_000, 25), Some(3_000), 60), 74);
     // Held above what the others leave: replaced even within the threshold.
     assert_eq!(share(100, others(1, 1_000, 35), Some(3_000), 70), 65);
 }
@@ -113,7 +131,19 @@ fn sum_never_exceeds_the_limit() {
         Some(0),
         Some(42),
     ];
-    for limit in [0u64, 1, 2, 3, 10, 100, 1_000, 4_294_967_295] {
+    for limit in [
+        0u64,
+        1,
+        2,
+        3,
+        10,
+        100,
+        1_000,
+        4_294_967_295,
+        30_000_000_000,
+        (1 << 53) - 1,
+        1 << 53,
+    ] {
         let mut held = vec![0u64; demands.len()];
         for round in 0..4 {
             for i in 0..demands.len() {
@@ -216,5 +246,41 @@ fn decisions() {
     assert_eq!(
         decide(Quota::DenyAll, None, 9).assignment,
         Assignment::DenyAll
+    );
+}
+
+#[test]
+fn a_share_past_2_to_the_32_is_sent_as_envoys_largest_bucket() {
+    // Envoy's TokenBucket counts in uint32s: a share of a 30-billion budget is sent as
+    // 4294967295 tokens per fill (fewer than granted, never more).
+    let q = Quota::of_rule(
+        &[LimitSpec::fixed_window(30_000_000_000, Unit::Month)],
+        false,
+        false,
+    );
+    assert_eq!(
+        q,
+        Quota::Shared {
+            limit: 30_000_000_000,
+            window_ms: 2_592_000_000
+        }
+    );
+    let share = settle(30_000_000_000, Others::default(), Some(1_000), 0, P).share;
+    assert!(
+        share > u64::from(u32::MAX) && share <= 30_000_000_000,
+        "{share}"
+    );
+    let g = Grant {
+        share,
+        subscribers: 1,
+        pending: false,
+    };
+    assert_eq!(
+        decide(q, Some(&g), 60_000).assignment,
+        Assignment::TokenBucket {
+            tokens: u32::MAX,
+            burst: 1_658,
+            fill_interval_ms: 2_592_000_000
+        }
     );
 }

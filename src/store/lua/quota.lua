@@ -42,7 +42,7 @@ local WORK_PER_BUCKET = 16
 local function settle(l, count, unknown, odemand, oassigned, my, held)
   local n = count + 1
   local floor = math.min(math.ceil(l * min_ppm / 1e6), math.floor(l / (n + 1)))
-  local rest = l - (n + 1) * floor
+  local available = l - floor
   local target
   if my < 0 then
     target = floor
@@ -51,10 +51,11 @@ local function settle(l, count, unknown, odemand, oassigned, my, held)
     local mean = (odemand + my) / known
     local total = odemand + my + unknown * mean
     if total > 0 then
-      target = floor + math.floor(rest * (my / total))
+      target = math.floor(available * (my / total))
     else
-      target = floor + math.floor(rest / n)
+      target = math.floor(available / n)
     end
+    target = math.max(target, floor)
   end
   local cap = math.max(l - oassigned, 0)
   local waiting = my >= 0 and unknown > 0
