@@ -3,6 +3,7 @@
 # Integration tests start the real components they talk to; install the ones missing:
 #   redis-server, redis-sentinel  Redis (TLS built in), Sentinel failover tests
 #   redis-benchmark (redis-tools) scripts/redis-capacity.sh's smoke test (with curl)
+#   h2load (nghttp2-client)       the HTTP load of the Envoy benchmark scripts' smoke tests
 #   promtool (Debian prometheus)  alert rule unit tests, PromQL of every dashboard panel
 #   kubectl                       `kubectl kustomize` of every Kubernetes overlay
 #   kubernetes-validate (PyPI)    validates those renderings against Kubernetes' schemas
@@ -20,6 +21,7 @@ need() { command -v "$1" >/dev/null 2>&1 || missing="$missing $2"; }
 need redis-server redis-server
 need redis-sentinel redis-sentinel
 need redis-benchmark redis-tools
+need h2load nghttp2-client
 need curl curl
 need promtool prometheus
 need kubectl kubectl
@@ -50,6 +52,7 @@ if ! python3 -m pip show grpcio 2>/dev/null | grep -qx "Version: $GRPCIO_VERSION
     python3 -m pip install -q --disable-pip-version-check "grpcio==$GRPCIO_VERSION" </dev/null
 fi
 redis-server --version
+h2load --version
 promtool --version 2>&1 | sed -n 1p
 kubectl version --client 2>&1 | sed -n 1p
 echo "kubernetes-validate $(python3 -m kubernetes_validate --version)"

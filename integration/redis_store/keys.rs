@@ -10,7 +10,7 @@ use super::{Env, local_config, spec, tag};
 use crate::support::redis::{RedisServer, free_port};
 
 /// One limit of every algorithm, each with a penalty, on one descriptor.
-fn every_algorithm(rate: u32) -> Vec<LimitSpec> {
+fn every_algorithm(rate: u64) -> Vec<LimitSpec> {
     Algorithm::ALL
         .into_iter()
         .enumerate()

@@ -216,13 +216,16 @@ pub enum Keep {
 }
 
 /// When a fresh window of `l` would end, counted from `now` (fixed windows are
-/// epoch-aligned; the other algorithms are back to empty one window after their last hit).
+/// epoch-aligned, or calendar periods; the other algorithms are back to empty one window
+/// after their last hit: a calendar `sliding_window`, one period of the current length).
 fn reset_in(l: &LimitSpec, now: u64) -> u64 {
     let w = l.window_ms().max(1);
-    if l.algorithm == Algorithm::FixedWindow {
-        w - now % w
-    } else {
-        w
+    let fixed = l.algorithm == Algorithm::FixedWindow;
+    match l.periods(now).map(|p| p.period(now)) {
+        Some((_, end)) if fixed => end.saturating_sub(now).max(1),
+        Some((start, end)) => end.saturating_sub(start).max(1),
+        None if fixed => w - now % w,
+        None => w,
     }
 }
 

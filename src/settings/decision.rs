@@ -6,6 +6,7 @@ use super::decl::{RefVar, Setting};
 use super::declare::settings;
 use super::resolver::Value;
 use super::values::{number, one_of, positive, ratio, text};
+use crate::limit::MAX_BUDGET;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum HeaderStyle {
@@ -23,6 +24,17 @@ fn header_style(s: &str) -> Result<HeaderStyle, String> {
         ("ietf", HeaderStyle::Ietf),
     ];
     one_of(s, &names).ok_or_else(|| format!("'{s}' is not draft03 or ietf"))
+}
+
+/// `--max-hits-addend`: at most 2^53, the largest count every store keeps exact.
+fn hits_bound(s: &str) -> Result<u64, String> {
+    let n: u64 = number(s)?;
+    if n > MAX_BUDGET {
+        return Err(format!(
+            "must be at most {MAX_BUDGET} (2^53, the largest count every store keeps exact)"
+        ));
+    }
+    Ok(n)
 }
 
 settings! {
@@ -162,11 +174,11 @@ settings! {
         pub max_value_bytes: usize = setting(
             Setting::value("max-value-bytes", "BYTES", number).default("8192")
         ),
-        /// Largest hits_addend accepted (a request's cost)
+        /// Largest hits_addend accepted (a request's cost), at most 2^53
         pub max_hits_addend: u64 = setting(
-            Setting::value("max-hits-addend", "N", number)
-                .default("1000000000")
-                .shown_default("10⁹")
+            Setting::value("max-hits-addend", "N", hits_bound)
+                .default("9007199254740992")
+                .shown_default("2^53")
         ),
         /// Largest gRPC request message, in bytes; a larger one is refused with
         /// RESOURCE_EXHAUSTED

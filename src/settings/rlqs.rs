@@ -34,8 +34,8 @@ settings! {
         pub abandon_after: Duration = setting(
             Setting::value("rlqs-abandon-after", "DURATION", positive_duration).default("5m")
         ),
-        /// RLQS: fraction of a limit every subscriber gets whatever its demand, so a quiet
-        /// Envoy can start (0 to 0.5)
+        /// RLQS: the least fraction of a limit a subscriber gets, whatever its demand, so a
+        /// quiet Envoy can start; all a new one gets until its demand is known (0 to 0.5)
         pub min_share: f64 = setting(
             Setting::value("rlqs-min-share", "RATIO", min_share).default("0.05")
         ),

@@ -87,7 +87,9 @@ fn descriptor(d: RateLimitDescriptor) -> RawDescriptor {
 
 fn limit(p: RateLimitPolicy) -> RawLimit {
     RawLimit {
-        requests_per_unit: p.requests_per_unit,
+        // A uint32 in their proto: xDS budgets stop at 4294967295, and the proto has no
+        // field for a calendar (docs/how-to/rules-over-xds.md).
+        requests_per_unit: u64::from(p.requests_per_unit),
         // Their conversion: the enum's name (`UNKNOWN` is then no unit), or the number for
         // a value this build does not know, which the validator rejects by name.
         unit: RateLimitUnit::try_from(p.unit)

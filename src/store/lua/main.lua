@@ -3,7 +3,9 @@
 -- header.lua.
 --
 -- Usage u is what every decision reads: the counting algorithms (codes below LEVEL) count requests,
---   fits: u + n <= C    remaining: max(0, C - u)    used_before: u
+--   fits: n <= C - u    remaining: max(0, C - u)    used_before: u
+-- (n <= C - u, not u + n <= C: with u and C up to 2^53, u + n may round down to C in a
+-- double, e.g. 2^53 + 1; C - u is exact, and a cost above 2^53 arrives as 2^54)
 -- and the buckets (codes from LEVEL) hold a scaled level in [0, L] (one request = W units, R units/ms),
 --   fits: n <= C and n*W <= Cs - u    remaining: floor(max(0, Cs - u) / W)
 --   charge: u = min(u + n*W, L)    refund: u = max(0, u - n*W)    used_before: ceil(u / W)
@@ -52,13 +54,15 @@ local function bind(i, p)
   if not l then
     l = {
       b = 0, code = 0, W = 0, C = 0, R = 0, B = 0, od = false, pen = 0, Cs = 0, L = 0,
-      key = false, u = 0, lag = 0, ts = 0, cws = false, sa = false, st = false,
+      key = false, u = 0, lag = 0, ts = 0, cws = false, sa = false, st = false, cal = false,
     }
     POOL[i] = l
   end
   if l.b ~= p then
     local code, R, W, C = A[p + 1], A[p + 2], A[p + 3], A[p + 4]
     l.b, l.code, l.R, l.W, l.C, l.B, l.od, l.pen = p, code, R, W, C, A[p + 5], A[p + 6] == 1, A[p + 7]
+    local z = A[p + 8]
+    l.cal = z ~= 0 and CAL[p + z]
     if code >= LEVEL then
       l.Cs, l.L = C * W, min(EXACT, 4503599627370496 * R)
     end
@@ -68,9 +72,10 @@ local function bind(i, p)
   return l
 end
 
--- Path 1's fixed-window strings for the window of width fW at now (its field name and TTL)
--- and for the cost fn, formatted once per call whatever the number of checks.
-local fW, fws, fwf, fx, fn, fnv = false, 0, false, false, -1, false
+-- Path 1's fixed-window strings for the window of width fW (or of calendar fC) at now: its
+-- start fws, end fwe, field name and TTL, and for the cost fn, formatted once per call
+-- whatever the number of checks.
+local fW, fC, fws, fwe, fwf, fx, fn, fnv = false, false, 0, 0, false, false, -1, false
 local o -- the last value of out
 for pass = first_pass, 2 do
   local kx = 1 -- the next key
@@ -95,17 +100,24 @@ for pass = first_pass, 2 do
       -- window's first hit on the key one PEXPIRE ... NX, which sets the TTL unless the key
       -- had one, i.e. held another window's field (then resolved as fixed_window.lua says).
       -- n <= 2^52 keeps c + n exact in Lua's doubles up to the 2^53 saturation.
-      local W, C = A[b + 3], A[b + 4]
+      local W, C, z = A[b + 3], A[b + 4], A[b + 8]
+      local cal = z ~= 0 and CAL[b + z]
       local key = KEYS[kx]
       kx = kx + 1
-      if fW ~= W then
-        fW, fws = W, now - now % W
-        fwf, fx = fmt('%d', fws), fmt('%d', XB + max(1, fws + W - now + slack))
+      if fW ~= W or fC ~= cal then
+        fW, fC = W, cal
+        if cal then
+          fws, fwe = cal[2 + cal[7]], cal[3 + cal[7]]
+        else
+          fws = now - now % W
+          fwe = fws + W
+        end
+        fwf, fx = fmt('%d', fws), fmt('%d', XB + max(1, fwe - now + slack))
       end
       if fn ~= n then
         fn, fnv = n, fmt('%d', n)
       end
-      local ws, f = fws, fwf
+      local ws, we, f = fws, fwe, fwf
       local v = call('HINCRBY', key, f, fnv)
       if v == n then
         -- The field is new. Redis < 7 has no PEXPIRE ... NX: HLEN tells the same.
@@ -131,6 +143,7 @@ for pass = first_pass, 2 do
             -- The clock went backwards: the later window is charged instead.
             call('HDEL', key, fwf)
             ws = latest
+            we = fw_end(cal, ws, fws, fwe)
             v = call('HINCRBY', key, f, fnv)
           else
             for i = 1, #h, 2 do
@@ -152,8 +165,9 @@ for pass = first_pass, 2 do
         v = EXACT
         call('HSET', key, f, '9007199254740992')
       end
-      local ok = v <= C
-      local reset = ws + W - now
+      -- Decided on the count before the hit (exact), not on v, which saturates.
+      local ok = n <= C - c
+      local reset = we - now
       if ok then
         out[o + 1], out[o + 2], out[o + 3], out[o + 4] = 1, C - v, reset, -1
       else
@@ -173,7 +187,7 @@ for pass = first_pass, 2 do
       local code, W, C, R = l.code, l.W, l.C, l.R
       -- 1. Load.
       if code == FIXED_WINDOW then
-        fw_load(l, now, slack, XB)
+        fw_load(l, now, slack, XB, fw_end)
       elseif code == SLIDING_WINDOW then
         sw_load(l, now)
       elseif code == SLIDING_LOG then
@@ -191,7 +205,7 @@ for pass = first_pass, 2 do
       local used, ok
       -- 3. Decide.
       if code < LEVEL then
-        used, ok = u, u + n <= C
+        used, ok = u, n <= C - u
       elseif R == 0 then
         used, ok = 0, n == 0
       else
@@ -223,7 +237,7 @@ for pass = first_pass, 2 do
       -- 7. Report.
       local remaining, reset, retry = 0, 0, -1
       if code == FIXED_WINDOW then
-        reset = l.ws + W - now
+        reset = l.we - now
       elseif code < LEVEL then
         reset = l.reset
       elseif R > 0 then
@@ -253,7 +267,7 @@ for pass = first_pass, 2 do
       -- 1. Bind the pool to this check's limits and keys, load every limit's state, brought
       -- to now (reads only).
       for i = 1, k do
-        local l = bind(i, b + 7 * i - 7)
+        local l = bind(i, b + 8 * i - 8)
         l.key, l.u, l.lag, l.left, l.locked = KEYS[kx], 0, 0, false, false
         kx = kx + 1
         if l.pen > 0 then
@@ -262,7 +276,7 @@ for pass = first_pass, 2 do
         end
         local code = l.code
         if code == FIXED_WINDOW then
-          fw_load(l, now, slack, XB)
+          fw_load(l, now, slack, XB, fw_end)
         elseif code == SLIDING_WINDOW then
           sw_load(l, now)
         elseif code == SLIDING_LOG then
@@ -313,7 +327,7 @@ for pass = first_pass, 2 do
           if l.left then
             ok = false
           elseif l.code < LEVEL then
-            ok = l.u + n <= l.C
+            ok = n <= l.C - l.u
           elseif l.R == 0 then
             ok = n == 0
           else
@@ -378,7 +392,7 @@ for pass = first_pass, 2 do
           local code = l.code
           local remaining, reset, retry, penalized = 0, 0, -1, 0
           if code == FIXED_WINDOW then
-            reset = l.ws + l.W - now
+            reset = l.we - now
           elseif code < LEVEL then
             reset = l.reset
           elseif l.R > 0 then

@@ -65,7 +65,7 @@ impl Key {
             id: u64::from(id.algorithm.code())
                 | u64::from(id.buckets) << 16
                 | u64::from(id.slot) << 48,
-            window_s: id.window_seconds,
+            window_s: id.window_key(),
         }
     }
 }

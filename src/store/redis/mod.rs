@@ -203,6 +203,7 @@ impl RedisStore {
             penalty_ms: 0,
             name: None,
             slot: 0,
+            calendar: None,
         }];
         let check = Check {
             tag: StateTag::compute("sluice.health", [("probe", "")]),
