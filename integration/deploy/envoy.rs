@@ -108,6 +108,15 @@ pub fn health_check_notices_within(cluster: &Value, what: &str) -> Duration {
 }
 
 /// A rolling restart fails no check: Envoy takes an instance out (`health_checks` of
+/// [`assert_health_check_within_shutdown_delay`] for the rate limit cluster of
+/// `examples/envoy.yaml`, with `whose` settings.
+pub fn assert_rls_health_check_within_shutdown_delay(settings: &Settings, whose: &str) {
+    let boot = envoy_bootstrap();
+    let cluster = &boot.clusters[&boot.rls_cluster];
+    let what = format!("{ENVOY_YAML} with {whose}");
+    assert_health_check_within_shutdown_delay(cluster, settings, &what);
+}
+
 /// `cluster`) before the instance closes its listener (`settings`' shutdown delay).
 pub fn assert_health_check_within_shutdown_delay(cluster: &Value, settings: &Settings, what: &str) {
     let notices = health_check_notices_within(cluster, what);
@@ -300,30 +309,6 @@ fn envoy_rate_limit_cluster_speaks_http2() {
     );
 }
 
-/// Envoy notices a stopping sluice before it stops answering: with the compose demo's
-/// settings, the Kubernetes Deployment's (this file runs unchanged beside it) and sluice's
-/// defaults.
-#[test]
-fn envoy_health_check_notices_a_stopping_sluice_within_its_shutdown_delay() {
-    let boot = envoy_bootstrap();
-    let cluster = &boot.clusters[&boot.rls_cluster];
-    let defaults = super::binary::resolve(&["serve".into()], &BTreeMap::new(), "defaults");
-    for (settings, whose) in [
-        (super::compose::sluice_settings(), "docker-compose.yml"),
-        (
-            &super::kubernetes::sluice_pod().settings,
-            "examples/kubernetes",
-        ),
-        (&defaults, "sluice's defaults"),
-    ] {
-        assert_health_check_within_shutdown_delay(
-            cluster,
-            settings,
-            &format!("{ENVOY_YAML} with {whose}"),
-        );
-    }
-}
-
 #[test]
 fn envoy_routes_only_to_defined_clusters() {
     let boot = envoy_bootstrap();
@@ -444,14 +429,4 @@ async fn envoy_access_log_prints_fields_sluice_emits() {
     assert_eq!(body["rule"], "limited");
     assert_eq!(header(&r, "content-type"), Some("application/json"));
     assert_eq!(header(&r, "x-ratelimit-rule"), Some("limited"));
-}
-
-/// The compose demo's sluice puts the decision where that access log reads it.
-#[test]
-fn envoy_access_log_reads_what_the_demo_sluice_reports() {
-    assert!(
-        super::compose::sluice_settings().decision.decision_metadata,
-        "docker-compose.yml: sluice should run with SLUICE_DECISION_METADATA=true for the \
-         access log of {ENVOY_YAML}"
-    );
 }

@@ -262,7 +262,7 @@ fn envoy_gateway_scrapes_sluices_metrics_listener() {
 fn envoy_gateway_redis_is_the_configured_backend() {
     let redis = settings().redis.as_ref().expect("a Redis store");
     let url = str_at(envoy_gateway(), "rateLimit.backend.redis.url");
-    assert_eq!(redis.urls, vec![format!("redis://{url}")]);
+    assert_eq!(redis.main.urls(), [&format!("redis://{url}")]);
 }
 
 /// The mapping file Envoy Gateway names in `PROMETHEUS_MAPPER_YAML` is a key of the

@@ -287,10 +287,7 @@ async fn large_timestamps_are_stored_as_plain_integers() {
     let mut stored = Vec::new();
     for l in &limits {
         let key = store.state_key(t, l);
-        let kind: String = deadpool_redis::redis::cmd("TYPE")
-            .arg(&key)
-            .query(&mut conn)
-            .expect("TYPE");
+        let kind: String = redis::cmd("TYPE").arg(&key).query(&mut conn).expect("TYPE");
         let values: Vec<String> = match kind.as_str() {
             "hash" => {
                 let mut v: Vec<String> = server.query(&["HVALS", &key]);

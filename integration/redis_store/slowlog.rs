@@ -49,7 +49,7 @@ return out
 /// Script calls in SLOWLOG, in the order they ran: (microseconds, the call abridged; a call
 /// of the quota script starts `rlqs:`).
 fn script_calls(env: &Env) -> Vec<(u64, String)> {
-    use deadpool_redis::redis::Value;
+    use redis::Value;
     let logged: usize = env.server.query(&["SLOWLOG", "LEN"]);
     assert!(logged < SLOWLOG_LEN, "SLOWLOG full: raise SLOWLOG_LEN");
     let rls = env.store.script_sha().to_owned();

@@ -11,7 +11,7 @@ use serde::de::{self, DeserializeSeed, Deserializer, IgnoredAny, MapAccess, SeqA
 use serde_json::{Map, Value};
 
 use super::keys::static_key;
-use super::metadata::Metadata;
+use super::metadata::{Metadata, MetadataError};
 use super::scalars::{FLAG, Flag, Int, Optional, STRING, Str};
 use super::yaml::{ALIAS_BUDGET, Ctx, Seg, first_document, load};
 use crate::limit::MAX_BUDGET;
@@ -37,7 +37,7 @@ pub struct RawDescriptor {
     /// `consistency` as written (`strict` or `batched`), checked by validation.
     pub consistency: Option<String>,
     /// `Err` holds the conversion problem, reported later in their pipeline order.
-    pub metadata: Option<Result<Map<String, Value>, String>>,
+    pub metadata: Option<Result<Map<String, Value>, MetadataError>>,
     /// `response` (sluice extension), checked by validation (`response.rs`).
     pub response: Option<RawResponse>,
 }

@@ -19,7 +19,7 @@ use serde::Serialize;
 
 use crate::config::{Match, RateLimitConfig, Rule};
 use crate::limit::{Descriptor, LimitSpec};
-use crate::store::redis;
+use crate::store::redis::{lock_key, state_key};
 
 pub use text::render;
 pub use walk::StepExplanation;
@@ -321,8 +321,8 @@ fn limit(spec: &LimitSpec, prefix: &str, tag: crate::limit::StateTag) -> LimitEx
             requests_per_unit: crate::limit::wire_count(rpu),
             unit: unit.name(),
         },
-        redis_key: redis::state_key(prefix, tag, spec),
-        redis_lock_key: (spec.penalty_ms > 0).then(|| redis::lock_key(prefix, tag, spec)),
+        redis_key: state_key(prefix, tag, spec),
+        redis_lock_key: (spec.penalty_ms > 0).then(|| lock_key(prefix, tag, spec)),
     }
 }
 

@@ -1,8 +1,9 @@
 //! The vocabulary of limits, shared by `config`, `store` and `limiter`, and depending on
 //! none of them: what a limit is ([`LimitSpec`], [`Unit`], [`Algorithm`]), whose state it
 //! counts ([`StateTag`]), what a store is asked ([`Check`]) and answers ([`LimitResult`]),
-//! the clock, calendar windows ([`Calendar`]), the native algorithms, and a request
-//! descriptor written as text ([`Descriptor`], the operator tools' `k=v,k2=v2`).
+//! the clock, calendar windows ([`Calendar`]), the native algorithms, a request descriptor
+//! written as text ([`Descriptor`], the operator tools' `k=v,k2=v2`), the one sharded map
+//! (`sharded`) and the one source of random numbers (`random`).
 //!
 //! The algorithm semantics are defined once in `docs/explanation/algorithms.md`; [`algorithm`]
 //! implements them natively (memory store) and `src/store/lua/*.lua` in Redis. Nothing here
@@ -15,6 +16,8 @@ pub mod algorithm;
 pub mod calendar;
 pub mod clock;
 pub mod descriptor;
+pub mod random;
+pub mod sharded;
 #[cfg(test)]
 mod tests;
 
@@ -94,69 +97,89 @@ impl fmt::Display for Unit {
     }
 }
 
-/// The algorithm a limit runs. Semantics: `docs/explanation/algorithms.md`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
-pub enum Algorithm {
+/// The algorithms, one row each: variant, code, name in rule files, family, whether
+/// `overdraft` is on by default, whether `batched` may decide it. Everything that must know
+/// every algorithm matches on [`Algorithm`] exhaustively or walks [`Algorithm::ALL`]; the Lua
+/// code table (`store/lua/header.lua`) is held to this one by a test
+/// (`integration/architecture/algorithms.rs`). Adding one: ARCHITECTURE.md, "Add an
+/// algorithm".
+///
+/// - code: used in Redis keys and as the Lua dispatch number, part of the state identity:
+///   never renumbered, never reused.
+/// - overdraft: envoyproxy/ratelimit charges every hit of a fixed window, allowed or not;
+///   the other algorithms charge only admitted hits.
+/// - batched: the batch charges a key's hits at once, at flush time, with overdraft. A
+///   `sliding_log` records each admitted hit's own time and takes no overdraft, so a batch
+///   would misplace every hit in its log; every other algorithm keeps counts (or a level)
+///   that a sum of hits charges exactly.
+macro_rules! algorithms {
+    ($($(#[$m:meta])* $v:ident = $code:literal, $name:literal, $family:ident, $overdraft:literal, $batched:literal;)+) => {
+        /// The algorithm a limit runs. Semantics: `docs/explanation/algorithms.md`.
+        #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
+        pub enum Algorithm {
+            $($(#[$m])* $v),+
+        }
+
+        impl Algorithm {
+            pub const ALL: [Algorithm; [$($code),+].len()] = [$(Algorithm::$v),+];
+
+            /// Name as written in rule files.
+            pub const fn name(self) -> &'static str {
+                match self { $(Algorithm::$v => $name),+ }
+            }
+
+            /// Code in Redis keys and the Lua dispatch.
+            pub const fn code(self) -> u8 {
+                match self { $(Algorithm::$v => $code),+ }
+            }
+
+            pub const fn family(self) -> Family {
+                match self { $(Algorithm::$v => Family::$family),+ }
+            }
+
+            /// Default of the `overdraft` option.
+            pub const fn default_overdraft(self) -> bool {
+                match self { $(Algorithm::$v => $overdraft),+ }
+            }
+
+            /// Whether `consistency: batched` may decide it.
+            pub const fn batchable(self) -> bool {
+                match self { $(Algorithm::$v => $batched),+ }
+            }
+        }
+    };
+}
+
+algorithms! {
     #[default]
-    FixedWindow,
-    SlidingWindow,
-    SlidingLog,
-    TokenBucket,
-    LeakyBucket,
-    Gcra,
+    FixedWindow   = 1, "fixed_window",   Counts, true,  true;
+    SlidingWindow = 2, "sliding_window", Counts, false, true;
+    SlidingLog    = 3, "sliding_log",    Counts, false, false;
+    TokenBucket   = 4, "token_bucket",   Level,  false, true;
+    LeakyBucket   = 5, "leaky_bucket",   Level,  false, true;
+    Gcra          = 6, "gcra",           Level,  false, true;
+}
+
+/// How an algorithm keeps a limit's usage.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Family {
+    /// Requests counted in windows or a log: `fixed_window`, `sliding_window`, `sliding_log`.
+    Counts,
+    /// A scaled level that drains at the rate, up to `burst`: the buckets.
+    Level,
 }
 
 impl Algorithm {
-    pub const ALL: [Algorithm; 6] = [
-        Algorithm::FixedWindow,
-        Algorithm::SlidingWindow,
-        Algorithm::SlidingLog,
-        Algorithm::TokenBucket,
-        Algorithm::LeakyBucket,
-        Algorithm::Gcra,
-    ];
-
-    /// Name as written in rule files.
-    pub const fn name(self) -> &'static str {
-        match self {
-            Algorithm::FixedWindow => "fixed_window",
-            Algorithm::SlidingWindow => "sliding_window",
-            Algorithm::SlidingLog => "sliding_log",
-            Algorithm::TokenBucket => "token_bucket",
-            Algorithm::LeakyBucket => "leaky_bucket",
-            Algorithm::Gcra => "gcra",
-        }
-    }
-
-    /// Short code used in Redis keys and as the Lua dispatch number. Part of the state
-    /// identity: never renumber.
-    pub const fn code(self) -> u8 {
-        match self {
-            Algorithm::FixedWindow => 1,
-            Algorithm::SlidingWindow => 2,
-            Algorithm::SlidingLog => 3,
-            Algorithm::TokenBucket => 4,
-            Algorithm::LeakyBucket => 5,
-            Algorithm::Gcra => 6,
-        }
-    }
-
     pub fn parse(s: &str) -> Option<Algorithm> {
         Algorithm::ALL.into_iter().find(|a| a.name() == s)
     }
 
     /// `burst` means something only for the bucket family.
     pub const fn has_burst(self) -> bool {
-        matches!(
-            self,
-            Algorithm::TokenBucket | Algorithm::LeakyBucket | Algorithm::Gcra
-        )
-    }
-
-    /// Default of the `overdraft` option: envoyproxy/ratelimit charges every hit of a fixed
-    /// window, allowed or not; the other algorithms charge only admitted hits.
-    pub const fn default_overdraft(self) -> bool {
-        matches!(self, Algorithm::FixedWindow)
+        match self.family() {
+            Family::Level => true,
+            Family::Counts => false,
+        }
     }
 }
 
@@ -190,12 +213,9 @@ impl Consistency {
             .find(|c| c.name() == s)
     }
 
-    /// Whether `batched` is sound for `algorithm`: the batch charges a key's hits at once,
-    /// at flush time, with overdraft. A `sliding_log` records each admitted hit's own time
-    /// and takes no overdraft, so a batch would misplace every hit in its log; every other
-    /// algorithm keeps counts (or a level) that a sum of hits charges exactly.
+    /// Whether `batched` is sound for `algorithm` ([`Algorithm::batchable`]).
     pub const fn sound_for(algorithm: Algorithm) -> bool {
-        !matches!(algorithm, Algorithm::SlidingLog)
+        algorithm.batchable()
     }
 }
 

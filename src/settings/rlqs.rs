@@ -1,7 +1,7 @@
 //! The quota service's settings (RLQS, `service/rlqs`): how long an assignment lives, when an
 //! idle bucket is abandoned, the floor of a share, when a changed share is resent, and how
 //! many buckets one stream may hold. envoyproxy/ratelimit has no RLQS server, so none has
-//! a variable of theirs.
+//! a variable of the reference's.
 
 use std::time::Duration;
 
@@ -27,11 +27,7 @@ settings! {
         pub assignment_ttl: Duration = setting(
             Setting::value("rlqs-assignment-ttl", "DURATION", positive_duration)
                 .default("60s")
-                .readme(
-                    "[RLQS](../how-to/rlqs.md): lifetime of an \
-                     assignment (each report extends it); keep it above Envoy's \
-                     `reporting_interval`",
-                )
+                .see("[RLQS](../how-to/rlqs.md)")
         ),
         /// RLQS: a bucket without requests for this long (reported with none, or not
         /// reported) is abandoned (the Envoy forgets it and re-subscribes on its next hit)

@@ -2,7 +2,6 @@
 //! then hyper (on HTTP/2, reading through `authority.rs`), watched by the idle timer, the maximum age and the drain signal.
 
 use std::future::Future;
-use std::hash::BuildHasher;
 use std::pin::{Pin, pin};
 use std::sync::Arc;
 use std::time::Duration;
@@ -280,9 +279,7 @@ async fn at(t: Option<Instant>) {
 /// `age` ±10%, so connections opened together (a fleet of Envoys after a rollout) do not
 /// all reconnect together.
 fn jittered(age: Duration) -> Duration {
-    // RandomState is seeded randomly per process and per instance: enough for spreading.
-    let r = std::collections::hash_map::RandomState::new().hash_one(age) as f64 / u64::MAX as f64;
-    age.mul_f64(0.9 + 0.2 * r)
+    age.mul_f64(0.9 + 0.2 * crate::limit::random::random_unit())
 }
 
 #[cfg(test)]

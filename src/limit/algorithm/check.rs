@@ -55,7 +55,9 @@ fn load(spec: &LimitSpec, p: &Params, st: &LimitState, now: u64) -> Loaded {
             Some(s) => s.view(p.w, now),
             None => SlidingLog::default().view(p.w, now),
         }),
-        _ if p.r == 0 => Loaded::Inert,
+        Algorithm::TokenBucket | Algorithm::LeakyBucket | Algorithm::Gcra if p.r == 0 => {
+            Loaded::Inert
+        }
         Algorithm::TokenBucket => {
             Loaded::Level(TokenBucket::load(stored!(st, now, TokenBucket), p, now))
         }
@@ -204,7 +206,9 @@ fn commit(
             let state = match spec.algorithm {
                 Algorithm::TokenBucket => TokenBucket::save(&l, p, now).map(State::TokenBucket),
                 Algorithm::LeakyBucket => LeakyBucket::save(&l, now).map(State::LeakyBucket),
-                _ => Gcra::save(&l, p, now).map(State::Gcra),
+                Algorithm::Gcra => Gcra::save(&l, p, now).map(State::Gcra),
+                // Only the buckets load a level.
+                Algorithm::FixedWindow | Algorithm::SlidingWindow | Algorithm::SlidingLog => None,
             };
             (
                 state.unwrap_or_default(),

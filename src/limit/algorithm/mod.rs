@@ -153,15 +153,20 @@ impl LimitState {
         match &self.state {
             State::SlidingWindow(s) => s.heap_bytes(),
             State::SlidingLog(s) => s.heap_bytes(),
-            _ => 0,
+            State::Empty
+            | State::FixedWindow(_)
+            | State::TokenBucket(_)
+            | State::LeakyBucket(_)
+            | State::Gcra(_) => 0,
         }
     }
 
     /// When nothing of this limit is left: the later of the state's expiry and the lock.
     pub fn expires_at_ms(&self) -> u64 {
-        let state = match self.state {
-            State::Empty => 0,
-            _ => self.state_expires_ms,
+        let state = if self.state == State::Empty {
+            0
+        } else {
+            self.state_expires_ms
         };
         state.max(self.lock_until_ms)
     }

@@ -1,4 +1,4 @@
--- fixed_window (code 1): count per epoch-aligned window of W ms, or per calendar period
+-- fixed_window (FIXED_WINDOW): count per epoch-aligned window of W ms, or per calendar period
 -- (l.cal: the period holding now is [cal[2 + q], cal[3 + q]), q = cal[7], header.lua).
 -- State: a hash whose one field is the window start and its value the count (both '%d').
 -- TTL = window end - now + slack, set when the window's field is created (with Redis TIME
@@ -18,7 +18,7 @@
 -- serve every other check (peek, refund, penalty, several limits, stop-increment): they
 -- read the whole hash (HGETALL: one field, two after a window change) and write the count.
 local fw_load, fw_write, fw_end
-if USES[1] then
+if USES[FIXED_WINDOW] then
   -- The end of the window starting at ws, a later one than the window at now (ws_now ..
   -- we_now: the clock went backwards): one window on, or for a calendar the boundary after
   -- ws, one period of the current length on when ws is none of them.

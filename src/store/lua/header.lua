@@ -26,10 +26,10 @@
 --       descriptors of one rule share theirs, so its parameters travel once per call)
 --   then G groups, each: k (its number of limits), then 8 per limit: code, R, W, C, B,
 --       overdraft (0/1), penalty_ms, Z; then 6 per calendar limit (Z > 0), in order
---   (R is only read for the buckets, codes 4-6, and B only for sliding_window: the window
---   algorithms have C = R, the others no sub-windows)
---   Z: 0 for windows aligned to the epoch (of W ms), or for a calendar window (codes 1 and
---   2 only; docs/explanation/algorithms.md "Calendar windows") the distance from the limit's
+--   (R is only read for the buckets, codes from LEVEL, and B only for sliding_window: the
+--   window algorithms have C = R, the others no sub-windows)
+--   Z: 0 for windows aligned to the epoch (of W ms), or for a calendar window (FIXED_WINDOW
+--   and SLIDING_WINDOW only; docs/explanation/algorithms.md "Calendar windows") the distance from the limit's
 --   own numbers to its calendar's six, further in the group: the number of the first period
 --   and the five boundaries (ms) of four consecutive periods, computed by sluice (which
 --   holds the time zone database) around its own clock. The script counts in the period
@@ -75,6 +75,12 @@
 local call, fmt = redis.call, string.format
 local floor, ceil, max, min = math.floor, math.ceil, math.max, math.min
 local KEYS, ARGV = KEYS, ARGV
+
+-- The algorithms' codes, named as limit::Algorithm's table numbers them (a test holds this
+-- line to that table: integration/architecture/algorithms.rs). Codes from LEVEL up keep a
+-- scaled level (the bucket family), those below count requests.
+local FIXED_WINDOW, SLIDING_WINDOW, SLIDING_LOG, TOKEN_BUCKET, LEAKY_BUCKET, GCRA = 1, 2, 3, 4, 5, 6
+local LEVEL = TOKEN_BUCKET
 
 -- A: the numbers of ARGV[1] (then the position after them).
 local blob = ARGV[1]
@@ -123,7 +129,8 @@ local EXACT = 9007199254740992
 -- The numbers, validated before anything is read or written: a malformed call is an error
 -- reply that leaves no partial change behind. (x % 1 ~= 0 also rejects nan and inf.)
 -- GR[2g - 1]: where group g starts in A (its k); GR[2g]: keys per check of group g (k plus
--- one per penalty); presized for one group. USES[code]: some limit uses the algorithm. A
+-- one per penalty); presized for one group. USES[code]: some limit uses the algorithm (one
+-- slot per code: a code without one is unknown). A
 -- bucket with R = 0 is inert: no state, capacity 0 (only peeks pass), never charged;
 -- penalty locks still apply. nl: the number of limits of all checks.
 local G = A[4]
@@ -158,7 +165,7 @@ for g = 1, G do
     if z ~= 0 then
       -- A calendar: its six numbers within the group, after the limits' own.
       local c = b + z
-      if (code ~= 1 and code ~= 2) or z % 1 ~= 0 or c < a + 8 * k or c + 6 > gend then
+      if (code ~= FIXED_WINDOW and code ~= SLIDING_WINDOW) or z % 1 ~= 0 or c < a + 8 * k or c + 6 > gend then
         error({ err = fmt('ERR sluice: invalid calendar for limit %d', i) })
       end
       local t = { A[c + 1], A[c + 2], A[c + 3], A[c + 4], A[c + 5], A[c + 6], false }
@@ -180,7 +187,7 @@ for g = 1, G do
       CAL = CAL or {}
       CAL[c] = t
     end
-    if code ~= 1 and code ~= 2 and code ~= 3 and code ~= 4 and code ~= 5 and code ~= 6 then
+    if USES[code] == nil then
       error({ err = fmt('ERR sluice: unknown algorithm code %s', tostring(code)) })
     end
     -- The config guarantees these (docs/explanation/algorithms.md "Preconditions"); checked again because
@@ -189,11 +196,11 @@ for g = 1, G do
     -- legal for them. A sliding log keeps C <= SLIDING_LOG_MAX = 10000 and no overdraft.
     local bad = W < 1 or W % 1 ~= 0 or C < 0 or C % 1 ~= 0 or pen < 0 or pen % 1 ~= 0
       or (od ~= 0 and od ~= 1)
-    if code == 2 then
+    if code == SLIDING_WINDOW then
       bad = bad or B < 1 or B % 1 ~= 0
-    elseif code == 3 then
+    elseif code == SLIDING_LOG then
       bad = bad or od == 1 or C > 10000
-    elseif code >= 4 then
+    elseif code >= LEVEL then
       bad = bad or R < 0 or R % 1 ~= 0 or (R > 0 and C * W > min(EXACT, 4503599627370496 * R))
     end
     if bad then
@@ -277,8 +284,9 @@ end
 -- The pool: one table per limit position of the general path (main.lua), made when a call
 -- first needs it, holding while a check runs a limit's parameters (code, W, C, R, B, od,
 -- pen, Cs = C*W, L = Lmax, cal = its CAL entry or false: copied from A when the limit at
--- that position changes, b = where they start), key, lock and state: u = usage (requests for the window algorithms 1-3, a
--- scaled level in [0, L] for the buckets 4-6), lag and ts (buckets), used = used_before,
+-- that position changes, b = where they start), key, lock and state: u = usage (requests
+-- for the counting algorithms, a scaled level in [0, L] for the buckets), lag and ts
+-- (buckets), used = used_before,
 -- ok, left (penalty time left, or false), locked, and the algorithm's own fields, including
 -- what it caches for the call while the limit stays the same (the checks of one rule follow
 -- one another). Every field a check sets is created with the table (main.lua), or fits in

@@ -2,11 +2,11 @@
 -- header.lua with the algorithms above, one check after the other. KEYS/ARGV/return: see
 -- header.lua.
 --
--- Usage u is what every decision reads: the window algorithms (codes 1-3) count requests,
+-- Usage u is what every decision reads: the counting algorithms (codes below LEVEL) count requests,
 --   fits: n <= C - u    remaining: max(0, C - u)    used_before: u
 -- (n <= C - u, not u + n <= C: with u and C up to 2^53, u + n may round down to C in a
 -- double, e.g. 2^53 + 1; C - u is exact, and a cost above 2^53 arrives as 2^54)
--- and the buckets (4-6) hold a scaled level in [0, L] (one request = W units, R units/ms),
+-- and the buckets (codes from LEVEL) hold a scaled level in [0, L] (one request = W units, R units/ms),
 --   fits: n <= C and n*W <= Cs - u    remaining: floor(max(0, Cs - u) / W)
 --   charge: u = min(u + n*W, L)    refund: u = max(0, u - n*W)    used_before: ceil(u / W)
 --   reset: lag + ceil(u / R)    retry (n <= C): lag + ceil((u - (Cs - n*W)) / R)
@@ -63,7 +63,7 @@ local function bind(i, p)
     l.b, l.code, l.R, l.W, l.C, l.B, l.od, l.pen = p, code, R, W, C, A[p + 5], A[p + 6] == 1, A[p + 7]
     local z = A[p + 8]
     l.cal = z ~= 0 and CAL[p + z]
-    if code >= 4 then
+    if code >= LEVEL then
       l.Cs, l.L = C * W, min(EXACT, 4503599627370496 * R)
     end
     -- (What the algorithms cached for the previous limit.)
@@ -93,7 +93,7 @@ for pass = first_pass, 2 do
     local b = GR[2 * g - 1]
     local k = A[b]
     local pens = GR[2 * g] > k
-    if k == 1 and A[b + 1] == 1 and A[b + 6] == 1 and n > 0 and n <= 4503599627370496
+    if k == 1 and A[b + 1] == FIXED_WINDOW and A[b + 6] == 1 and n > 0 and n <= 4503599627370496
       and pass == 2 and not refund and not pens and mode ~= 3 and not held then
       -- Path 1: a hit on one fixed_window limit with overdraft (charged whatever it
       -- decides: the envoyproxy/ratelimit rule) and no penalty. One HINCRBY, and on the
@@ -186,25 +186,25 @@ for pass = first_pass, 2 do
       kx = kx + 1
       local code, W, C, R = l.code, l.W, l.C, l.R
       -- 1. Load.
-      if code == 1 then
+      if code == FIXED_WINDOW then
         fw_load(l, now, slack, XB, fw_end)
-      elseif code == 2 then
+      elseif code == SLIDING_WINDOW then
         sw_load(l, now)
-      elseif code == 3 then
+      elseif code == SLIDING_LOG then
         rn_load(l, now)
       elseif R == 0 then
         -- inert
-      elseif code == 4 then
+      elseif code == TOKEN_BUCKET then
         tb_load(l, now)
-      elseif code == 5 then
+      elseif code == LEAKY_BUCKET then
         lb_load(l, now)
-      else
+      elseif code == GCRA then
         gcra_load(l, now)
       end
       local u = l.u
       local used, ok
       -- 3. Decide.
-      if code < 4 then
+      if code < LEVEL then
         used, ok = u, n <= C - u
       elseif R == 0 then
         used, ok = 0, n == 0
@@ -214,21 +214,21 @@ for pass = first_pass, 2 do
       -- 4. Charge (n > 0: a hit), 6. save; unless held (stop-increment: an admitted check is
       -- not charged) or a dry run.
       if n > 0 and mode ~= 3 and (ok or l.od) and not (held and ok) then
-        if code == 1 then
+        if code == FIXED_WINDOW then
           fw_write(l, now, n, slack, true, timed)
-        elseif code == 2 then
+        elseif code == SLIDING_WINDOW then
           sw_write(l, now, n, slack, true, timed)
-        elseif code == 3 then
+        elseif code == SLIDING_LOG then
           rn_write(l, now, n, slack, true, timed)
         elseif R > 0 then
           u = min(u + n * W, l.L)
           l.u = u
           local reset = l.lag + ceil(u / R)
-          if code == 4 then
+          if code == TOKEN_BUCKET then
             tb_save(l, now, slack, reset)
-          elseif code == 5 then
+          elseif code == LEAKY_BUCKET then
             lb_save(l, now, slack, reset)
-          else
+          elseif code == GCRA then
             gcra_save(l, now, slack, reset)
           end
         end
@@ -236,25 +236,25 @@ for pass = first_pass, 2 do
       end
       -- 7. Report.
       local remaining, reset, retry = 0, 0, -1
-      if code == 1 then
+      if code == FIXED_WINDOW then
         reset = l.we - now
-      elseif code <= 3 then
+      elseif code < LEVEL then
         reset = l.reset
       elseif R > 0 then
         reset = l.lag + ceil(u / R)
       end
       if ok then
-        if code < 4 then
+        if code < LEVEL then
           remaining = max(0, C - u)
         elseif R > 0 then
           remaining = floor(max(0, l.Cs - u) / W)
         end
-      elseif code == 1 then
+      elseif code == FIXED_WINDOW then
         -- The window end even when n > C: envoyproxy/ratelimit's answer.
         retry = reset
-      elseif code == 2 then
+      elseif code == SLIDING_WINDOW then
         retry = sw_retry(l, now, n)
-      elseif code == 3 then
+      elseif code == SLIDING_LOG then
         retry = rn_retry(l, now, n)
       elseif R > 0 and n <= C then
         retry = l.lag + ceil((u - (l.Cs - n * W)) / R)
@@ -275,22 +275,22 @@ for pass = first_pass, 2 do
           kx = kx + 1
         end
         local code = l.code
-        if code == 1 then
+        if code == FIXED_WINDOW then
           fw_load(l, now, slack, XB, fw_end)
-        elseif code == 2 then
+        elseif code == SLIDING_WINDOW then
           sw_load(l, now)
-        elseif code == 3 then
+        elseif code == SLIDING_LOG then
           rn_load(l, now)
         elseif l.R == 0 then
           -- inert
-        elseif code == 4 then
+        elseif code == TOKEN_BUCKET then
           tb_load(l, now)
-        elseif code == 5 then
+        elseif code == LEAKY_BUCKET then
           lb_load(l, now)
-        else
+        elseif code == GCRA then
           gcra_load(l, now)
         end
-        if code >= 4 then
+        if code >= LEVEL then
           l.used = ceil(l.u / l.W)
         else
           l.used = l.u
@@ -326,7 +326,7 @@ for pass = first_pass, 2 do
           local ok
           if l.left then
             ok = false
-          elseif l.code < 4 then
+          elseif l.code < LEVEL then
             ok = n <= l.C - l.u
           elseif l.R == 0 then
             ok = n == 0
@@ -351,11 +351,11 @@ for pass = first_pass, 2 do
             local l = POOL[i]
             local code = l.code
             if refund or all_ok or l.od then
-              if code == 1 then
+              if code == FIXED_WINDOW then
                 fw_write(l, now, n, slack, not refund, timed)
-              elseif code == 2 then
+              elseif code == SLIDING_WINDOW then
                 sw_write(l, now, n, slack, not refund, timed)
-              elseif code == 3 then
+              elseif code == SLIDING_LOG then
                 rn_write(l, now, n, slack, not refund, timed)
               elseif l.R > 0 then
                 if refund then
@@ -364,11 +364,11 @@ for pass = first_pass, 2 do
                   l.u = min(l.u + n * l.W, l.L)
                 end
                 local reset = l.lag + ceil(l.u / l.R)
-                if code == 4 then
+                if code == TOKEN_BUCKET then
                   tb_save(l, now, slack, reset)
-                elseif code == 5 then
+                elseif code == LEAKY_BUCKET then
                   lb_save(l, now, slack, reset)
-                else
+                elseif code == GCRA then
                   gcra_save(l, now, slack, reset)
                 end
               end
@@ -391,15 +391,15 @@ for pass = first_pass, 2 do
           local l = POOL[i]
           local code = l.code
           local remaining, reset, retry, penalized = 0, 0, -1, 0
-          if code == 1 then
+          if code == FIXED_WINDOW then
             reset = l.we - now
-          elseif code <= 3 then
+          elseif code < LEVEL then
             reset = l.reset
           elseif l.R > 0 then
             reset = l.lag + ceil(l.u / l.R)
           end
           if l.ok then
-            if code < 4 then
+            if code < LEVEL then
               remaining = max(0, l.C - l.u)
             elseif l.R > 0 then
               remaining = floor(max(0, l.Cs - l.u) / l.W)
@@ -408,12 +408,12 @@ for pass = first_pass, 2 do
             retry = l.left
             penalized = 1
           else
-            if code == 1 then
+            if code == FIXED_WINDOW then
               -- The window end even when n > C: envoyproxy/ratelimit's answer.
               retry = reset
-            elseif code == 2 then
+            elseif code == SLIDING_WINDOW then
               retry = sw_retry(l, now, n)
-            elseif code == 3 then
+            elseif code == SLIDING_LOG then
               retry = rn_retry(l, now, n)
             elseif l.R > 0 and n <= l.C then
               retry = l.lag + ceil((l.u - (l.Cs - n * l.W)) / l.R)

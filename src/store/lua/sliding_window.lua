@@ -1,4 +1,4 @@
--- sliding_window (code 2): a count per sub-window index idx(t) = floor(t*B/W), summed over
+-- sliding_window (SLIDING_WINDOW): a count per sub-window index idx(t) = floor(t*B/W), summed over
 -- the sub-windows still in the trailing window (cur - B .. cur, cur = idx(now)); a
 -- sub-window i leaves at end(i) = start(i + B + 1), start(i) = ceil(i*W/B). A calendar
 -- window (l.cal, header.lua) has B sub-windows per period instead: idx(t) = p*B +
@@ -42,7 +42,7 @@
 -- l.pd (that field).
 -- KEYS/ARGV/return: see header.lua; semantics: docs/explanation/algorithms.md "sliding_window".
 local sw_load, sw_write, sw_retry
-if USES[2] then
+if USES[SLIDING_WINDOW] then
   local SW_REFUND, SW_M = 64, 9007199254740992
 
   -- The counts of the live sub-windows of l's string (hi down to lo or cur - B), newest

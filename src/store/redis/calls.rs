@@ -7,8 +7,8 @@
 
 use std::time::{Duration, Instant};
 
-use deadpool_redis::redis::cluster_async::ClusterConnection;
-use deadpool_redis::redis::{ErrorKind, RedisError, ServerErrorKind, Value};
+use redis::cluster_async::ClusterConnection;
+use redis::{ErrorKind, RedisError, ServerErrorKind, Value};
 
 use super::conn::Conn;
 use super::fate::Tracker;

@@ -3,7 +3,7 @@
 //! `Invocation::new` would build over all their checks in order (the tests hold it to that),
 //! so the script needs nothing new.
 
-use deadpool_redis::redis::Value;
+use redis::Value;
 
 use super::script::{Invocation, Mode, PER_CALENDAR, PER_LIMIT, REPLY_PER_LIMIT};
 

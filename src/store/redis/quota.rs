@@ -29,7 +29,7 @@ use std::ops::Range;
 use std::sync::LazyLock;
 use std::time::Duration;
 
-use deadpool_redis::redis::{self, RedisError, Script, ServerErrorKind, Value};
+use redis::{self, RedisError, Script, ServerErrorKind, Value};
 
 use super::conn::Conn;
 use super::pipeline::{self, ScriptCall};

@@ -13,7 +13,7 @@
 //! the two commands are not one atomic step (a crash in between leaves a key without TTL
 //! until the next hit sets it, as theirs does).
 
-use deadpool_redis::redis::{self, RedisError};
+use redis::{self, RedisError};
 
 use super::conn::Conn;
 use super::pipeline::add_counts;

@@ -4,7 +4,7 @@
 
 use std::sync::LazyLock;
 
-use deadpool_redis::redis::{self, Value};
+use redis::{self, Value};
 
 use crate::limit::{Algorithm, Check, LimitResult, LimitSpec, MAX_BUDGET, Periods};
 use crate::store::{Context, StoreError};
@@ -51,7 +51,7 @@ pub fn state_key(prefix: &str, tag: &str, spec: &LimitSpec) -> String {
         Algorithm::FixedWindow => ":h",
         Algorithm::SlidingWindow => ":s",
         Algorithm::SlidingLog => ":r",
-        _ => "",
+        Algorithm::TokenBucket | Algorithm::LeakyBucket | Algorithm::Gcra => "",
     };
     format!("{prefix}{{{tag}}}{}{layout}", spec.identity().suffix())
 }
