@@ -46,15 +46,17 @@ use std::collections::hash_map::Entry;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock};
 
+use indexmap::IndexMap;
 use parking_lot::Mutex;
 
 use super::local_cache::cacheable_for;
 use crate::limit::sharded::Sharded;
 use crate::limit::{Algorithm, Clock, LimitResult, LimitSpec, StateTag};
+use crate::store::redis::Fate;
 use crate::store::{CallId, Store, StoreError};
 
-pub use write_back::Held;
 use write_back::Unsettled;
+pub use write_back::{Held, Holding};
 
 const SHARDS: usize = 16;
 
@@ -115,8 +117,9 @@ pub struct LocalView {
     latency_ms: AtomicU64,
     /// Overflow is logged once per degraded period.
     overflow_logged: AtomicBool,
-    /// Calls whose answer was lost, resent under their ids (`write_back.rs`).
-    unsettled: Mutex<Vec<Unsettled>>,
+    /// Calls under an id not answered yet: in flight, or whose answer was lost, resent under
+    /// their ids (`write_back.rs`). In the order they were held.
+    unsettled: Mutex<IndexMap<CallId, Unsettled>>,
     pub stats: ViewStats,
 }
 
@@ -166,8 +169,8 @@ pub enum Local {
     /// Decided here; its results were appended.
     Answered,
     /// Ask the store. `carry` hits of this descriptor, admitted here, are now in flight:
-    /// send them first ([`LocalView::forced_limits`]) and settle them with
-    /// [`LocalView::landed`], or, if the call fails, [`LocalView::hold`].
+    /// send them first ([`LocalView::forced_limits`]), in a call held under its id
+    /// ([`LocalView::hold`]), and settle them with [`LocalView::landed`] once answered.
     Store { carry: u64 },
 }
 
@@ -211,7 +214,7 @@ pub enum Keep {
     /// Pending: written back by the next write-back.
     Pending,
     /// In flight: the call that failed carries them, settled under its id
-    /// ([`LocalView::hold`]).
+    /// ([`LocalView::failed`]).
     InCall,
 }
 
@@ -332,7 +335,7 @@ impl LocalView {
             seq: AtomicU64::new(1),
             latency_ms: AtomicU64::new(0),
             overflow_logged: AtomicBool::new(false),
-            unsettled: Mutex::new(Vec::new()),
+            unsettled: Mutex::new(IndexMap::new()),
             stats: ViewStats::default(),
         }
     }
@@ -701,18 +704,15 @@ impl LocalView {
         }
     }
 
-    /// A call under `id` failed: keep what it carried, `(tag, forced limits, hits)` per
-    /// check in the order it sent them, to be sent again under the same id by the next
-    /// write-back (`write_back.rs`). The hits are in flight already (carried, or decided
-    /// with [`Keep::InCall`]).
-    pub fn hold(&self, id: CallId, checks: Vec<Held>) {
-        self.unsettled.lock().push(Unsettled::call(id, checks));
-    }
-
-    /// Write every kept hit back to the store (see `write_back.rs`). Run every
+    /// Write every kept hit back to the store (see `write_back.rs`), asking `fate` what
+    /// became of the request calls held here whose callers left. Run every
     /// `--batch-interval`.
-    pub async fn flush<S: Store + ?Sized>(&self, store: &S) -> Result<u64, StoreError> {
-        self.write_back(store).await
+    pub async fn flush<S: Store + ?Sized>(
+        &self,
+        store: &S,
+        fate: impl Fn(CallId) -> Fate,
+    ) -> Result<u64, StoreError> {
+        self.write_back(store, fate).await
     }
 }
 

@@ -1,4 +1,4 @@
-//! The local view through `decide_with_view` on the memory store with a manual clock: when
+//! The local view through `limiter::decide` on the memory store with a manual clock: when
 //! batched descriptors are answered locally, that their hits reach the store, and the
 //! store-failure fallback (a store that can be switched off).
 
@@ -6,8 +6,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use super::*;
-use crate::limit::{Calendar, Charge, Check, ManualClock, Unit};
-use crate::limiter::{Decision, LimitSet, Metered, Modes, Outcome, Plan, decide_with_view};
+use crate::limit::{Calendar, Check, ManualClock, Unit};
+use crate::limiter::{Decision, LimitSet, Metered, Modes, Outcome, Plan, Sources, decide};
+use crate::store::Call;
 use crate::store::memory::MemoryStore;
 
 const T0: u64 = 1_700_000_000_000 - 1_700_000_000_000 % 3_600_000;
@@ -19,16 +20,11 @@ struct Switchable {
 }
 
 impl Store for Switchable {
-    async fn run_with(
-        &self,
-        checks: &[Check<'_>],
-        charge: Charge,
-        out: &mut Vec<LimitResult>,
-    ) -> Result<(), StoreError> {
+    async fn run(&self, call: &Call<'_>, out: &mut Vec<LimitResult>) -> Result<(), StoreError> {
         if self.down.load(Ordering::SeqCst) {
             return Err(StoreError::Unavailable("switched off".into()));
         }
-        self.store.run_with(checks, charge, out).await
+        self.store.run(call, out).await
     }
 
     async fn reset(&self, tag: StateTag, limits: &[LimitSpec]) -> Result<u64, StoreError> {
@@ -98,33 +94,35 @@ impl Lab {
             quota: false,
             reference_key: None,
         })];
-        let d: Decision = decide_with_view(
-            &self.store,
-            None,
-            &self.view,
-            &[batched],
-            &plans,
-            Modes::default(),
-        )
-        .await?;
+        let sources = Sources {
+            cache: None,
+            view: Some(&self.view),
+            batched: &[batched],
+        };
+        let d: Decision = decide(&self.store, sources, &plans, Modes::default(), None).await?;
         Ok(matches!(&d.outcomes[0], Outcome::Metered(v) if !v.over_limit))
     }
 
     /// What the store holds: the remaining of a peek.
     async fn stored_remaining(&self, tag: u128, limits: &[LimitSpec]) -> u64 {
         let mut out = Vec::new();
-        let check = Check {
+        let check = [Check {
             tag: StateTag(tag),
             limits,
             cost: 0,
             refund: false,
-        };
+        }];
         self.store
             .store
-            .run(&[check], &mut out)
+            .run(&Call::new(&check), &mut out)
             .await
             .expect("memory");
         out[0].remaining
+    }
+
+    /// Write the view's hits back; the memory store knows no call's fate.
+    async fn flush(&self) -> Result<u64, StoreError> {
+        self.view.flush(&self.store, |_| Fate::Unknown).await
     }
 }
 
@@ -147,7 +145,7 @@ async fn batched_hits_are_local_once_the_rate_is_known_and_all_reach_the_store()
     }
     assert_eq!(l.view.stats.batched_decisions.load(Ordering::Relaxed), 100);
     assert_eq!(l.stored_remaining(1, &limits).await, 1_000_000 - 2);
-    assert_eq!(l.view.flush(&l.store).await.expect("flush"), 100);
+    assert_eq!(l.flush().await.expect("flush"), 100);
     assert_eq!(l.stored_remaining(1, &limits).await, 1_000_000 - 102);
     assert_eq!(l.view.unwritten(), 0);
 }
@@ -160,13 +158,13 @@ async fn near_the_limit_batched_goes_back_to_the_store_and_never_overshoots() {
     for i in 0..200 {
         if i % 10 == 0 {
             l.clock.advance(60);
-            l.view.flush(&l.store).await.expect("flush");
+            l.flush().await.expect("flush");
         }
         if l.hit(2, &limits, true).await.expect("ok") {
             admitted += 1;
         }
     }
-    l.view.flush(&l.store).await.expect("flush");
+    l.flush().await.expect("flush");
     assert_eq!(admitted, 50, "one instance: exactly the limit");
     assert_eq!(l.stored_remaining(2, &limits).await, 0);
 }
@@ -195,9 +193,9 @@ async fn fallback_decides_locally_and_writes_back_what_it_admitted() {
         }
     }
     assert_eq!(fresh, 5);
-    assert!(l.view.flush(&l.store).await.is_err(), "still down");
+    assert!(l.flush().await.is_err(), "still down");
     l.store.down.store(false, Ordering::SeqCst);
-    assert_eq!(l.view.flush(&l.store).await.expect("back"), 99 + 5);
+    assert_eq!(l.flush().await.expect("back"), 99 + 5);
     assert!(!l.view.degraded());
     assert_eq!(l.stored_remaining(3, &seen).await, 0);
     assert_eq!(l.stored_remaining(4, &unseen).await, 5);
@@ -236,7 +234,7 @@ async fn batched_budgets_past_2_to_the_32_count_exactly() {
         assert!(l.hit_n(6, &limits, true, P32 + 1).await.expect("ok"));
     }
     assert_eq!(l.view.stats.batched_decisions.load(Ordering::Relaxed), 10);
-    assert_eq!(l.view.flush(&l.store).await.expect("flush"), 10 * (P32 + 1));
+    assert_eq!(l.flush().await.expect("flush"), 10 * (P32 + 1));
     assert_eq!(
         l.stored_remaining(6, &limits).await,
         (1 << 53) - 2 * P32 - 10 * (P32 + 1)
@@ -264,7 +262,7 @@ async fn fallback_near_2_to_the_53_admits_exactly_what_is_left() {
         "3 + 3 + 3, then 1: every unit of the 2^53, none more"
     );
     l.store.down.store(false, Ordering::SeqCst);
-    assert_eq!(l.view.flush(&l.store).await.expect("back"), 10);
+    assert_eq!(l.flush().await.expect("back"), 10);
     assert_eq!(l.stored_remaining(7, &limits).await, 0);
 }
 

@@ -17,6 +17,44 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
+use super::RedisStore;
+use crate::limit::{Algorithm, Check, LimitSpec, StateTag, Unit};
+use crate::store::{Call, Store};
+
+impl RedisStore {
+    /// While writes are being refused, try one: a real check on a key of the store's own (a
+    /// per-second window no request can fill), so recovery is seen without traffic. Does
+    /// nothing otherwise. Called by the health refresher.
+    pub async fn probe(&self) {
+        if !self.refusals.refusing() {
+            return;
+        }
+        let limits = [LimitSpec {
+            requests_per_unit: 1_000_000_000,
+            unit: Unit::Second,
+            unit_multiplier: 1,
+            algorithm: Algorithm::FixedWindow,
+            burst: 1_000_000_000,
+            buckets: 0,
+            overdraft: true,
+            penalty_ms: 0,
+            name: None,
+            slot: 0,
+            calendar: None,
+        }];
+        let check = [Check {
+            tag: StateTag::compute("sluice.health", [("probe", "")]),
+            limits: &limits,
+            cost: 1,
+            refund: false,
+        }];
+        let mut out = Vec::with_capacity(1);
+        if let Err(e) = self.run(&Call::new(&check), &mut out).await {
+            tracing::debug!(error = %e, "redis health probe failed");
+        }
+    }
+}
+
 /// Error codes that mean "this server will not take writes now".
 pub(crate) fn is_refusal(code: &str) -> bool {
     matches!(

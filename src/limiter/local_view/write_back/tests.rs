@@ -7,14 +7,14 @@ mod stalling;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
 
 use crate::limit::{LimitSpec, ManualClock, StateTag, Unit};
-use crate::limiter::decide_with_view;
-use crate::limiter::{LimitSet, LocalView, Metered, Modes, Outcome, Plan};
+use crate::limiter::{LimitSet, LocalView, Metered, Modes, Outcome, Plan, Sources, decide};
 use crate::store::StoreError;
+use crate::store::redis::Fate;
 use stalling::Stalling;
 
 const T0: u64 = 1_700_000_000_000 - 1_700_000_000_000 % 3_600_000;
@@ -59,6 +59,19 @@ impl Lab {
         batched: bool,
         cost: u64,
     ) -> Result<bool, StoreError> {
+        self.hit_by(tag, limits, batched, cost, None).await
+    }
+
+    /// One hit of `cost` whose store work ends by the caller's `deadline` (what the gRPC
+    /// adapter gives).
+    async fn hit_by(
+        &self,
+        tag: u128,
+        limits: &[LimitSpec],
+        batched: bool,
+        cost: u64,
+        deadline: Option<Instant>,
+    ) -> Result<bool, StoreError> {
         let plans = [Plan::Metered(Metered {
             limits: LimitSet::Rule(limits),
             tag: StateTag(tag),
@@ -68,15 +81,12 @@ impl Lab {
             quota: false,
             reference_key: None,
         })];
-        let d = decide_with_view(
-            &self.store,
-            None,
-            &self.view,
-            &[batched],
-            &plans,
-            Modes::default(),
-        )
-        .await?;
+        let sources = Sources {
+            cache: None,
+            view: Some(&self.view),
+            batched: &[batched],
+        };
+        let d = decide(&self.store, sources, &plans, Modes::default(), deadline).await?;
         let ok = matches!(&d.outcomes[0], Outcome::Metered(v) if !v.over_limit);
         if ok {
             *self.admitted.lock() += cost;
@@ -93,9 +103,14 @@ impl Lab {
     /// Flush until nothing is left to write.
     async fn settle(&self) {
         for _ in 0..4 {
-            self.view.flush(&self.store).await.expect("store up");
+            self.flush().await.expect("store up");
         }
         assert_eq!(self.view.unwritten(), 0);
+    }
+
+    /// Write the view's hits back; this store knows no call's fate.
+    async fn flush(&self) -> Result<u64, StoreError> {
+        self.view.flush(&self.store, |_| Fate::Unknown).await
     }
 
     fn admitted(&self) -> u64 {
@@ -124,9 +139,9 @@ async fn a_stall_counts_each_admitted_hit_once_when_the_queue_runs_first() {
     // decides; two write-backs fail, the second resending the first's batch.
     l.hits(1, &limits, 20).await;
     assert!(l.view.degraded());
-    assert!(l.view.flush(&l.store).await.is_err());
+    assert!(l.flush().await.is_err());
     l.hits(1, &limits, 20).await;
-    assert!(l.view.flush(&l.store).await.is_err());
+    assert!(l.flush().await.is_err());
     l.hits(1, &limits, 20).await;
     // Redis resumes: everything it took runs, then the resends find their ids.
     l.store.resume(true).await;
@@ -143,7 +158,7 @@ async fn a_stall_counts_each_admitted_hit_once_when_the_resends_run_first() {
     l.hits(1, &limits, 5).await;
     l.store.stall();
     l.hits(1, &limits, 10).await;
-    assert!(l.view.flush(&l.store).await.is_err());
+    assert!(l.flush().await.is_err());
     l.hits(1, &limits, 10).await;
     l.resends_before_the_late_calls().await;
     assert_eq!(l.admitted(), 25);
@@ -157,7 +172,7 @@ async fn calls_lost_with_a_stalled_store_are_written_back() {
     l.hits(1, &limits, 5).await;
     l.store.stall();
     l.hits(1, &limits, 10).await;
-    assert!(l.view.flush(&l.store).await.is_err());
+    assert!(l.flush().await.is_err());
     l.hits(2, &limits, 10).await;
     // Killed: what it took never runs.
     l.store.resume(false).await;
@@ -260,7 +275,7 @@ async fn chaos(seed: u64, run_late: bool) {
         let (l, done) = (l.clone(), done.clone());
         tokio::spawn(async move {
             while !done.load(Ordering::Relaxed) {
-                let _ = l.view.flush(&l.store).await;
+                let _ = l.flush().await;
                 l.clock.advance(40);
                 tokio::time::sleep(Duration::from_millis(1)).await;
             }
@@ -282,15 +297,12 @@ async fn chaos(seed: u64, run_late: bool) {
                         reference_key: None,
                     })
                 });
-                let d = decide_with_view(
-                    &l.store,
-                    None,
-                    &l.view,
-                    &[false, true],
-                    &plans,
-                    Modes::default(),
-                )
-                .await;
+                let sources = Sources {
+                    cache: None,
+                    view: Some(&l.view),
+                    batched: &[false, true],
+                };
+                let d = decide(&l.store, sources, &plans, Modes::default(), None).await;
                 if let Ok(d) = d {
                     for (i, o) in d.outcomes.iter().enumerate() {
                         if matches!(o, Outcome::Metered(v) if !v.over_limit) {
