@@ -7,6 +7,7 @@
 //! `redis-sentinel`).
 
 mod health;
+mod idle;
 mod per_second;
 mod sentinel;
 mod tls;

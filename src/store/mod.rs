@@ -126,10 +126,11 @@ impl Backend {
         }
     }
 
-    /// Each Redis store by its metrics label, with its live connections, readiness and the
+    /// Each Redis store by its metrics label, with its open connections, readiness and the
     /// connections dropped as broken so far.
     pub fn redis_pools(&self) -> Vec<(&'static str, usize, bool, u64)> {
-        let pool = |name, s: &redis::RedisStore| (name, s.connected(), s.is_ready(), s.dropped());
+        let pool =
+            |name, s: &redis::RedisStore| (name, s.open_connections(), s.is_ready(), s.dropped());
         match self {
             Backend::Memory(_) => Vec::new(),
             Backend::Redis(s) => vec![pool("redis", s)],

@@ -168,6 +168,8 @@ pub enum RedisConfigError {
     Tls(#[source] RedisError),
     #[error("redis sentinel: {0}")]
     Sentinel(&'static str),
+    #[error("redis connection pool: {0}")]
+    Pool(#[source] deadpool_redis::BuildError),
     #[error("the redis store must be created inside a tokio runtime")]
     NoRuntime,
 }
@@ -178,6 +180,10 @@ pub enum ConnectError {
     /// Dialing, the handshake or a command of the connection's setup failed.
     #[error("{0}")]
     Redis(#[from] RedisError),
+    /// The single-node pool gave no connection (all checked out, or it timed out dialing;
+    /// Redis's own errors are [`ConnectError::Redis`]).
+    #[error("redis connection pool: {0}")]
+    Pool(#[source] deadpool_redis::PoolError),
     #[error("SCRIPT LOAD failed: {0}")]
     ScriptLoad(#[source] RedisError),
     /// `ROLE` names another role than `master`.
@@ -201,6 +207,16 @@ pub enum ConnectError {
         master: String,
         misses: Vec<(String, SentinelMiss)>,
     },
+}
+
+impl ConnectError {
+    /// A pool's error, Redis's own kept as it is.
+    pub(crate) fn from_pool(e: deadpool_redis::PoolError) -> ConnectError {
+        match e {
+            deadpool_redis::PoolError::Backend(e) => ConnectError::Redis(e),
+            e => ConnectError::Pool(e),
+        }
+    }
 }
 
 /// What a sentinel answered instead of the master's address.

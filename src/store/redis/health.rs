@@ -21,11 +21,18 @@ use super::RedisStore;
 use crate::limit::{Algorithm, Check, LimitSpec, StateTag, Unit};
 use crate::store::{Call, Store};
 
+/// How long every connection of a store may hear nothing before the health refresher pings
+/// them (`conn.rs`, `Ring::ping_if_silent`).
+const IDLE_PING_AFTER: Duration = Duration::from_secs(1);
+
 impl RedisStore {
-    /// While writes are being refused, try one: a real check on a key of the store's own (a
-    /// per-second window no request can fill), so recovery is seen without traffic. Does
-    /// nothing otherwise. Called by the health refresher.
+    /// Called by the health refresher at every tick, so health follows Redis without
+    /// traffic: while writes are being refused, try one (a real check on a key of the
+    /// store's own, a per-second window no request can fill), so recovery is seen; when no
+    /// connection has heard from Redis for [`IDLE_PING_AFTER`], ping each, so a dead Redis
+    /// is seen (its connections dropped, the store not ready).
     pub async fn probe(&self) {
+        self.ring.ping_if_silent(IDLE_PING_AFTER).await;
         if !self.refusals.refusing() {
             return;
         }

@@ -67,6 +67,9 @@ pub use script::SCRIPT;
 /// State in Redis (single node or cluster). See the module documentation.
 pub struct RedisStore {
     ring: Arc<Ring>,
+    /// The single-node pool that dials the ring's connections (`connect.rs`), for its
+    /// status.
+    pool: Option<deadpool_redis::Pool>,
     /// Calls refused by a server that will not write (see `health.rs`).
     refusals: Refusals,
     cluster: bool,
@@ -120,8 +123,9 @@ impl RedisStore {
         crate::tls::install_crypto_provider();
         let pool_size = cfg.pool_size.max(1);
         let cluster = !cfg.cluster_nodes.is_empty() && cfg.sentinel.is_none();
-        let connector = Connector::new(&cfg)?;
-        let ring = Arc::new(Ring::new(cfg.name, pool_size));
+        let connector = Connector::new(&cfg, pool_size)?;
+        let pool = connector.pool();
+        let ring = Arc::new(Ring::new(cfg.name, pool_size, cfg.dead_after));
         let script = Script::new(source);
         let stop = CancellationToken::new();
         let backoff = Backoff {
@@ -140,6 +144,7 @@ impl RedisStore {
         ));
         Ok(RedisStore {
             ring,
+            pool,
             refusals: Refusals::new(cfg.refusal_grace),
             cluster,
             script,
@@ -166,9 +171,18 @@ impl RedisStore {
         )
     }
 
-    /// Connections currently up.
+    /// Connections currently up and in use (their script loaded).
     pub fn connected(&self) -> usize {
         self.ring.connected()
+    }
+
+    /// Connections open, for the connection gauge: on a single node, the objects of the
+    /// deadpool pool (deadpool's status: each connection is one, checked out for its life);
+    /// otherwise those of the ring.
+    pub fn open_connections(&self) -> usize {
+        self.pool
+            .as_ref()
+            .map_or_else(|| self.ring.connected(), |p| p.status().size)
     }
 
     /// Connections dropped as broken (an error, or silence: `conn.rs`) since the store was
