@@ -378,10 +378,11 @@ impl LimitSpec {
 
     /// What distinguishes this limit's state from any other limit's state on the same
     /// descriptor: algorithm, window length, buckets and slot. `requests_per_unit` and
-    /// `burst` are deliberately absent, so changing them keeps the state (ARCHITECTURE.md, "State identity");
-    /// the window is its length, so `unit_multiplier` is part of it and one hour keeps its
-    /// state whether written `hour` or `minute × 60`. A calendar window is its unit,
-    /// multiplier and zone: never the state of an epoch-aligned window of any length.
+    /// `burst` are deliberately absent, so changing them keeps the state (ARCHITECTURE.md,
+    /// "State identity" under "Invariants"); the window is its length, so `unit_multiplier`
+    /// is part of it and one hour keeps its state whether written `hour` or `minute × 60`. A
+    /// calendar window is its unit, multiplier and zone: never the state of an epoch-aligned
+    /// window of any length.
     pub fn identity(&self) -> StateIdentity {
         StateIdentity {
             algorithm: self.algorithm,

@@ -1,7 +1,7 @@
 //! How a request becomes script calls, and replies become results: the grouping of a
 //! request's checks into calls (one per request on a single node, one per slot on a cluster,
-//! split past [`MAX_LIMITS_PER_CALL`]), each under its id key when the request has an id
-//! (`Store::run_once`, write-backs), stop-increment over several calls, and one round trip
+//! split past [`MAX_LIMITS_PER_CALL`]), each under its id key when the call has ids (a
+//! request's, a write-back's batches), stop-increment over several calls, and one round trip
 //! over the connection ring, with the breaker and error classification; on a cluster, the
 //! calls of a slot that is moving are resent.
 

@@ -93,12 +93,13 @@ pub struct RedisConfig {
     /// reports itself not ready; see `health.rs`.
     pub refusal_grace: Duration,
     /// Connections kept open (cluster mode: cluster connections, each multiplexing over every
-    /// node, used round-robin). On a single node the first carries every request until its
-    /// forming batch is full, then the next (`conn.rs`, `Ring::pick`).
+    /// node, used round-robin). On a single node the size of the deadpool pool that dials
+    /// them (`connect.rs`); the first carries every request until its forming batch is full,
+    /// then the next (`conn.rs`, `Ring::pick`).
     pub pool_size: usize,
     /// Bound of one connection attempt (including the script preload).
     pub connect_timeout: Duration,
-    /// Bound of one `run()` made without a caller's deadline (`store::deadline`); with one,
+    /// Bound of one `run()` made without a caller's deadline (`Call::deadline`); with one,
     /// the deadline bounds it instead.
     pub request_timeout: Duration,
     /// Prepended to every key. Must not contain `{` or `}` (it would change the hash slot).

@@ -8,7 +8,7 @@
 //! bucket in one slot, so a batch of any buckets is one pipeline to one node on a cluster
 //! too; quota traffic is a report per Envoy every few seconds, not a call per request, so
 //! one slot carries it. The pipeline goes to a connection of the ring, outside the check
-//! pipelines (as `reset.rs` does); a call answered `NOSCRIPT` is resent behind a
+//! pipelines (as a reset does); a call answered `NOSCRIPT` is resent behind a
 //! `SCRIPT LOAD` (`pipeline.rs`).
 //!
 //! **Why chunks give the answers one call gave.** Everything the script reads and writes
