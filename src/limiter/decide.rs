@@ -32,7 +32,7 @@ use std::time::Instant;
 use super::local_view::{Answer, Asked, Held, Keep, Local, LocalView, Why};
 use super::{Decision, Metered, Modes, Outcome, OverLimitCache, Plan, compose, run_counted};
 use crate::limit::{Charge, Check, LimitResult, LimitSpec};
-use crate::store::{Call, CallId, Ids, Store, StoreError};
+use crate::store::{Call, Ids, Store, StoreError};
 
 /// What answers descriptors before the store. Both optional; the view is consulted only
 /// when the request has a batched descriptor or the fallback is on.
@@ -63,14 +63,6 @@ pub async fn decide<S: Store + ?Sized>(
     let mut r = Request {
         plans,
         modes,
-        metered: plans
-            .iter()
-            .enumerate()
-            .filter_map(|(i, p)| match p {
-                Plan::Metered(m) => Some((i, m)),
-                _ => None,
-            })
-            .collect(),
         via: Vec::new(),
         sources,
         now: sources
@@ -88,41 +80,62 @@ pub async fn decide<S: Store + ?Sized>(
             return Ok(r.all_local(view, Why::Overload));
         }
     }
-    r.via = r
-        .metered
-        .iter()
-        .map(|&(i, m)| r.source(view, i, m))
-        .collect();
-
-    let checks = r.checks();
+    // Without a cache or a view every descriptor goes to the store: no sources to keep.
+    if sources.cache.is_some() || view.is_some() {
+        let via = r.metered().map(|(i, m)| r.source(view, i, m));
+        r.via = via.collect();
+    }
+    // The call: each store-bound descriptor's carried hits, then its check.
+    let mut checks = Vec::with_capacity(plans.len());
+    for (m, carried) in r.store_bound() {
+        if let Some(c) = carried {
+            checks.push(Check {
+                tag: m.tag,
+                limits: &c.limits,
+                cost: c.hits,
+                refund: false,
+            });
+        }
+        checks.push(Check {
+            tag: m.tag,
+            limits: m.limits.as_slice(),
+            cost: m.cost,
+            refund: m.refund,
+        });
+    }
     let denied_here = r.via.iter().any(|v| match v {
         Source::Memory { results, .. } => results.iter().any(|r| !r.allowed),
-        Source::Store { .. } => false,
+        Source::Store(_) => false,
     });
-    let charge = match (modes.stop_increment, denied_here) {
-        (false, _) => Charge::Each,
-        (true, false) => Charge::StopWhenOver,
-        (true, true) => Charge::Held,
-    };
-    let keys = r.reference_keys();
+    // envoyproxy/ratelimit's key of each check, when a descriptor has one.
+    let keys: Option<Vec<Option<&[u8]>>> = r
+        .metered()
+        .any(|(_, m)| m.reference_key.is_some())
+        .then(|| {
+            let each = r.store_bound().flat_map(|(m, carried)| {
+                let carry = carried.map(|_| None);
+                carry.into_iter().chain([m.reference_key.as_deref()])
+            });
+            each.collect()
+        });
     // Held under an id when a failure would leave hits to send again: carried ones, or
     // the fallback's.
+    let carries = r.store_bound().any(|(_, c)| c.is_some());
     let held = view
-        .filter(|_| !checks.is_empty() && (fallback || r.carries()))
-        .map(|view| {
-            let id = CallId::fresh();
-            (id, view.hold(id, r.held(view, std::iter::repeat(0))))
-        });
+        .filter(|_| !checks.is_empty() && (fallback || carries))
+        .map(|view| view.hold(r.held(view, std::iter::repeat(0))));
     let call = Call {
         checks: &checks,
-        charge,
-        ids: held
-            .as_ref()
-            .map_or(Ids::Unnamed, |(id, _)| Ids::Request(*id)),
+        charge: match (modes.stop_increment, denied_here) {
+            (false, _) => Charge::Each,
+            (true, false) => Charge::StopWhenOver,
+            (true, true) => Charge::Held,
+        },
+        ids: held.as_ref().map_or(Ids::Unnamed, |h| Ids::Request(h.id())),
         deadline,
         keys: keys.as_deref(),
     };
-    let sent = view.map(|v| (v.next_seq(), v.now_ms()));
+    let sent = view.map(|v| (v, v.next_seq(), v.now_ms()));
     let mut fresh = Vec::with_capacity(call.results());
     let outcome = if checks.is_empty() {
         Ok(())
@@ -130,7 +143,7 @@ pub async fn decide<S: Store + ?Sized>(
         run_counted(store, &call, &mut fresh).await
     };
 
-    let (Some(view), Some((seq, sent_ms))) = (view, sent) else {
+    let Some((view, seq, sent_ms)) = sent else {
         outcome?;
         return Ok(r.answered(fresh, None));
     };
@@ -138,16 +151,10 @@ pub async fn decide<S: Store + ?Sized>(
         if !fresh.is_empty() {
             view.observe_latency(view.now_ms().saturating_sub(sent_ms));
         }
-        if let Some((_, holding)) = held {
-            view.answered(holding);
+        if let Some(h) = held {
+            view.answered(h);
         }
-        let told = Told {
-            view,
-            seq,
-            sent_ms,
-            strict_too: fallback,
-        };
-        return Ok(r.answered(fresh, Some(told)));
+        return Ok(r.answered(fresh, Some((view, seq, sent_ms))));
     };
     // A timeout at the caller's deadline says the store is busy (or this process is); a
     // dead store is the breaker's to find, and its errors make the view degraded.
@@ -160,8 +167,8 @@ pub async fn decide<S: Store + ?Sized>(
         view.enter_degraded(&e);
     }
     let (results, admitted) = r.fallback(view, fallback.then_some(why));
-    if let Some((_, holding)) = held {
-        view.failed(holding, r.held(view, admitted.into_iter()));
+    if let Some(h) = held {
+        view.failed(h, r.held(view, admitted.into_iter()));
     }
     if !fallback {
         return Err(e);
@@ -178,41 +185,47 @@ enum Source {
         results: Vec<LimitResult>,
         cached: bool,
     },
-    /// The store, behind `carry` hits of its own written back first, charged with `forced`.
-    Store {
-        carry: u64,
-        forced: Option<Arc<[LimitSpec]>>,
-    },
+    /// The store, behind hits of its own the view carries (written back first).
+    Store(Option<Carried>),
 }
 
-const STORE: Source = Source::Store {
-    carry: 0,
-    forced: None,
-};
+/// Hits admitted by the view, carried ahead of their descriptor's check, and the limits
+/// (with `overdraft`) they are charged with.
+struct Carried {
+    hits: u64,
+    limits: Arc<[LimitSpec]>,
+}
 
-/// One request on its way: its metered descriptors (with their index among the plans) and
-/// the source of each.
+/// The source of a descriptor when there are no others (no cache, no view).
+static STORE: Source = Source::Store(None);
+
+/// One request on its way: its plans and the source of each metered descriptor (none kept
+/// when all go to the store).
 struct Request<'a, 'p> {
     plans: &'a [Plan<'p>],
     modes: Modes,
-    metered: Vec<(usize, &'a Metered<'p>)>,
     via: Vec<Source>,
     sources: Sources<'a>,
     /// The cache's clock when the request was looked up.
     now: u64,
 }
 
-/// What the view learns from the store's answer ([`Request::answered`]).
-struct Told<'a> {
-    view: &'a LocalView,
-    /// The call's [`LocalView::next_seq`], and when it was sent (local ms).
-    seq: u64,
-    sent_ms: u64,
-    /// Strict descriptors are kept too (the fallback decides them when the store fails).
-    strict_too: bool,
-}
+impl<'p> Request<'_, 'p> {
+    /// The metered descriptors, with their index among the plans.
+    fn metered(&self) -> impl Iterator<Item = (usize, &Metered<'p>)> {
+        let plans = self.plans.iter().enumerate();
+        plans.filter_map(|(i, p)| match p {
+            Plan::Metered(m) => Some((i, m)),
+            _ => None,
+        })
+    }
 
-impl Request<'_, '_> {
+    /// Each metered descriptor with its index among the plans and its source.
+    fn each(&self) -> impl Iterator<Item = (usize, &Metered<'p>, &Source)> {
+        let via = self.via.iter().chain(std::iter::repeat(&STORE));
+        self.metered().zip(via).map(|((i, m), v)| (i, m, v))
+    }
+
     fn is_batched(&self, i: usize) -> bool {
         self.sources.batched.get(i).copied().unwrap_or(false)
     }
@@ -225,19 +238,17 @@ impl Request<'_, '_> {
             if let Some(c) = cache {
                 c.forget(m.tag);
             }
-            return STORE;
+            return Source::Store(None);
         }
         let mut results = Vec::new();
         if let Some(c) = cache
             && c.lookup(m.tag, limits, m.cost, self.now, &mut results)
         {
-            return Source::Memory {
-                results,
-                cached: true,
-            };
+            let cached = true;
+            return Source::Memory { results, cached };
         }
         let Some(view) = view.filter(|_| self.is_batched(i)) else {
-            return STORE;
+            return Source::Store(None);
         };
         // With stop-increment the carried hits would go uncharged beside a denial.
         let carry_ok = !self.modes.stop_increment;
@@ -246,11 +257,11 @@ impl Request<'_, '_> {
                 results,
                 cached: false,
             },
-            Local::Store { carry: 0 } => STORE,
-            Local::Store { carry } => Source::Store {
-                carry,
-                forced: Some(view.forced_limits(m.tag, limits)),
-            },
+            Local::Store { carry: 0 } => Source::Store(None),
+            Local::Store { carry } => Source::Store(Some(Carried {
+                hits: carry,
+                limits: view.forced_limits(m.tag, limits),
+            })),
         }
     }
 
@@ -258,78 +269,37 @@ impl Request<'_, '_> {
     /// there is no time for it): the hits admitted wait as pending.
     fn all_local(&self, view: &LocalView, why: Why) -> Decision {
         let mut results = Vec::new();
-        for (_, m) in &self.metered {
+        let mut metered = 0;
+        for (_, m) in self.metered() {
             let limits = m.limits.as_slice();
             view.fallback(m.tag, limits, m.cost, m.refund, Keep::Pending, &mut results);
+            metered += 1;
         }
-        view.count_fallback(why, self.metered.len());
+        view.count_fallback(why, metered);
         let mut decision = compose(self.plans, results, self.modes);
-        decision.skipped_store = !self.metered.is_empty();
+        decision.skipped_store = metered > 0;
         decision
     }
 
-    /// The store-bound descriptors, as `(descriptor, its carried hits and their limits)`.
-    fn store_bound(&self) -> impl Iterator<Item = (&Metered<'_>, u64, Option<&Arc<[LimitSpec]>>)> {
-        self.metered
-            .iter()
-            .zip(&self.via)
-            .filter_map(|((_, m), v)| match v {
-                Source::Store { carry, forced } => Some((*m, *carry, forced.as_ref())),
-                Source::Memory { .. } => None,
-            })
-    }
-
-    fn carries(&self) -> bool {
-        self.store_bound().any(|(_, _, f)| f.is_some())
-    }
-
-    /// The call's checks: each store-bound descriptor's carried hits, then its check.
-    fn checks(&self) -> Vec<Check<'_>> {
-        let mut checks = Vec::with_capacity(self.metered.len());
-        for (m, carry, forced) in self.store_bound() {
-            if let Some(f) = forced {
-                checks.push(Check {
-                    tag: m.tag,
-                    limits: f,
-                    cost: carry,
-                    refund: false,
-                });
-            }
-            checks.push(Check {
-                tag: m.tag,
-                limits: m.limits.as_slice(),
-                cost: m.cost,
-                refund: m.refund,
-            });
-        }
-        checks
-    }
-
-    /// envoyproxy/ratelimit's key of each check, when a descriptor has one.
-    fn reference_keys(&self) -> Option<Vec<Option<&[u8]>>> {
-        if self.metered.iter().all(|(_, m)| m.reference_key.is_none()) {
-            return None;
-        }
-        let mut keys = Vec::with_capacity(self.metered.len());
-        for (m, _, forced) in self.store_bound() {
-            if forced.is_some() {
-                keys.push(None);
-            }
-            keys.push(m.reference_key.as_deref());
-        }
-        Some(keys)
+    /// The store-bound descriptors, with the hits the view carries ahead of each.
+    fn store_bound(&self) -> impl Iterator<Item = (&Metered<'_>, Option<&Carried>)> {
+        self.each().filter_map(|(_, m, v)| match v {
+            Source::Store(carried) => Some((m, carried.as_ref())),
+            Source::Memory { .. } => None,
+        })
     }
 
     /// The call's checks as [`LocalView::hold`] takes them: the carried hits, then each
     /// check with the `hits` admitted for it.
     fn held(&self, view: &LocalView, mut hits: impl Iterator<Item = u64>) -> Vec<Held> {
-        let mut held = Vec::with_capacity(self.metered.len());
-        for (m, carry, forced) in self.store_bound() {
-            if let Some(f) = forced {
+        let mut held = Vec::with_capacity(self.plans.len());
+        for (m, carried) in self.store_bound() {
+            if let Some(c) = carried {
+                let (limits, hits) = (c.limits.clone(), c.hits);
                 held.push(Held {
                     tag: m.tag,
-                    limits: f.clone(),
-                    hits: carry,
+                    limits,
+                    hits,
                 });
             }
             held.push(Held {
@@ -341,90 +311,81 @@ impl Request<'_, '_> {
         held
     }
 
-    /// The call failed: the results of every descriptor, the store-bound ones decided by
-    /// the view when the fallback is on (`why`; in flight: held under the call's id, never
-    /// pending, so the write-back sends their hits only with that id), and the hits it
-    /// admitted for each store-bound descriptor.
+    /// The call failed: every descriptor's results, the store-bound ones decided by the view
+    /// when the fallback is on (`why`; in flight: held under the call's id, never pending,
+    /// so the write-back sends their hits only with that id), and the hits admitted for
+    /// each store-bound descriptor.
     fn fallback(&self, view: &LocalView, why: Option<Why>) -> (Vec<LimitResult>, Vec<u64>) {
         let mut results = Vec::new();
-        let mut admitted = Vec::with_capacity(self.metered.len());
-        for ((_, m), v) in self.metered.iter().zip(&self.via) {
+        let mut admitted = Vec::with_capacity(self.plans.len());
+        for (_, m, v) in self.each() {
             match (v, why) {
                 (Source::Memory { results: r, .. }, _) => results.extend_from_slice(r),
-                (Source::Store { .. }, Some(why)) => {
+                (Source::Store(_), Some(why)) => {
                     view.count_fallback(why, 1);
-                    let (limits, cost) = (m.limits.as_slice(), m.cost);
-                    let keep = Keep::InCall;
-                    admitted.push(view.fallback(m.tag, limits, cost, m.refund, keep, &mut results));
+                    let (limits, keep) = (m.limits.as_slice(), Keep::InCall);
+                    let out = &mut results;
+                    admitted.push(view.fallback(m.tag, limits, m.cost, m.refund, keep, out));
                 }
-                (Source::Store { .. }, None) => admitted.push(0),
+                (Source::Store(_), None) => admitted.push(0),
             }
         }
         (results, admitted)
     }
 
-    /// The store answered `fresh` for the call's checks: tell the view (`told`) and the
-    /// cache what they learn, and compose the decision from every source's results.
-    fn answered(self, fresh: Vec<LimitResult>, told: Option<Told<'_>>) -> Decision {
+    /// The store answered `fresh` for the call's checks: tell the view (`told`: it, the
+    /// call's [`LocalView::next_seq`] and when it was sent) and the cache what they learn,
+    /// and compose the decision from every source's results.
+    fn answered(self, fresh: Vec<LimitResult>, told: Option<(&LocalView, u64, u64)>) -> Decision {
+        // The fallback decides strict descriptors too when the store fails: keep them all.
+        let keep_all = told.is_some_and(|(v, ..)| v.options().fallback);
         // In plan order the store's results are, unless memory answered some descriptors or
         // the call carried hits.
-        let only_store = self
-            .via
-            .iter()
-            .all(|v| matches!(v, Source::Store { forced: None, .. }));
+        let only_store = self.via.iter().all(|v| matches!(v, Source::Store(None)));
         let mut results = Vec::with_capacity(if only_store { 0 } else { fresh.len() });
-        let any_cached = self
-            .via
-            .iter()
-            .any(|v| matches!(v, Source::Memory { cached: true, .. }));
-        let mut cached = Vec::new();
         let mut at = 0;
-        for (&(i, m), v) in self.metered.iter().zip(&self.via) {
-            let (carry, forced) = match v {
-                Source::Memory {
-                    results: r,
-                    cached: c,
-                } => {
+        for (i, m, v) in self.each() {
+            let carried = match v {
+                Source::Memory { results: r, .. } => {
                     results.extend_from_slice(r);
-                    if any_cached {
-                        cached.push(*c);
-                    }
                     continue;
                 }
-                Source::Store { carry, forced } => (*carry, forced),
+                Source::Store(carried) => carried,
             };
-            if any_cached {
-                cached.push(false);
-            }
-            if let Some(f) = forced {
-                if let Some(t) = &told {
-                    t.view.landed(m.tag, carry);
-                    t.view.record(&Answer {
-                        tag: m.tag,
-                        limits: f,
-                        results: &fresh[at..at + f.len()],
-                        seq: t.seq,
-                        sent_ms: t.sent_ms,
-                        asked: Asked::WriteBack,
+            if let Some(c) = carried {
+                let r = &fresh[at..at + c.limits.len()];
+                if let Some((view, seq, sent_ms)) = told {
+                    view.landed(m.tag, c.hits);
+                    let asked = Asked::WriteBack;
+                    let (tag, limits) = (m.tag, &*c.limits);
+                    view.record(&Answer {
+                        tag,
+                        limits,
+                        results: r,
+                        seq,
+                        sent_ms,
+                        asked,
                     });
                 }
-                at += f.len();
+                at += c.limits.len();
             }
             let limits = m.limits.as_slice();
             let r = &fresh[at..at + limits.len()];
             at += limits.len();
             let batched = self.is_batched(i);
-            if let Some(t) = told.as_ref().filter(|t| t.strict_too || batched) {
-                t.view.record(&Answer {
+            if let Some((view, seq, sent_ms)) = told.filter(|_| keep_all || batched) {
+                let cost = if m.refund { 0 } else { m.cost };
+                let asked = Asked::Check {
+                    cost,
+                    keep_new: true,
+                };
+                view.record(&Answer {
                     tag: m.tag,
                     limits,
                     results: r,
-                    seq: t.seq,
-                    sent_ms: t.sent_ms,
-                    asked: Asked::Check {
-                        cost: if m.refund { 0 } else { m.cost },
-                        keep_new: true,
-                    },
+                    seq,
+                    sent_ms,
+                    asked,
                 });
             }
             if let Some(c) = self.sources.cache
@@ -439,14 +400,12 @@ impl Request<'_, '_> {
         }
         let results = if only_store { fresh } else { results };
         let mut decision = compose(self.plans, results, self.modes);
-        if any_cached {
-            let verdicts = decision.outcomes.iter_mut().filter_map(|o| match o {
-                Outcome::Metered(v) => Some(v),
-                _ => None,
-            });
-            for (v, c) in verdicts.zip(cached) {
-                v.cached = c;
-            }
+        let verdicts = decision.outcomes.iter_mut().filter_map(|o| match o {
+            Outcome::Metered(v) => Some(v),
+            _ => None,
+        });
+        for (v, (_, _, s)) in verdicts.zip(self.each()) {
+            v.cached = matches!(s, Source::Memory { cached: true, .. });
         }
         decision
     }

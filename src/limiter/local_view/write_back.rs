@@ -86,12 +86,21 @@ pub struct Holding {
     _caller: Arc<()>,
 }
 
+impl Holding {
+    /// The id the call is sent under.
+    pub fn id(&self) -> CallId {
+        self.id
+    }
+}
+
 impl LocalView {
-    /// A request call under `id` is about to be sent: hold it, `(tag, forced limits, hits)`
-    /// per check in the order it sends them (the hits it carries, 0 for its own checks), so
-    /// that, if its caller leaves before an answer, the write-back sends it again under its
-    /// id (its hits counted once, whether or not the store ran it).
-    pub fn hold(&self, id: CallId, checks: Vec<Held>) -> Holding {
+    /// A request call is about to be sent under a fresh id ([`Holding::id`]): hold it,
+    /// `(tag, forced limits, hits)` per check in the order it sends them (the hits it
+    /// carries, 0 for its own checks), so that, if its caller leaves before an answer, the
+    /// write-back sends it again under its id (its hits counted once, whether or not the
+    /// store ran it).
+    pub fn hold(&self, checks: Vec<Held>) -> Holding {
+        let id = CallId::fresh();
         let caller = Arc::new(());
         let call = Unsettled {
             batch: false,

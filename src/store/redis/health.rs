@@ -18,7 +18,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use super::RedisStore;
-use crate::limit::{Algorithm, Check, LimitSpec, StateTag, Unit};
+use crate::limit::{Check, LimitSpec, StateTag, Unit};
 use crate::store::{Call, Store};
 
 /// How long every connection of a store may hear nothing before the health refresher pings
@@ -36,19 +36,7 @@ impl RedisStore {
         if !self.refusals.refusing() {
             return;
         }
-        let limits = [LimitSpec {
-            requests_per_unit: 1_000_000_000,
-            unit: Unit::Second,
-            unit_multiplier: 1,
-            algorithm: Algorithm::FixedWindow,
-            burst: 1_000_000_000,
-            buckets: 0,
-            overdraft: true,
-            penalty_ms: 0,
-            name: None,
-            slot: 0,
-            calendar: None,
-        }];
+        let limits = [LimitSpec::fixed_window(1_000_000_000, Unit::Second)];
         let check = [Check {
             tag: StateTag::compute("sluice.health", [("probe", "")]),
             limits: &limits,

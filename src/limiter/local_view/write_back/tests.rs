@@ -1,100 +1,19 @@
-//! Exactly once through a store that stalls
-//! (`src/limiter/local_view/write_back/tests/stalling.rs`): after any order of stalls,
-//! resumes and resends, the store holds exactly the hits answered OK.
+//! Exactly once through a store that stalls (`src/limiter/local_view/tests/stalling.rs`):
+//! after any order of stalls, resumes and resends, the store holds exactly the hits answered
+//! OK.
 
 mod overload;
-mod stalling;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use parking_lot::Mutex;
-
-use crate::limit::{LimitSpec, ManualClock, StateTag, Unit};
-use crate::limiter::{LimitSet, LocalView, Metered, Modes, Outcome, Plan, Sources, decide};
-use crate::store::StoreError;
-use crate::store::redis::Fate;
-use stalling::Stalling;
-
-const T0: u64 = 1_700_000_000_000 - 1_700_000_000_000 % 3_600_000;
-
-struct Lab {
-    clock: Arc<ManualClock>,
-    store: Stalling,
-    view: LocalView,
-    /// Hits answered OK.
-    admitted: Mutex<u64>,
-}
-
-fn lab(fallback: bool) -> Lab {
-    let clock = Arc::new(ManualClock::new(T0));
-    Lab {
-        store: Stalling::new(clock.clone()),
-        view: super::super::tests::test_view(fallback, clock.clone()),
-        clock,
-        admitted: Mutex::new(0),
-    }
-}
-
-fn hourly(n: u64) -> Vec<LimitSpec> {
-    vec![LimitSpec::fixed_window(n, Unit::Hour)]
-}
+use super::super::tests::{Lab, hourly, lab};
+use crate::limit::StateTag;
+use crate::limiter::{LimitSet, Metered, Modes, Outcome, Plan, Sources, decide};
 
 impl Lab {
-    /// One hit on `tag`; counted when answered OK.
-    async fn hit(
-        &self,
-        tag: u128,
-        limits: &[LimitSpec],
-        batched: bool,
-    ) -> Result<bool, StoreError> {
-        self.hit_cost(tag, limits, batched, 1).await
-    }
-
-    async fn hit_cost(
-        &self,
-        tag: u128,
-        limits: &[LimitSpec],
-        batched: bool,
-        cost: u64,
-    ) -> Result<bool, StoreError> {
-        self.hit_by(tag, limits, batched, cost, None).await
-    }
-
-    /// One hit of `cost` whose store work ends by the caller's `deadline` (what the gRPC
-    /// adapter gives).
-    async fn hit_by(
-        &self,
-        tag: u128,
-        limits: &[LimitSpec],
-        batched: bool,
-        cost: u64,
-        deadline: Option<Instant>,
-    ) -> Result<bool, StoreError> {
-        let plans = [Plan::Metered(Metered {
-            limits: LimitSet::Rule(limits),
-            tag: StateTag(tag),
-            cost,
-            refund: false,
-            shadow: false,
-            quota: false,
-            reference_key: None,
-        })];
-        let sources = Sources {
-            cache: None,
-            view: Some(&self.view),
-            batched: &[batched],
-        };
-        let d = decide(&self.store, sources, &plans, Modes::default(), deadline).await?;
-        let ok = matches!(&d.outcomes[0], Outcome::Metered(v) if !v.over_limit);
-        if ok {
-            *self.admitted.lock() += cost;
-        }
-        Ok(ok)
-    }
-
-    async fn hits(&self, tag: u128, limits: &[LimitSpec], n: usize) {
+    async fn hits(&self, tag: u128, limits: &[crate::limit::LimitSpec], n: usize) {
         for _ in 0..n {
             let _ = self.hit(tag, limits, false).await;
         }
@@ -106,15 +25,6 @@ impl Lab {
             self.flush().await.expect("store up");
         }
         assert_eq!(self.view.unwritten(), 0);
-    }
-
-    /// Write the view's hits back; this store knows no call's fate.
-    async fn flush(&self) -> Result<u64, StoreError> {
-        self.view.flush(&self.store, |_| Fate::Unknown).await
-    }
-
-    fn admitted(&self) -> u64 {
-        *self.admitted.lock()
     }
 
     /// The stalled store comes back and the resends reach it before the calls it took while
@@ -188,16 +98,11 @@ async fn a_denial_decided_here_fences_the_lost_call_off() {
     // where the store, had it answered, would have admitted them.
     let limits = hourly(10);
     l.store.stall();
-    assert!(!l.hit_cost(3, &limits, false, 6).await.expect("answered"));
+    assert!(!l.hit_n(3, &limits, false, 6).await.expect("answered"));
     l.hits(3, &limits, 8).await;
     assert_eq!(l.admitted(), 5);
     // Resent first, the held call (no hits: a denial) fences the original off.
-    let late = std::mem::take(&mut *l.store.queue.lock());
-    l.store.resume(false).await;
-    l.settle().await;
-    *l.store.queue.lock() = late;
-    l.store.stall();
-    l.store.resume(true).await;
+    l.resends_before_the_late_calls().await;
     assert_eq!(l.store.used(3, &limits).await, 5);
 }
 

@@ -1,7 +1,7 @@
-//! The store the write-back tests run against: a memory store behind a switch that, while
+//! The store the local view's tests run against: a memory store behind a switch that, while
 //! stalled, queues every call and fails it (the answer lost), or hangs it, then runs the
 //! queue when it resumes (or drops it: killed), honouring ids as the Redis script does: the
-//! first send of an id applies, later ones only report.
+//! first send of an id applies, later ones only report; or, while down, refuses every call.
 
 use std::collections::HashSet;
 use std::sync::Arc;
@@ -17,6 +17,8 @@ use crate::store::{Call, CallId, Ids, Store, StoreError};
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum State {
     Up,
+    /// Every call refused, nothing run.
+    Down,
     /// Calls are taken, not answered: queued, failed with a timeout.
     Stalled,
     /// Calls are taken and never answered: queued, and the caller waits until it gives up.
@@ -105,6 +107,9 @@ impl Stalling {
         out: &mut Vec<LimitResult>,
     ) -> Result<(), StoreError> {
         let state = *self.state.lock();
+        if state == State::Down {
+            return Err(StoreError::Unavailable("switched off".into()));
+        }
         if state == State::Chaos {
             match self.roll() {
                 0..=5 => return self.apply(id, checks, charge, out).await,
@@ -138,6 +143,10 @@ impl Stalling {
 
     pub fn stall(&self) {
         *self.state.lock() = State::Stalled;
+    }
+
+    pub fn down(&self) {
+        *self.state.lock() = State::Down;
     }
 
     pub fn hang(&self) {
@@ -177,6 +186,15 @@ impl Stalling {
 
     /// What the store holds for `tag`: the usage a peek reports.
     pub async fn used(&self, tag: u128, limits: &[LimitSpec]) -> u64 {
+        self.peek(tag, limits).await.used_before
+    }
+
+    /// What the store holds for `tag`: the room a peek reports.
+    pub async fn remaining(&self, tag: u128, limits: &[LimitSpec]) -> u64 {
+        self.peek(tag, limits).await.remaining
+    }
+
+    async fn peek(&self, tag: u128, limits: &[LimitSpec]) -> LimitResult {
         let mut out = Vec::new();
         let check = [Check {
             tag: StateTag(tag),
@@ -186,7 +204,7 @@ impl Stalling {
         }];
         let call = Call::new(&check);
         self.store.run(&call, &mut out).await.expect("memory");
-        out[0].used_before
+        out[0]
     }
 }
 
