@@ -285,6 +285,15 @@ impl Key {
             .saturating_sub(self.inflight)
     }
 
+    /// `hits` admitted here, to write back: pending, and the descriptor listed among its
+    /// shard's dirty ones (once).
+    fn pend(&mut self, hits: u64, tag: StateTag, dirty: &mut Vec<u128>) {
+        self.pending += hits;
+        if !std::mem::replace(&mut self.dirty, true) {
+            dirty.push(tag.0);
+        }
+    }
+
     fn take_pending(&mut self) -> u64 {
         let carry = self.pending;
         self.inflight += carry;
@@ -415,6 +424,7 @@ impl LocalView {
     ) -> Local {
         let now = self.now_ms();
         let mut shard = self.shards.of(tag).lock();
+        let shard = &mut *shard;
         let Some(k) = shard.map.get_mut(&tag.0) else {
             return Local::Store { carry: 0 };
         };
@@ -455,12 +465,7 @@ impl LocalView {
             return carry(k);
         }
         out.extend(k.results(limits, cost, now, true));
-        k.pending += cost;
-        let newly_dirty = !k.dirty;
-        k.dirty = true;
-        if newly_dirty {
-            shard.dirty.push(tag.0);
-        }
+        k.pend(cost, tag, &mut shard.dirty);
         self.stats.batched_decisions.fetch_add(1, Ordering::Relaxed);
         Local::Answered
     }
@@ -496,11 +501,7 @@ impl LocalView {
         let shard = &mut *shard;
         if let Some(k) = shard.map.get_mut(&tag.0) {
             k.inflight = k.inflight.saturating_sub(hits);
-            k.pending += hits;
-            if !k.dirty {
-                k.dirty = true;
-                shard.dirty.push(tag.0);
-            }
+            k.pend(hits, tag, &mut shard.dirty);
         }
     }
 
@@ -653,13 +654,7 @@ impl LocalView {
         }
         match keep {
             Keep::InCall => k.inflight += cost,
-            Keep::Pending => {
-                k.pending += cost;
-                if !k.dirty {
-                    k.dirty = true;
-                    shard.dirty.push(tag.0);
-                }
-            }
+            Keep::Pending => k.pend(cost, tag, &mut shard.dirty),
         }
         cost
     }

@@ -166,7 +166,7 @@ impl PerSecond<RedisStore> {
     /// went to one Redis), leaves nothing kept: unknown, and resent under its id, which
     /// the half that ran only reports. Either way nothing stays kept once told.
     pub fn fate(&self, id: CallId) -> Fate {
-        let (main, fast) = (self.main.fates(), self.per_second.fates());
+        let (main, fast) = (&self.main.fates, &self.per_second.fates);
         let fate = match (main.peek(id), fast.peek(id)) {
             (Some(a), Some(b)) if a == b => a,
             (Some(Fate::InFlight), Some(_)) | (Some(_), Some(Fate::InFlight)) => Fate::InFlight,

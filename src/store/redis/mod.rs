@@ -83,8 +83,9 @@ pub struct RedisStore {
     request_timeout: Duration,
     /// How long a `reset` (an admin command) may take.
     admin_timeout: Duration,
-    /// Request calls that did not end answered, and where each went (`fate.rs`).
-    fates: fate::Fates,
+    /// Request calls that did not end answered, and where each went (`fate.rs`); the
+    /// per-second pair, whose calls run on two stores, reads both stores'.
+    pub(in crate::store) fates: fate::Fates,
     /// Stops the reconnect task when the store is dropped.
     _stop: DropGuard,
 }
@@ -199,12 +200,6 @@ impl RedisStore {
         self.fates.take(id)
     }
 
-    /// The trackers behind [`RedisStore::fate`], for the per-second pair, whose calls run
-    /// on two stores.
-    pub(crate) fn fates(&self) -> &fate::Fates {
-        &self.fates
-    }
-
     /// SHA1 of the store's script ([`SCRIPT`] unless built by
     /// [`RedisStore::new_forcing_pre_redis7`]), as used by `EVALSHA`.
     pub fn script_sha(&self) -> &str {
@@ -243,8 +238,10 @@ impl Store for RedisStore {
     /// qualify as envoyproxy/ratelimit counts them (`reference.rs`).
     async fn run(&self, call: &Call<'_>, out: &mut Vec<LimitResult>) -> Result<(), StoreError> {
         match (call.keys, &self.reference_prefix, call.ids) {
+            // Boxed: that future holds a script call's and more, and every request's
+            // future (boxed once per request, `Backend`) would otherwise carry its size.
             (Some(keys), Some(prefix), Ids::Unnamed) => {
-                self.run_reference(call, keys, prefix, out).await
+                Box::pin(self.run_reference(call, keys, prefix, out)).await
             }
             _ => self.run_script(call, out).await,
         }

@@ -81,13 +81,11 @@ struct QuotaCall {
 }
 
 impl ScriptCall for QuotaCall {
-    fn evalsha(&self, sha: &str) -> redis::Cmd {
-        let mut cmd = redis::cmd("EVALSHA");
-        cmd.arg(sha)
-            .arg(self.keys.len())
-            .arg(&self.keys)
-            .arg(&self.args);
-        cmd
+    fn keys(&self) -> &[String] {
+        &self.keys
+    }
+    fn args(&self, cmd: &mut redis::Cmd) {
+        cmd.arg(&self.args);
     }
 }
 
