@@ -1,4 +1,5 @@
-//! The one-shot commands of the binary: `sluice check`, `sluice explain` and `sluice query`.
+//! The one-shot commands of the binary: `sluice check`, `sluice explain`, `sluice query` and
+//! `sluice top`.
 //! Each takes its parsed arguments, prints its answer (stdout) or its error (stderr) and
 //! returns the process's exit status, so `main.rs` only dispatches. (`serve` stays in
 //! `main.rs`: it is the process itself — allocator, logging, runtime, signals.)
@@ -10,7 +11,9 @@
 
 use crate::config::{ConfigError, LoadOptions, RateLimitConfig};
 use crate::explain::{self, KeyLayout};
-use crate::settings::{CheckArgs, CheckSettings, ExplainArgs, ExplainSettings, QueryArgs};
+use crate::settings::{
+    CheckArgs, CheckSettings, ExplainArgs, ExplainSettings, QueryArgs, TopArgs, TopQuerySettings,
+};
 use crate::store::redis::DEFAULT_KEY_PREFIX;
 
 /// Success.
@@ -85,17 +88,10 @@ pub fn explain(args: &ExplainArgs, settings: &ExplainSettings) -> u8 {
 
 /// `sluice query`: the answer on stdout; 0 OK, 1 OVER_LIMIT, 2 error (on stderr).
 pub fn query(args: &QueryArgs) -> u8 {
-    let runtime = match tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-    {
-        Ok(r) => r,
-        Err(e) => {
-            eprintln!("sluice query: starting the async runtime: {e}");
-            return USAGE;
-        }
+    let Some(answer) = block_on("query", crate::client::query(args)) else {
+        return USAGE;
     };
-    match runtime.block_on(crate::client::query(args)) {
+    match answer {
         Ok(report) => {
             print!(
                 "{}",
@@ -109,6 +105,49 @@ pub fn query(args: &QueryArgs) -> u8 {
         }
         Err(e) => {
             eprintln!("sluice query: {e}");
+            USAGE
+        }
+    }
+}
+
+/// Run `work` on a current-thread runtime; `None`, said on stderr, when none can start.
+fn block_on<F: std::future::Future>(command: &str, work: F) -> Option<F::Output> {
+    match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(r) => Some(r.block_on(work)),
+        Err(e) => {
+            eprintln!("sluice {command}: starting the async runtime: {e}");
+            None
+        }
+    }
+}
+
+/// `sluice top`: the heavy hitters of a domain, from the admin listener at `--admin-addr`;
+/// 0 with the list, 2 when it cannot be had (connection, the listener's refusal).
+pub fn top(args: &TopArgs, settings: &TopQuerySettings) -> u8 {
+    let Some(admin) = settings.admin_addr else {
+        eprintln!("sluice top: --admin-addr is off: give the address of sluice's admin listener");
+        return USAGE;
+    };
+    let Some(answer) = block_on("top", crate::client::top(admin, args)) else {
+        return USAGE;
+    };
+    match answer {
+        Ok(report) => {
+            print!(
+                "{}",
+                if args.json {
+                    report.json()
+                } else {
+                    report.table()
+                }
+            );
+            OK
+        }
+        Err(e) => {
+            eprintln!("sluice top: {e}");
             USAGE
         }
     }

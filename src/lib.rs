@@ -21,6 +21,8 @@
 //! - [`client`]: `sluice query`, a client of the RLS v3 API (any server), plain or TLS.
 //! - [`tls`]: TLS plumbing shared by Redis, gRPC and the client (crypto provider, PEM files,
 //!   reloadable server config).
+//! - [`top`]: heavy hitters: per domain, the descriptors with the most hits and denials over
+//!   a recent window, in bounded memory (`/top`, `sluice top`).
 //! - [`transport`]: serving a listener: accept loop, connection caps, timeouts, TLS, drain.
 //! - [`xds`]: rules from an xDS management server (state-of-the-world ADS).
 
@@ -42,5 +44,6 @@ pub mod settings;
 pub mod store;
 pub mod telemetry;
 pub mod tls;
+pub mod top;
 pub mod transport;
 pub mod xds;

@@ -42,6 +42,8 @@ mod rlqs;
 mod rules;
 mod telemetry;
 mod their;
+mod top;
+mod top_args;
 mod trace;
 mod values;
 mod xds;
@@ -63,6 +65,8 @@ pub use redis_url::RedisType;
 pub use resolver::{Given, Source};
 pub use rlqs::RlqsSettings;
 pub use telemetry::{Mogrifier, StatsdProtocol, StatsdSettings, TelemetrySettings};
+pub use top::TopSettings;
+pub use top_args::{TopArgs, TopBy, TopQuerySettings};
 pub use trace::{TracingProtocol, TracingSettings};
 pub use xds::{ConfigSource, XdsBackoff, XdsSettings, XdsTls};
 // The operator tools' descriptor syntax, re-exported for `client` (which uses `settings`).
@@ -204,6 +208,8 @@ settings! {
         ),
         /// The quota service (RLQS, `settings/rlqs.rs`).
         pub rlqs: RlqsSettings = group(),
+        /// Heavy hitters (`settings/top.rs`).
+        pub top: TopSettings = group(),
         /// Unhealthy while no domain is loaded
         pub healthy_requires_config: bool = setting(
             Setting::theirs_only(values::boolean)

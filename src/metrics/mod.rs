@@ -78,6 +78,8 @@ pub struct Metrics {
     pub local: local::LocalMetrics,
     /// The quota service's (RLQS) families (`quota.rs`).
     pub quota: quota::QuotaMetrics,
+    /// The heavy hitters' gauges (`top.rs`).
+    pub top: top::TopMetrics,
 }
 
 impl std::fmt::Debug for Metrics {
@@ -293,6 +295,7 @@ impl Metrics {
                 "Memory store: bytes of limit state held (tables and state heap).",
             ),
             local: local::LocalMetrics::new(&registry),
+            top: top::TopMetrics::new(&registry),
             registry,
         }
     }
@@ -405,6 +408,7 @@ pub mod quota;
 mod rule;
 mod sanitize;
 pub mod statsd;
+pub mod top;
 
 use rule::counters;
 pub use rule::{HitStats, RULE_STATS, RuleCounters};

@@ -9,8 +9,8 @@
 //! `record` (per-rule statistics), `response` (decision → response, the deciding rule's
 //! body and headers), `headers` (rate limit headers to the client and to the upstream),
 //! `metadata` (dynamic metadata, the decision's included), `health`, the two
-//! codecs, `grpc` and `json`, and `inspect` (operator queries: `/explain`, a descriptor's
-//! state peeked or reset).
+//! codecs, `grpc` and `json`, `inspect` (operator queries: `/explain`, a descriptor's
+//! state peeked or reset) and `top` (the heavy hitters each decision feeds, `/top`).
 
 pub mod grpc;
 mod headers;
@@ -24,6 +24,7 @@ mod record;
 mod response;
 pub mod rlqs;
 pub mod routes;
+mod top;
 mod validate;
 
 use std::sync::{Arc, OnceLock};
@@ -40,6 +41,7 @@ use crate::metrics::{Metrics, RuleCounters};
 use crate::settings::DecisionSettings;
 use crate::store::{Backend, StoreError, deadline};
 use crate::telemetry::{RequestSpan, Tracer};
+use crate::top::TopHitters;
 use proto::{Entry, RateLimitRequest};
 
 impl EntryRef for Entry {
@@ -164,6 +166,10 @@ pub struct RateLimitService {
     /// Which gRPC calls get store work (the gRPC adapter asks; [`Self::evaluate`] reports
     /// each store call's round trip).
     admission: Arc<Admission>,
+    /// The heavy hitters (`--top-capacity`), fed after each decision; `None` when off.
+    top: Option<Arc<TopHitters>>,
+    /// `--top-metrics`: descriptors per domain in the `sluice_top_*` gauges.
+    top_metrics: usize,
 }
 
 impl RateLimitService {
@@ -198,7 +204,17 @@ impl RateLimitService {
             view: None,
             consistency: Consistency::Strict,
             unhealthy_when_degraded: false,
+            top: None,
+            top_metrics: 0,
         }
+    }
+
+    /// Keep the heavy hitters in `top` (see `crate::top`), and export the `metrics`
+    /// heaviest of each domain as gauges.
+    pub fn with_top(mut self, top: Option<Arc<TopHitters>>, metrics: usize) -> RateLimitService {
+        self.top = top;
+        self.top_metrics = metrics;
+        self
     }
 
     /// Decide `batched` rules (and rules without `consistency` when `default` is batched)
@@ -272,6 +288,9 @@ impl RateLimitService {
         self.metrics
             .domains_loaded
             .set(config.domain_count() as i64);
+        if let Some(top) = &self.top {
+            top.retain(|d| config.domain(d).is_some());
+        }
         self.config.store(Arc::new(ActiveConfig::new(config)));
     }
 
@@ -441,6 +460,7 @@ impl RateLimitService {
             self.metrics.global_shadow_mode.inc();
         }
         self.record(&active, req, &plans, &matched, &decision);
+        self.feed_top(req, &plans, &matched, &decision);
         Ok(response::build(
             req,
             &plans,

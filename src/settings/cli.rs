@@ -18,6 +18,7 @@ use super::parse::SettingsError;
 use super::query::QueryArgs;
 use super::resolver::{Group, Resolver, table};
 use super::rules::MERGE_DOMAINS;
+use super::top_args::{TopArgs, TopQuerySettings};
 
 #[derive(Debug, Parser)]
 #[command(
@@ -45,6 +46,9 @@ enum Command {
     /// Ask a rate limit server (any RLS v3 server) one question; print its answer.
     /// Exit status: 0 OK, 1 OVER_LIMIT, 2 error.
     Query(Box<QueryArgs>),
+    /// A domain's heavy hitters: the descriptors with the most hits (or denials) over the
+    /// recent window, from a running sluice's admin listener.
+    Top(TopArgs),
 }
 
 #[derive(Debug, Args)]
@@ -70,6 +74,7 @@ pub enum Invocation {
     Check(CheckArgs, CheckSettings),
     Explain(ExplainArgs, ExplainSettings),
     Query(Box<QueryArgs>),
+    Top(TopArgs, TopQuerySettings),
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -110,6 +115,7 @@ where
         Command::Check(_) => "check",
         Command::Explain(_) => "explain",
         Command::Query(_) => "query",
+        Command::Top(_) => "top",
     };
     let sub = matches
         .subcommand_matches(name)
@@ -122,6 +128,7 @@ where
             ExplainSettings::from_resolver(&r).map(|s| Invocation::Explain(a, s))
         }
         Command::Query(q) => Ok(Invocation::Query(q)),
+        Command::Top(a) => TopQuerySettings::from_resolver(&r).map(|s| Invocation::Top(a, s)),
     };
     resolved.map_err(|error| Error::Setting {
         command: name,
@@ -152,6 +159,7 @@ fn command() -> clap::Command {
         // after it stays a path.
         .mut_subcommand("check", |c| c.args(flags::<CheckSettings>(true)))
         .mut_subcommand("explain", |c| c.args(flags::<ExplainSettings>(false)))
+        .mut_subcommand("top", |c| c.args(flags::<TopQuerySettings>(false)))
 }
 
 fn flags<G: Group>(switch_requires_equals: bool) -> Vec<clap::Arg> {
