@@ -33,4 +33,5 @@ mod schema;
 mod service;
 mod startup;
 mod telemetry;
+mod top;
 mod xds;
