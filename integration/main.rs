@@ -5,6 +5,7 @@ mod support;
 
 mod admin;
 mod alerts;
+mod answers;
 mod architecture;
 mod batched;
 mod bench_scripts;

@@ -10,7 +10,8 @@
 //! body and headers), `headers` (rate limit headers to the client and to the upstream),
 //! `metadata` (dynamic metadata, the decision's included), `health`, the two
 //! codecs, `grpc` and `json`, `inspect` (operator queries: `/explain`, a descriptor's
-//! state peeked or reset) and `top` (the heavy hitters each decision feeds, `/top`).
+//! state peeked or reset), `top` (the heavy hitters each decision feeds, `/top`) and
+//! `unknown_domain` (requests for a domain no rule declares, said in the log).
 
 pub mod grpc;
 mod headers;
@@ -25,6 +26,7 @@ mod response;
 pub mod rlqs;
 pub mod routes;
 mod top;
+mod unknown_domain;
 mod validate;
 
 use std::sync::{Arc, OnceLock};
@@ -170,6 +172,8 @@ pub struct RateLimitService {
     top: Option<Arc<TopHitters>>,
     /// `--top-metrics`: descriptors per domain in the `sluice_top_*` gauges.
     top_metrics: usize,
+    /// When each unknown domain was last named in the log.
+    unknown_domains: unknown_domain::UnknownDomains,
 }
 
 impl RateLimitService {
@@ -206,6 +210,7 @@ impl RateLimitService {
             unhealthy_when_degraded: false,
             top: None,
             top_metrics: 0,
+            unknown_domains: Default::default(),
         }
     }
 
@@ -395,6 +400,7 @@ impl RateLimitService {
             self.metrics
                 .domain_not_found
                 .inc_by(req.descriptors.len() as u64);
+            self.unknown_domains.note(&req.domain);
         }
         let request_cost = u64::from(req.hits_addend.max(1));
 
