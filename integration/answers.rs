@@ -9,6 +9,7 @@
 use crate::support::in_process::*;
 use crate::support::sluice::*;
 
+mod debug_line;
 mod unknown_domain;
 
 /// A rule file with one limited key, `k`, 2 per hour.

@@ -8,7 +8,8 @@
 //! flow; `validate` (bounds and their messages), `plan` (matching → plans, `replaces`),
 //! `record` (per-rule statistics), `response` (decision → response, the deciding rule's
 //! body and headers), `headers` (rate limit headers to the client and to the upstream),
-//! `metadata` (dynamic metadata, the decision's included), `health`, the two
+//! `metadata` (dynamic metadata, the decision's included), `log` (a decision as a debug
+//! line), `health`, the two
 //! codecs, `grpc` and `json`, `inspect` (operator queries: `/explain`, a descriptor's
 //! state peeked or reset), `top` (the heavy hitters each decision feeds, `/top`) and
 //! `unknown_domain` (requests for a domain no rule declares, said in the log).
@@ -18,6 +19,7 @@ mod headers;
 pub mod health;
 pub mod inspect;
 pub mod json;
+mod log;
 mod metadata;
 mod plan;
 pub mod proto;
@@ -343,12 +345,8 @@ impl RateLimitService {
             });
         }
         match &result {
-            Ok(resp) => tracing::debug!(
-                domain = %req.domain,
-                descriptors = req.descriptors.len(),
-                overall_code = resp.overall_code,
-                "decided"
-            ),
+            // Logged where the decision's parts are (`evaluate`).
+            Ok(_) => {}
             Err(
                 e @ (ServiceError::InvalidArgument(_)
                 | ServiceError::Malformed(_)
@@ -467,12 +465,10 @@ impl RateLimitService {
         }
         self.record(&active, req, &plans, &matched, &decision);
         self.feed_top(req, &plans, &matched, &decision);
-        Ok(response::build(
-            req,
-            &plans,
-            &matched,
-            &decision,
-            &self.settings,
-        ))
+        let resp = response::build(req, &plans, &matched, &decision, &self.settings);
+        if tracing::enabled!(tracing::Level::DEBUG) {
+            log::decided(req, &plans, &matched, &decision, resp.overall_code);
+        }
+        Ok(resp)
     }
 }
