@@ -10,6 +10,7 @@ use crate::support::in_process::*;
 use crate::support::sluice::*;
 
 mod debug_line;
+mod redis_address;
 mod unknown_domain;
 
 /// A rule file with one limited key, `k`, 2 per hour.

@@ -53,11 +53,15 @@ async fn debug_index() -> &'static str {
     "/metrics: Prometheus metrics\n/rlconfig: print out the currently loaded configuration for debugging\n"
 }
 
+/// 200 `OK`, or 500 with why (their 500 has an empty body; a probe reads only the code).
 async fn healthcheck(State(s): State<HttpState>) -> Response {
-    if s.health.check().await {
-        (StatusCode::OK, "OK").into_response()
-    } else {
-        StatusCode::INTERNAL_SERVER_ERROR.into_response()
+    match s.health.check().await {
+        Ok(()) => (StatusCode::OK, "OK").into_response(),
+        Err(why) => (
+            StatusCode::INTERNAL_SERVER_ERROR,
+            format!("NOT_SERVING: {why}\n"),
+        )
+            .into_response(),
     }
 }
 

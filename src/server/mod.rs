@@ -85,7 +85,7 @@ pub async fn run(
     for (name, ..) in store.redis_pools() {
         metrics.add_store(name);
     }
-    tracing::info!(store = store.name(), "store configured");
+    tracing::info!(store = store.name(), addr = %store.shown(), "store configured");
     let cache = OverLimitCache::new(settings.local_cache_bytes, clock.clone());
     if cache.is_some() {
         tracing::info!(
