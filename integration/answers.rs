@@ -9,6 +9,7 @@
 use crate::support::in_process::*;
 use crate::support::sluice::*;
 
+mod config_source;
 mod debug_line;
 mod redis_address;
 mod unknown_domain;

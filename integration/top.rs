@@ -195,14 +195,14 @@ async fn the_prometheus_view_holds_the_top_n_of_each_domain() {
     assert_eq!(
         series("sluice_top_hits"),
         [
-            "sluice_top_hits{descriptor=\"path=/search\",domain=\"edge\",rank=\"2\",rule=\"edge.path\"} 4",
-            "sluice_top_hits{descriptor=\"remote_address=10.0.0.1\",domain=\"edge\",rank=\"1\",rule=\"edge.remote_address\"} 6",
+            "sluice_top_hits{domain=\"edge\",entries=\"path=/search\",rank=\"2\",rule=\"edge.path\"} 4",
+            "sluice_top_hits{domain=\"edge\",entries=\"remote_address=10.0.0.1\",rank=\"1\",rule=\"edge.remote_address\"} 6",
         ]
     );
     assert_eq!(
         series("sluice_top_denied"),
         [
-            "sluice_top_denied{descriptor=\"remote_address=10.0.0.1\",domain=\"edge\",rank=\"1\",rule=\"edge.remote_address\"} 3"
+            "sluice_top_denied{domain=\"edge\",entries=\"remote_address=10.0.0.1\",rank=\"1\",rule=\"edge.remote_address\"} 3"
         ]
     );
 }

@@ -94,6 +94,9 @@ settings! {
     #[derive(Clone, Debug, PartialEq)]
     pub struct Settings {
         pub config_paths: Vec<PathBuf> = shared(rules::CONFIG),
+        /// What named `config_paths` (`--config`, `SLUICE_CONFIG`, their `RUNTIME_*`, the
+        /// default), for the startup log; beside their `RUNTIME_*`, a note names both.
+        pub config_from: String = with(rules::config_from),
         pub merge_domains: bool = shared(rules::MERGE_DOMAINS),
         pub sanitize_metric_dots: bool = shared(rules::SANITIZE_METRIC_DOTS),
         /// Watch config paths and reload when they change

@@ -13,7 +13,11 @@ async fn a_decision_at_debug_level_names_its_rules_and_codes_in_words() {
         .await;
     let mut c = s.client().await;
     for _ in 0..3 {
-        call(&mut c, req("d", vec![desc(&[("k", "a\"b")]), desc(&[("other", "x")])])).await;
+        call(
+            &mut c,
+            req("d", vec![desc(&[("k", "a\"b")]), desc(&[("other", "x")])]),
+        )
+        .await;
     }
     let long = format!("\n{}", "v".repeat(100));
     call(&mut c, req("d", vec![desc(&[("k", &long)])])).await;

@@ -17,7 +17,8 @@ async fn connection_errors_and_the_health_check_name_the_redis_address() {
         .await;
     let addr = format!("redis://127.0.0.1:{port}");
     assert!(
-        s.wait_log("redis connect failed", std::time::Duration::from_secs(20)).await,
+        s.wait_log("redis connect failed", std::time::Duration::from_secs(20))
+            .await,
         "{:?}",
         s.logs()
     );
@@ -26,22 +27,35 @@ async fn connection_errors_and_the_health_check_name_the_redis_address() {
         .into_iter()
         .filter(|l| l.contains("redis connect failed"))
         .collect();
-    assert!(failed[0].contains(&format!("\"addr\":\"{addr}\"")), "{failed:?}");
+    assert!(
+        failed[0].contains(&format!("\"addr\":\"{addr}\"")),
+        "{failed:?}"
+    );
     let (code, body) = s.http_get("/healthcheck").await;
     assert_eq!(code, 500);
     assert!(
         body.starts_with(&format!("NOT_SERVING: no connection to redis at {addr} (")),
         "{body}"
     );
-    assert!(s.logs().iter().any(|l| l.contains("\"message\":\"store configured\"") && l.contains(&addr)));
+    assert!(
+        s.logs()
+            .iter()
+            .any(|l| l.contains("\"message\":\"store configured\"") && l.contains(&addr))
+    );
     let all = format!("{}\n{body}", s.logs().join("\n"));
-    assert!(!all.contains("s3cret"), "a password in the log or the health check:\n{all}");
+    assert!(
+        !all.contains("s3cret"),
+        "a password in the log or the health check:\n{all}"
+    );
 }
 
 #[tokio::test]
 async fn a_healthy_server_answers_ok_and_one_without_rules_says_why_not() {
     let s = in_process()
-        .file("d.yaml", "domain: d\ndescriptors:\n  - key: k\n    rate_limit: {unit: fortnight}\n")
+        .file(
+            "d.yaml",
+            "domain: d\ndescriptors:\n  - key: k\n    rate_limit: {unit: fortnight}\n",
+        )
         .env("HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED", "true")
         .start()
         .await;

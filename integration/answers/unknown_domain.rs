@@ -15,7 +15,9 @@ async fn an_unknown_domain_is_named_in_a_warning_once() {
     let warned = |domain: &str| {
         s.logs()
             .iter()
-            .filter(|l| l.contains("\"level\":\"WARN\"") && l.contains(&format!("\"domain\":\"{domain}\"")))
+            .filter(|l| {
+                l.contains("\"level\":\"WARN\"") && l.contains(&format!("\"domain\":\"{domain}\""))
+            })
             .count()
     };
     assert_eq!(warned("shop"), 1, "{:?}", s.logs());

@@ -9,7 +9,7 @@ use prometheus::{IntGaugeVec, Opts, Registry};
 use super::must;
 
 /// Label names of both families.
-const LABELS: [&str; 4] = ["domain", "rank", "rule", "descriptor"];
+const LABELS: [&str; 4] = ["domain", "rank", "rule", "entries"];
 
 pub struct TopMetrics {
     /// Hits over the window of the `rank`-th heaviest descriptor by hits.
@@ -39,7 +39,7 @@ impl TopMetrics {
         }
     }
 
-    /// Replace every series with `rows`: (domain, rank, rule, descriptor, value) of hits,
+    /// Replace every series with `rows`: (domain, rank, rule, entries, value) of hits,
     /// then of denials.
     pub fn publish(&self, hits: &[TopRow], denied: &[TopRow]) {
         for (family, rows) in [(&self.hits, hits), (&self.denied, denied)] {
@@ -47,7 +47,7 @@ impl TopMetrics {
             for r in rows {
                 let rank = r.rank.to_string();
                 family
-                    .with_label_values(&[&r.domain, &rank, &r.rule, &r.descriptor])
+                    .with_label_values(&[&r.domain, &rank, &r.rule, &r.entries])
                     .set(i64::try_from(r.value).unwrap_or(i64::MAX));
             }
         }
@@ -59,6 +59,7 @@ pub struct TopRow {
     pub domain: String,
     pub rank: usize,
     pub rule: String,
-    pub descriptor: String,
+    /// The descriptor's entries as `k=v,k2=v2`.
+    pub entries: String,
     pub value: u64,
 }

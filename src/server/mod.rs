@@ -278,6 +278,7 @@ fn load_initial_config(
                 domains = config.domain_count(),
                 rules = config.rules().len(),
                 paths = ?settings.config_paths,
+                from = %settings.config_from,
                 "config loaded"
             );
             Some(config)

@@ -57,7 +57,12 @@ pub(super) fn decided(
 ) {
     let mut descriptors = String::new();
     let mut deciding = None;
-    let rows = req.descriptors.iter().zip(plans).zip(matched).zip(&decision.outcomes);
+    let rows = req
+        .descriptors
+        .iter()
+        .zip(plans)
+        .zip(matched)
+        .zip(&decision.outcomes);
     for (i, (((d, plan), m), outcome)) in rows.enumerate() {
         let denied = matches!(outcome, Outcome::Metered(v) if v.code == Code::OverLimit);
         if denied && deciding.is_none() {

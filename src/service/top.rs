@@ -84,7 +84,7 @@ impl TopEntry {
     }
 
     /// `k=v,k2=v2`, as the command line writes a descriptor (the Prometheus label).
-    pub(crate) fn descriptor(&self) -> String {
+    pub(crate) fn entries_text(&self) -> String {
         let mut out = String::new();
         for (i, e) in self.entries.iter().enumerate() {
             if i > 0 {
@@ -156,7 +156,7 @@ impl RateLimitService {
                     rows.push(TopRow {
                         domain: domain.clone(),
                         rank: i + 1,
-                        descriptor: e.descriptor(),
+                        entries: e.entries_text(),
                         rule: e.rule,
                         value,
                     });

@@ -111,7 +111,11 @@ mod tests {
         let t0 = Instant::now();
         assert_eq!(u.at("shop", t0), Say::Name);
         assert_eq!(u.at("shop", t0 + Duration::from_secs(59)), Say::Nothing);
-        assert_eq!(u.at("edge", t0 + Duration::from_secs(59)), Say::Name, "per domain");
+        assert_eq!(
+            u.at("edge", t0 + Duration::from_secs(59)),
+            Say::Name,
+            "per domain"
+        );
         assert_eq!(u.at("shop", t0 + EVERY), Say::Name);
     }
 

@@ -179,13 +179,23 @@ fn flags<G: Group>(switch_requires_equals: bool) -> Vec<clap::Arg> {
 /// The command line as sluice parses it. Run as `ratelimit` (the image's `/bin/ratelimit`,
 /// envoyproxy/ratelimit's binary path, which Envoy Gateway's deployment runs with no
 /// arguments), sluice serves: their binary has no subcommands and reads its settings
-/// from the environment.
+/// from the environment. So does `sluice /bin/ratelimit`: their docker-compose files say
+/// `command: /bin/ratelimit`, which replaces the image's arguments, not its entrypoint.
 pub fn invocation(mut argv: Vec<OsString>) -> Vec<OsString> {
-    let invoked_as = argv
-        .first()
-        .and_then(|a| std::path::Path::new(a).file_name())
-        .and_then(|n| n.to_str())
-        .unwrap_or_default();
+    let name = |a: Option<&OsString>| {
+        a.and_then(|a| std::path::Path::new(a).file_name())
+            .and_then(|n| n.to_str())
+            .unwrap_or_default()
+            .to_owned()
+    };
+    if argv.len() >= 2
+        && name(argv.get(1)) == "ratelimit"
+        && argv[1].to_str().is_some_and(|a| a.contains('/'))
+    {
+        argv[1] = "serve".into();
+        return argv;
+    }
+    let invoked_as = name(argv.first());
     let first = argv.get(1).and_then(|a| a.to_str()).unwrap_or_default();
     let explicit = ["serve", "check", "help", "--help", "-h", "--version", "-V"].contains(&first);
     if invoked_as == "ratelimit" && !explicit {

@@ -197,7 +197,10 @@ pub enum RedisConfigError {
 pub fn shown_url(url: &str) -> String {
     let url = url.split(['?', '#']).next().unwrap_or_default();
     let Some((scheme, rest)) = url.split_once("://") else {
-        return url.rsplit_once('@').map_or(url, |(_, host)| host).to_owned();
+        return url
+            .rsplit_once('@')
+            .map_or(url, |(_, host)| host)
+            .to_owned();
     };
     let end = rest.find('/').unwrap_or(rest.len());
     let (authority, path) = rest.split_at(end);
@@ -211,7 +214,11 @@ impl RedisConfig {
     pub fn shown_address(&self) -> String {
         if let Some(s) = &self.sentinel {
             let sentinels: Vec<String> = s.sentinels.iter().map(|u| shown_url(u)).collect();
-            return format!("master '{}' via sentinels {}", s.master, sentinels.join(","));
+            return format!(
+                "master '{}' via sentinels {}",
+                s.master,
+                sentinels.join(",")
+            );
         }
         if !self.cluster_nodes.is_empty() {
             let nodes: Vec<String> = self.cluster_nodes.iter().map(|u| shown_url(u)).collect();
@@ -280,8 +287,14 @@ mod shown_tests {
         for (url, shown) in [
             ("redis://redis:6379", "redis://redis:6379"),
             ("redis://:s3cret@redis:6379/2", "redis://redis:6379/2"),
-            ("rediss://user:s3cret@cache.internal:6380", "rediss://cache.internal:6380"),
-            ("redis://redis:6379/0?password=s3cret", "redis://redis:6379/0"),
+            (
+                "rediss://user:s3cret@cache.internal:6380",
+                "rediss://cache.internal:6380",
+            ),
+            (
+                "redis://redis:6379/0?password=s3cret",
+                "redis://redis:6379/0",
+            ),
             ("unix:///run/redis.sock", "unix:///run/redis.sock"),
             ("user:s3cret@redis:6379", "redis:6379"),
         ] {

@@ -309,8 +309,10 @@ pub(crate) async fn reconnect_loop(
             }
             Err(_) => {
                 tracing::warn!(store = ring.name, addr = %ring.addr, timeout = ?backoff.connect_timeout, retry_in = ?delay, "redis connect timed out");
-                *ring.last_error.lock() =
-                    Some(format!("connect timed out after {:?}", backoff.connect_timeout));
+                *ring.last_error.lock() = Some(format!(
+                    "connect timed out after {:?}",
+                    backoff.connect_timeout
+                ));
                 if sleep_or_stop(delay, &stop).await {
                     return;
                 }

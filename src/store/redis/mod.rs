@@ -187,10 +187,10 @@ impl RedisStore {
     /// Why the store is not ready, in words naming its address; `None` when it is.
     pub fn not_ready_reason(&self) -> Option<String> {
         if self.ring.connected() == 0 {
-            let why = self
-                .ring
-                .last_error()
-                .map_or_else(|| "not connected yet".to_owned(), |e| format!("last attempt: {e}"));
+            let why = self.ring.last_error().map_or_else(
+                || "not connected yet".to_owned(),
+                |e| format!("last attempt: {e}"),
+            );
             return Some(format!("no connection to redis at {} ({why})", self.addr()));
         }
         if self.refusals.sustained() {
