@@ -11,6 +11,7 @@ use crate::support::sluice::*;
 
 mod config_source;
 mod debug_line;
+mod detailed_metric;
 mod label_dots;
 mod redis_address;
 mod unknown_domain;

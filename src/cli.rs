@@ -23,7 +23,8 @@ const FAILURE: u8 = 1;
 /// A bad argument or setting (check, explain, query), or a query that got no answer.
 pub const USAGE: u8 = 2;
 
-/// `sluice check`: "all rate limit configs ok" and 0, or every error and 1.
+/// `sluice check`: "all rate limit configs ok" and 0 (after any warnings), or every error
+/// and 1.
 pub fn check(args: &CheckArgs, settings: &CheckSettings) -> u8 {
     let opts = LoadOptions {
         max_file_bytes: settings.max_config_file_bytes,
@@ -31,7 +32,9 @@ pub fn check(args: &CheckArgs, settings: &CheckSettings) -> u8 {
         ..LoadOptions::default()
     };
     match RateLimitConfig::load(&args.paths, &opts) {
-        Ok(_) => {
+        Ok(config) => {
+            // What loads but has no effect: said, and the files still pass.
+            print_located(config.warnings(), "warning: ");
             println!("all rate limit configs ok");
             OK
         }
@@ -156,8 +159,13 @@ pub fn top(args: &TopArgs, settings: &TopQuerySettings) -> u8 {
 /// Every error of every file, one per line (exact envoyproxy/ratelimit messages), each
 /// followed by its location when known.
 fn print_config_errors(errors: &[ConfigError]) {
+    print_located(errors, "");
+}
+
+/// Each of `errors` after `prefix`, followed by its location when known.
+fn print_located(errors: &[ConfigError], prefix: &str) {
     for e in errors {
-        println!("{e}");
+        println!("{prefix}{e}");
         if let (Some(path), Some(line)) = (&e.path, e.line) {
             match e.column {
                 Some(col) => println!("  --> {}:{line}:{col}", path.display()),

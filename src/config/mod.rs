@@ -268,6 +268,9 @@ impl EntryRef for (&[u8], &[u8]) {
 pub struct RateLimitConfig {
     domains: HashMap<Box<str>, Domain>,
     rules: Arc<[Rule]>,
+    /// What loaded but has no effect, each with its file and line (the same shape as an
+    /// error; a config with warnings serves).
+    warnings: Vec<ConfigError>,
 }
 
 impl RateLimitConfig {
@@ -283,13 +286,18 @@ impl RateLimitConfig {
         opts: &LoadOptions,
     ) -> Result<RateLimitConfig, Vec<ConfigError>> {
         let mut errors = Vec::new();
+        let mut warnings = Vec::new();
         let mut loader = validate::Loader::new(opts);
         for file in files {
             let (root, parse_errors) = parse_file(file);
             let mut found = parse_errors;
-            if let Some(root) = root
-                && let Err(problems) = loader.load(root)
-            {
+            let loaded = root.map(|root| loader.load(root));
+            if let Some(Ok(notes)) = loaded {
+                warnings.extend(notes.into_iter().map(|w| {
+                    let at = locate::locate(&file.content, &w.at);
+                    ConfigError::in_file(file, w.msg, at)
+                }));
+            } else if let Some(Err(problems)) = loaded {
                 let parsed = found.len();
                 for p in problems {
                     let at = locate::locate(&file.content, &p.at);
@@ -309,10 +317,21 @@ impl RateLimitConfig {
             errors.extend(found);
         }
         if errors.is_empty() {
-            Ok(loader.finish())
+            Ok(loader.finish().with_warnings(warnings))
         } else {
             Err(errors)
         }
+    }
+
+    fn with_warnings(mut self, warnings: Vec<ConfigError>) -> RateLimitConfig {
+        self.warnings = warnings;
+        self
+    }
+
+    /// What loaded but has no effect (`detailed_metric` where no rule counts), each with its
+    /// file and line: `sluice check` prints them, the server logs them at each load.
+    pub fn warnings(&self) -> &[ConfigError] {
+        &self.warnings
     }
 
     /// Validate and compile rule trees that did not come from a YAML file (xDS
@@ -324,19 +343,22 @@ impl RateLimitConfig {
         opts: &LoadOptions,
     ) -> Result<RateLimitConfig, Vec<ConfigError>> {
         let mut errors = Vec::new();
+        let mut warnings = Vec::new();
         let mut loader = validate::Loader::new(opts);
+        let named = |name: &str, p: limits::Problem| ConfigError {
+            message: format!("{name}: {}", p.msg),
+            path: None,
+            line: None,
+            column: None,
+        };
         for (name, root) in documents {
-            if let Err(problems) = loader.load(root) {
-                errors.extend(problems.into_iter().map(|p| ConfigError {
-                    message: format!("{name}: {}", p.msg),
-                    path: None,
-                    line: None,
-                    column: None,
-                }));
+            match loader.load(root) {
+                Ok(notes) => warnings.extend(notes.into_iter().map(|p| named(&name, p))),
+                Err(problems) => errors.extend(problems.into_iter().map(|p| named(&name, p))),
             }
         }
         if errors.is_empty() {
-            Ok(loader.finish())
+            Ok(loader.finish().with_warnings(warnings))
         } else {
             Err(errors)
         }

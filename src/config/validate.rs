@@ -29,11 +29,11 @@ impl<'o> Loader<'o> {
         }
     }
 
-    /// Add one file. On error the file may be partly added; the caller rejects the config.
-    /// Every problem of the file, in file order: after a problem the walk goes on with the
-    /// next field or descriptor (a descriptor that cannot be placed in the tree, its
-    /// children with it, is skipped).
-    pub fn load(&mut self, root: RawRoot) -> Result<(), Vec<Problem>> {
+    /// Add one file, and say what in it has no effect (warnings, which load). On error the
+    /// file may be partly added; the caller rejects the config. Every problem of the file,
+    /// in file order: after a problem the walk goes on with the next field or descriptor (a
+    /// descriptor that cannot be placed in the tree, its children with it, is skipped).
+    pub fn load(&mut self, root: RawRoot) -> Result<Vec<Problem>, Vec<Problem>> {
         let domain_at = [Seg::Key("domain")];
         if root.domain.is_empty() {
             return Err(vec![Problem::new(
@@ -60,7 +60,7 @@ impl<'o> Loader<'o> {
             }
         };
         let Some(domain) = self.domains.get_mut(index) else {
-            return Ok(());
+            return Ok(Vec::new());
         };
         let mut walk = Walk {
             domain,
@@ -68,6 +68,7 @@ impl<'o> Loader<'o> {
             path: vec![Seg::Key("descriptors")],
             sanitize_dots: self.opts.sanitize_metric_dots,
             problems: Vec::new(),
+            warnings: Vec::new(),
         };
         let prefix = format!("{}.", root.domain);
         let keys = Keys {
@@ -76,7 +77,7 @@ impl<'o> Loader<'o> {
         };
         walk.descriptors(None, keys, root.descriptors, 0);
         if walk.problems.is_empty() {
-            Ok(())
+            Ok(walk.warnings)
         } else {
             Err(walk.problems)
         }
@@ -89,7 +90,11 @@ impl<'o> Loader<'o> {
             .into_iter()
             .map(|b| (Box::<str>::from(&*b.name), b.freeze(&rules)))
             .collect();
-        RateLimitConfig { domains, rules }
+        RateLimitConfig {
+            domains,
+            rules,
+            warnings: Vec::new(),
+        }
     }
 }
 
@@ -111,6 +116,8 @@ struct Walk<'a> {
     sanitize_dots: bool,
     /// Every problem found so far, in file order.
     problems: Vec<Problem>,
+    /// What loads but has no effect (`detailed_metric` where no rule counts).
+    warnings: Vec<Problem>,
 }
 
 /// A parent's key prefixes: its config path (`domain.k_v.`, for messages and `full_key`)
@@ -235,6 +242,25 @@ impl Walk<'_> {
             }
             None => None,
         };
+        // Their `detailed_metric` belongs to the rate limit of its descriptor: it names the
+        // series of the rule a request lands on. Elsewhere it is accepted (their files load)
+        // and said to do nothing.
+        if d.detailed_metric {
+            let why = match &limits {
+                None => Some(
+                    "has no rate_limit: it names the series of the rule a request lands on, so put it on that descriptor",
+                ),
+                Some(l) if l.unlimited => Some("is unlimited, and unlimited rules count nothing"),
+                Some(_) => None,
+            };
+            if let Some(why) = why {
+                let w = self.problem(
+                    format!("detailed_metric has no effect: '{full_key}' {why}"),
+                    &[Seg::Key("detailed_metric")],
+                );
+                self.warnings.push(w);
+            }
+        }
         if let Some(l) = limits {
             let id = self.rules.len();
             self.rules.push(Rule {

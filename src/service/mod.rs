@@ -115,6 +115,19 @@ impl ServiceError {
     }
 }
 
+/// What a config about to serve holds that has no effect, each a warning with its file and
+/// line (every load says them again: startup, reloads, xDS).
+fn log_warnings(config: &RateLimitConfig) {
+    for w in config.warnings() {
+        tracing::warn!(
+            warning = %w,
+            file = w.path.as_ref().map(|p| tracing::field::display(p.display())),
+            line = w.line.map(|l| l as u64),
+            "rule file: this has no effect"
+        );
+    }
+}
+
 /// A loaded config plus what the service caches per rule.
 pub struct ActiveConfig {
     pub config: RateLimitConfig,
@@ -188,7 +201,10 @@ impl RateLimitService {
         settings: DecisionSettings,
     ) -> RateLimitService {
         let active = match config {
-            Some(c) => ActiveConfig::new(c),
+            Some(c) => {
+                log_warnings(&c);
+                ActiveConfig::new(c)
+            }
             None => ActiveConfig::none(),
         };
         metrics.rules_loaded.set(active.config.rules().len() as i64);
@@ -291,6 +307,7 @@ impl RateLimitService {
 
     /// Swap in a new config atomically: requests in flight keep the one they started with.
     pub fn set_config(&self, config: RateLimitConfig) {
+        log_warnings(&config);
         self.metrics.rules_loaded.set(config.rules().len() as i64);
         self.metrics
             .domains_loaded

@@ -403,3 +403,29 @@ fn type_errors_win_over_validation_errors_before_them() {
         "error loading config file: 'requests_per_unit' must be an integer between 0 and 4294967295, found 'x'",
     );
 }
+
+/// `detailed_metric` on a descriptor without limits, or unlimited, loads (their files must)
+/// and is said to do nothing, with its line.
+#[test]
+fn detailed_metric_where_no_rule_counts_is_a_warning() {
+    let content = "domain: d\ndescriptors:\n  - key: a\n    detailed_metric: true\n    descriptors:\n      - key: b\n        rate_limit: {unit: hour, requests_per_unit: 1}\n  - key: c\n    detailed_metric: true\n    rate_limit: {unlimited: true}\n  - key: e\n    detailed_metric: true\n    rate_limit: {unit: hour, requests_per_unit: 1}\n";
+    let config = build_files(&[inline("x.yaml", content)], false).expect("loads");
+    let got: Vec<(String, Option<usize>)> = config
+        .warnings()
+        .iter()
+        .map(|w| (w.message.clone(), w.line))
+        .collect();
+    assert_eq!(
+        got,
+        [
+            (
+                "x.yaml: detailed_metric has no effect: 'd.a' has no rate_limit: it names the series of the rule a request lands on, so put it on that descriptor".to_owned(),
+                Some(4)
+            ),
+            (
+                "x.yaml: detailed_metric has no effect: 'd.c' is unlimited, and unlimited rules count nothing".to_owned(),
+                Some(9)
+            ),
+        ]
+    );
+}
