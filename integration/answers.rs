@@ -9,6 +9,7 @@
 use crate::support::in_process::*;
 use crate::support::sluice::*;
 
+mod booleans;
 mod config_source;
 mod debug_line;
 mod detailed_metric;
