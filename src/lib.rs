@@ -11,6 +11,8 @@
 //! - [`limiter`]: one request's decision: one store call, then the status rules.
 //! - [`store`]: the `Store` trait and its memory and Redis implementations.
 //! - [`metrics`]: the Prometheus registry and cached handles.
+//! - [`protojson`]: proto3 JSON of the responses' well-known types (`/json`, `sluice query
+//!   --json`).
 //! - [`explain`]: which rule a descriptor matches and why, its limits and Redis keys
 //!   (`sluice explain`, `/explain`).
 //! - [`http`]: `/healthcheck`, `/json`, `/metrics`, `/rlconfig`, `/explain`.
@@ -36,6 +38,7 @@ pub mod http;
 pub mod limit;
 pub mod limiter;
 pub mod metrics;
+pub mod protojson;
 pub mod quota;
 pub mod reload;
 pub mod server;
