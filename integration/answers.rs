@@ -14,6 +14,7 @@ mod config_source;
 mod debug_line;
 mod detailed_metric;
 mod label_dots;
+mod local_decisions;
 mod query_json;
 mod redis_address;
 mod unknown_domain;

@@ -87,7 +87,7 @@ async fn json_endpoint(State(s): State<HttpState>, body: Bytes) -> Response {
 }
 
 async fn metrics(State(s): State<HttpState>) -> Response {
-    s.service.refresh_view_gauges();
+    s.service.publish_view_metrics();
     s.service.refresh_top_gauges();
     (
         [(header::CONTENT_TYPE, "text/plain; version=0.0.4")],

@@ -12,7 +12,8 @@
 //! line), `health`, the two
 //! codecs, `grpc` and `json`, `inspect` (operator queries: `/explain`, a descriptor's
 //! state peeked or reset), `top` (the heavy hitters each decision feeds, `/top`) and
-//! `unknown_domain` (requests for a domain no rule declares, said in the log).
+//! `unknown_domain` (requests for a domain no rule declares, said in the log) and
+//! `view_metrics` (the local view's numbers on `/metrics`).
 
 pub mod grpc;
 mod headers;
@@ -30,6 +31,7 @@ pub mod routes;
 mod top;
 mod unknown_domain;
 mod validate;
+mod view_metrics;
 
 use std::sync::{Arc, OnceLock};
 use std::time::Instant;
@@ -189,6 +191,8 @@ pub struct RateLimitService {
     top_metrics: usize,
     /// When each unknown domain was last named in the log.
     unknown_domains: unknown_domain::UnknownDomains,
+    /// The local view's counts last published as Prometheus counters.
+    view_published: parking_lot::Mutex<view_metrics::Published>,
 }
 
 impl RateLimitService {
@@ -229,6 +233,7 @@ impl RateLimitService {
             top: None,
             top_metrics: 0,
             unknown_domains: Default::default(),
+            view_published: Default::default(),
         }
     }
 
@@ -263,18 +268,6 @@ impl RateLimitService {
     /// instead of refused (`limiter::with_view`: overload).
     pub fn decides_overload_locally(&self) -> bool {
         !self.settings.reference_keys && self.view.as_ref().is_some_and(|v| v.options().fallback)
-    }
-
-    /// Set the local view's gauges (descriptors held, hits not yet in the store) from the
-    /// view as it is now: before rendering the metrics, so a scrape never reads a value older
-    /// than itself (the batch task also sets them every interval).
-    pub fn refresh_view_gauges(&self) {
-        if let Some(v) = &self.view {
-            let m = &self.metrics.local;
-            m.keys.set(i64::try_from(v.len()).unwrap_or(i64::MAX));
-            m.unwritten
-                .set(i64::try_from(v.unwritten()).unwrap_or(i64::MAX));
-        }
     }
 
     /// Count a failed store call in `sluice_store_errors_total`: `store` when it is not the
