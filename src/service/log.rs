@@ -105,8 +105,8 @@ pub(super) fn decided(
     }
     tracing::debug!(
         domain = %super::unknown_domain::shown(&req.domain),
-        code = code_name(overall),
-        rule = deciding.unwrap_or("-"),
+        code = %code_name(overall),
+        rule = %deciding.unwrap_or("-"),
         descriptors = %descriptors,
         "decided"
     );
