@@ -91,26 +91,23 @@ pub fn explain(args: &ExplainArgs, settings: &ExplainSettings) -> u8 {
 
 /// `sluice query`: the answer on stdout; 0 OK, 1 OVER_LIMIT, 2 error (on stderr).
 pub fn query(args: &QueryArgs) -> u8 {
-    let Some(answer) = block_on("query", crate::client::query(args)) else {
+    let answer = block_on("query", crate::client::query(args));
+    print_answer("query", answer, |r| {
+        (if args.json { r.json() } else { r.table() }, r.exit_code())
+    })
+}
+
+/// `sluice top`: the heavy hitters of a domain, from the admin listener at `--admin-addr`;
+/// 0 with the list, 2 when it cannot be had (connection, the listener's refusal).
+pub fn top(args: &TopArgs, settings: &TopQuerySettings) -> u8 {
+    let Some(admin) = settings.admin_addr else {
+        eprintln!("sluice top: --admin-addr is off: give the address of sluice's admin listener");
         return USAGE;
     };
-    match answer {
-        Ok(report) => {
-            print!(
-                "{}",
-                if args.json {
-                    report.json()
-                } else {
-                    report.table()
-                }
-            );
-            report.exit_code()
-        }
-        Err(e) => {
-            eprintln!("sluice query: {e}");
-            USAGE
-        }
-    }
+    let answer = block_on("top", crate::client::top(admin, args));
+    print_answer("top", answer, |r| {
+        (if args.json { r.json() } else { r.table() }, OK)
+    })
 }
 
 /// Run `work` on a current-thread runtime; `None`, said on stderr, when none can start.
@@ -127,30 +124,22 @@ fn block_on<F: std::future::Future>(command: &str, work: F) -> Option<F::Output>
     }
 }
 
-/// `sluice top`: the heavy hitters of a domain, from the admin listener at `--admin-addr`;
-/// 0 with the list, 2 when it cannot be had (connection, the listener's refusal).
-pub fn top(args: &TopArgs, settings: &TopQuerySettings) -> u8 {
-    let Some(admin) = settings.admin_addr else {
-        eprintln!("sluice top: --admin-addr is off: give the address of sluice's admin listener");
-        return USAGE;
-    };
-    let Some(answer) = block_on("top", crate::client::top(admin, args)) else {
-        return USAGE;
-    };
+/// A client command's answer on stdout (the text and exit status `shown` makes of it), or
+/// its error on stderr and [`USAGE`].
+fn print_answer<R>(
+    command: &str,
+    answer: Option<Result<R, crate::client::ClientError>>,
+    shown: impl FnOnce(&R) -> (String, u8),
+) -> u8 {
     match answer {
-        Ok(report) => {
-            print!(
-                "{}",
-                if args.json {
-                    report.json()
-                } else {
-                    report.table()
-                }
-            );
-            OK
+        None => USAGE,
+        Some(Ok(r)) => {
+            let (text, status) = shown(&r);
+            print!("{text}");
+            status
         }
-        Err(e) => {
-            eprintln!("sluice top: {e}");
+        Some(Err(e)) => {
+            eprintln!("sluice {command}: {e}");
             USAGE
         }
     }

@@ -32,7 +32,7 @@ pub struct Health {
     published: HealthService,
     requires_config: bool,
     shutting_down: AtomicBool,
-    /// The store has been ready since startup (see [`Health::healthy`]).
+    /// The store has been ready since startup (see `Health::unhealthy`).
     store_was_ready: AtomicBool,
     /// Last published state: 0 none yet, 1 serving, 2 not serving. Held while publishing, so
     /// two refreshes never interleave their pushes.
@@ -149,7 +149,8 @@ impl Health {
             self.store_was_ready.store(true, Ordering::Relaxed);
         }
         let was_ready = self.store_was_ready.load(Ordering::Relaxed);
-        if !ready && !(service.serves_without_store() && was_ready) {
+        let goes_local = service.serves_without_store() && was_ready;
+        if !(ready || goes_local) {
             let why = store
                 .not_ready_reason()
                 .unwrap_or_else(|| "the store is not ready".to_owned());

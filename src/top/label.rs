@@ -64,9 +64,20 @@ pub fn key<'e>(seed: u64, rule: &str, entries: impl Iterator<Item = (&'e [u8], &
     })
 }
 
-/// The label of (`rule`, `entries`).
-pub fn label<'e>(rule: &str, entries: impl Iterator<Item = (&'e [u8], &'e [u8])>) -> Box<[u8]> {
-    let mut out = Vec::with_capacity(64);
+/// The label of (`rule`, `entries`), allocated once at its size.
+pub fn label<'e>(
+    rule: &str,
+    entries: impl Iterator<Item = (&'e [u8], &'e [u8])> + Clone,
+) -> Box<[u8]> {
+    let mut size = 1 + rule.len().min(MAX_RULE_BYTES);
+    for (count, (k, v)) in entries.clone().enumerate() {
+        if count == MAX_ENTRIES {
+            size += 1;
+            break;
+        }
+        size += 2 + k.len().min(MAX_PART_BYTES) + v.len().min(MAX_PART_BYTES);
+    }
+    let mut out = Vec::with_capacity(size);
     let mut push = |bytes: &[u8], max: usize| {
         let kept = bytes.len().min(max);
         let cut = if bytes.len() > kept { CUT } else { 0 };
@@ -74,16 +85,14 @@ pub fn label<'e>(rule: &str, entries: impl Iterator<Item = (&'e [u8], &'e [u8])>
         out.extend_from_slice(&bytes[..kept]);
     };
     push(rule.as_bytes(), MAX_RULE_BYTES);
-    let mut kept = 0;
     let mut more = false;
-    for (k, v) in entries {
+    for (kept, (k, v)) in entries.enumerate() {
         if kept == MAX_ENTRIES {
             more = true;
             break;
         }
         push(k, MAX_PART_BYTES);
         push(v, MAX_PART_BYTES);
-        kept += 1;
     }
     if more {
         // A lone length byte of 0 with the cut bit: "entries followed".
