@@ -18,6 +18,8 @@
 //! where `C·W` must exceed 2^53) so real-time TTLs outlive the few milliseconds a scenario
 //! takes, and no scenario relies on state surviving past its TTL.
 
+mod budgets;
+mod calendar;
 mod multi_limit;
 mod operator;
 mod scenarios;
@@ -34,6 +36,8 @@ use sluice::store::{Store, StoreError};
 
 use crate::support::redis::RedisServer;
 
+pub use budgets::*;
+pub use calendar::*;
 pub use multi_limit::*;
 pub use operator::*;
 pub use scenarios::*;
@@ -71,6 +75,12 @@ macro_rules! conformance_suite {
                 every_algorithm_runs_over_the_multiplied_window,
                 changing_the_multiplier_starts_fresh_state,
                 reset_forgets_counters_and_penalties_of_one_descriptor,
+                budgets_past_2_to_the_32_are_exact,
+                budgets_of_2_to_the_53_are_exact,
+                calendar_days_follow_local_midnight_and_dst,
+                calendar_month_in_kolkata_counts_a_30_billion_budget,
+                calendar_sliding_window_weighs_the_previous_period,
+                calendar_weeks_start_on_monday_and_state_is_their_own,
             );
         }
     };
@@ -254,7 +264,7 @@ impl<S: Store> Env<S> {
 
 /// A limit with the defaults config gives it (`burst = rpu`, 10 sub-windows, overdraft
 /// only for fixed windows, no penalty, slot 0).
-pub fn limit(algorithm: Algorithm, rpu: u32, unit: Unit) -> LimitSpec {
+pub fn limit(algorithm: Algorithm, rpu: u64, unit: Unit) -> LimitSpec {
     let mut s = LimitSpec::fixed_window(rpu, unit);
     s.algorithm = algorithm;
     s.overdraft = algorithm.default_overdraft();
@@ -264,7 +274,7 @@ pub fn limit(algorithm: Algorithm, rpu: u32, unit: Unit) -> LimitSpec {
     s
 }
 
-pub fn burst(mut s: LimitSpec, burst: u32) -> LimitSpec {
+pub fn burst(mut s: LimitSpec, burst: u64) -> LimitSpec {
     s.burst = burst;
     s
 }

@@ -15,6 +15,7 @@ use tokio::net::TcpStream;
 use crate::support::sluice::*;
 
 mod age;
+mod authority;
 mod debug;
 mod fds;
 mod hygiene;

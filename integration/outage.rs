@@ -138,7 +138,7 @@ impl Traffic {
 
 /// The count Redis holds for `entry` of domain `o` (its daily fixed window: every field of
 /// its hash, the one window).
-pub fn stored(redis: &RedisServer, entry: (&str, &str), limit: u32) -> u64 {
+pub fn stored(redis: &RedisServer, entry: (&str, &str), limit: u64) -> u64 {
     let tag = StateTag::compute("o", [entry]);
     let key = state_key(
         DEFAULT_KEY_PREFIX,

@@ -108,7 +108,7 @@ async fn one_round_trip_and_one_script_call_per_request_at_1_4_16_descriptors() 
     // only reads besides sluice's are this connection's own queries.
     let mut inspect = redis.conn();
     let mut info = |section: &str, field: &str| -> u64 {
-        let text: String = deadpool_redis::redis::cmd("INFO")
+        let text: String = redis::cmd("INFO")
             .arg(section)
             .query(&mut inspect)
             .expect("INFO");

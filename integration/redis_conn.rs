@@ -36,7 +36,7 @@ pub fn store(cfg: RedisConfig) -> RedisStore {
     RedisStore::new(cfg, Arc::new(SystemClock)).expect("valid config")
 }
 
-pub fn limit(rate: u32, unit: Unit) -> LimitSpec {
+pub fn limit(rate: u64, unit: Unit) -> LimitSpec {
     LimitSpec::fixed_window(rate, unit)
 }
 

@@ -5,6 +5,7 @@
 //! Run: `cargo test --test integration redis_store` (needs `redis-server` and `redis-cli`).
 
 mod algorithms;
+mod calendar;
 mod cluster;
 mod ids;
 mod keys;
@@ -40,7 +41,7 @@ pub fn t0() -> u64 {
 
 /// A limit with the defaults of a rule file: burst = rate, 10 buckets for sliding_window,
 /// overdraft as the algorithm's default, no penalty.
-pub fn spec(algorithm: Algorithm, rate: u32, unit: Unit) -> LimitSpec {
+pub fn spec(algorithm: Algorithm, rate: u64, unit: Unit) -> LimitSpec {
     LimitSpec {
         requests_per_unit: rate,
         unit,
@@ -56,6 +57,7 @@ pub fn spec(algorithm: Algorithm, rate: u32, unit: Unit) -> LimitSpec {
         penalty_ms: 0,
         name: None,
         slot: 0,
+        calendar: None,
     }
 }
 
@@ -73,6 +75,23 @@ pub fn local_config(server: &RedisServer) -> RedisConfig {
         pool_size: 2,
         ..RedisConfig::default()
     }
+}
+
+/// A store on `cluster` in local time mode, on a clock at real time (so TTLs hold), connected.
+pub async fn cluster_store(cluster: &crate::support::redis::RedisCluster) -> RedisStore {
+    let cfg = RedisConfig {
+        cluster_nodes: cluster.urls(),
+        time_source: TimeSource::Local,
+        ttl_slack_ms: Some(TEST_SLACK_MS),
+        request_timeout: Duration::from_secs(2),
+        ..RedisConfig::default()
+    };
+    let store = RedisStore::new(cfg, Arc::new(ManualClock::starting_now())).expect("config");
+    assert!(
+        store.wait_ready(Duration::from_secs(20)).await,
+        "cluster connected"
+    );
+    store
 }
 
 /// A server, a manual clock at [`t0`] and a connected store in local time mode.

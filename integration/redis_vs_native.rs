@@ -12,6 +12,10 @@
 //! The model is also run against a Redis store whose script is forced onto its Redis < 7
 //! branch (`RedisStore::new_forcing_pre_redis7`), which the Redis 7 here never takes.
 //!
+//! Calendar windows (`calendar`, which the model does not transcribe) run the same way
+//! against `MemoryStore`: day, week and month periods in zones with DST and half-hour offsets,
+//! traces stepping by hours across local midnights.
+//!
 //! Cases: `SLUICE_DIFF_CASES` (default 96 per test, a few seconds; raise it for a deeper run,
 //! e.g. `SLUICE_DIFF_CASES=5000 cargo test --test integration redis_vs_native`). Each case uses
 //! fresh descriptor tags on one shared redis-server, so cases (and proptest's shrinking runs)
@@ -23,7 +27,7 @@ use std::time::Duration;
 
 use proptest::prelude::*;
 use proptest::test_runner::{Config, TestCaseError, TestRunner};
-use sluice::limit::{Algorithm, Check, Clock, LimitSpec, ManualClock, StateTag, Unit};
+use sluice::limit::{Algorithm, Calendar, Check, Clock, LimitSpec, ManualClock, StateTag, Unit};
 use sluice::store::Store;
 use sluice::store::redis::{RedisConfig, RedisStore, TimeSource};
 
@@ -42,8 +46,8 @@ enum Op {
     Retune {
         desc: usize,
         limit: usize,
-        rate: u32,
-        burst: u32,
+        rate: u64,
+        burst: u64,
     },
 }
 
@@ -57,8 +61,8 @@ struct Trace {
 fn limit_strategy() -> impl Strategy<Value = LimitSpec> {
     (
         prop::sample::select(Algorithm::ALL.to_vec()),
-        prop_oneof![12 => 1u32..=6, 1 => Just(0u32)],
-        1u32..=6,
+        prop_oneof![12 => 1u64..=6, 1 => Just(0u64)],
+        1u64..=6,
         prop::sample::select(vec![Unit::Second, Unit::Second, Unit::Minute]),
         // B = 1 is below what config allows (2) but within the doc's precondition (B ≥ 1).
         1u32..=5,
@@ -85,9 +89,68 @@ fn limit_strategy() -> impl Strategy<Value = LimitSpec> {
                     penalty_ms,
                     name: None,
                     slot: 0,
+                    calendar: None,
                 }
             },
         )
+}
+
+/// A calendar window: `fixed_window` or `sliding_window` over days (or weeks, or months) of a
+/// zone with DST or a half-hour offset.
+fn calendar_limit_strategy() -> impl Strategy<Value = LimitSpec> {
+    (
+        prop::sample::select(vec![Algorithm::FixedWindow, Algorithm::SlidingWindow]),
+        1u64..=6,
+        prop::sample::select(vec![
+            Unit::Day,
+            Unit::Day,
+            Unit::Day,
+            Unit::Week,
+            Unit::Month,
+        ]),
+        prop::sample::select(vec![1u32, 1, 2]),
+        1u32..=5,
+        any::<bool>(),
+        prop::sample::select(vec![
+            "America/New_York",
+            "Asia/Kolkata",
+            "Europe/Berlin",
+            "Australia/Lord_Howe",
+            "UTC",
+        ]),
+    )
+        .prop_map(
+            |(algorithm, rate, unit, unit_multiplier, buckets, overdraft, zone)| LimitSpec {
+                unit_multiplier,
+                buckets: if algorithm == Algorithm::SlidingWindow {
+                    buckets
+                } else {
+                    0
+                },
+                overdraft,
+                calendar: Calendar::new(zone),
+                ..LimitSpec {
+                    algorithm,
+                    ..LimitSpec::fixed_window(rate, unit)
+                }
+            },
+        )
+}
+
+/// Clock steps for calendar traces: hours, as well as the milliseconds around a boundary.
+fn calendar_step_strategy() -> impl Strategy<Value = Op> {
+    prop::sample::select(vec![
+        1i64,
+        999,
+        60_000,
+        3_600_000,
+        5_400_000,
+        6 * 3_600_000,
+        23 * 3_600_000,
+        86_400_000,
+        3 * 86_400_000,
+    ])
+    .prop_map(Op::Step)
 }
 
 fn op_strategy(descriptors: usize) -> impl Strategy<Value = Op> {
@@ -104,19 +167,38 @@ fn op_strategy(descriptors: usize) -> impl Strategy<Value = Op> {
             .prop_map(Op::Step),
         6 => prop::collection::vec(check, 1..=3).prop_map(Op::Run),
         // Rate 0 too: a bucket turns inert (no state read or written) and back.
-        1 => (0..descriptors, 0usize..3, prop_oneof![8 => 1u32..=6, 1 => Just(0u32)], 1u32..=6)
+        1 => (0..descriptors, 0usize..3, prop_oneof![8 => 1u64..=6, 1 => Just(0u64)], 1u64..=6)
             .prop_map(|(desc, limit, rate, burst)| Op::Retune { desc, limit, rate, burst }),
     ]
 }
 
 fn trace_strategy() -> impl Strategy<Value = Trace> {
-    prop::collection::vec(prop::collection::vec(limit_strategy(), 1..=3), 1..=3)
-        .prop_flat_map(|descriptors| {
+    traces(limit_strategy().boxed(), false)
+}
+
+fn calendar_trace_strategy() -> impl Strategy<Value = Trace> {
+    traces(calendar_limit_strategy().boxed(), true)
+}
+
+/// Traces of up to three descriptors of up to three limits; `calendar`: starting anywhere in
+/// a UTC day (calendar boundaries are local), with steps of hours too.
+fn traces(limits: BoxedStrategy<LimitSpec>, calendar: bool) -> impl Strategy<Value = Trace> {
+    prop::collection::vec(prop::collection::vec(limits, 1..=3), 1..=3)
+        .prop_flat_map(move |descriptors| {
             let n = descriptors.len();
+            let op = if calendar {
+                prop_oneof![2 => op_strategy(n), 1 => calendar_step_strategy()].boxed()
+            } else {
+                op_strategy(n).boxed()
+            };
             (
-                0u64..5000,
+                if calendar {
+                    0u64..86_400_000
+                } else {
+                    0u64..5000
+                },
                 Just(descriptors),
-                prop::collection::vec(op_strategy(n), 1..60),
+                prop::collection::vec(op, 1..60),
             )
         })
         .prop_map(|(start, mut descriptors, ops)| {
@@ -212,6 +294,16 @@ fn cases() -> u32 {
 /// backwards only while no expiry is crossed, which random traces do not respect.
 /// `pre_redis7`: the Redis store's script takes its Redis < 7 branch.
 fn differential<S: Store>(make: impl Fn(Arc<dyn Clock>) -> S, backwards: bool, pre_redis7: bool) {
+    differential_over(make, backwards, pre_redis7, trace_strategy());
+}
+
+/// [`differential`] over the traces of `strategy`.
+fn differential_over<S: Store>(
+    make: impl Fn(Arc<dyn Clock>) -> S,
+    backwards: bool,
+    pre_redis7: bool,
+    strategy: impl Strategy<Value = Trace>,
+) {
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -249,7 +341,7 @@ fn differential<S: Store>(make: impl Fn(Arc<dyn Clock>) -> S, backwards: bool, p
         failure_persistence: None,
         ..Config::default()
     });
-    let result = runner.run(&trace_strategy(), |trace| {
+    let result = runner.run(&strategy, |trace| {
         let other = make(clock.clone());
         let id = case.fetch_add(1, Ordering::Relaxed);
         rt.block_on(run_trace(&redis, &other, &clock, &trace, id, backwards))
@@ -274,4 +366,14 @@ fn redis_pre_redis7_branch_matches_the_document_model() {
 #[test]
 fn redis_matches_memory_store() {
     differential(sluice::store::memory::MemoryStore::new, false, false);
+}
+
+#[test]
+fn redis_matches_memory_store_on_calendar_windows() {
+    differential_over(
+        sluice::store::memory::MemoryStore::new,
+        false,
+        false,
+        calendar_trace_strategy(),
+    );
 }

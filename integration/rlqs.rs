@@ -13,6 +13,7 @@ use crate::support::sluice::*;
 mod chunks;
 pub(crate) mod envoy;
 mod lifecycle;
+mod shares;
 mod store;
 mod tls;
 mod tools;
@@ -58,8 +59,16 @@ async fn first_report_subscribes_and_gets_an_assignment() {
     let a = e.report(&api, 0, 0).await;
     match got(&a) {
         // Alone: everything but one floor (1 % of 100), kept free for a newcomer.
-        (Got::Tokens { tokens, fill_ms }, Some(ttl)) => {
-            assert_eq!((tokens, fill_ms, ttl), (99, 60_000, 30_000));
+        // A second of it banked.
+        (
+            Got::Tokens {
+                tokens,
+                burst,
+                fill_ms,
+            },
+            Some(ttl),
+        ) => {
+            assert_eq!((tokens, burst, fill_ms, ttl), (99, 2, 60_000, 30_000));
         }
         _ => panic!("{a:?}"),
     }
@@ -97,10 +106,12 @@ async fn buckets_map_to_descriptors_sorted_by_key() {
             .cloned()
             .expect("an action per bucket")
     };
+    // A rule of a second banks its whole share.
     assert!(matches!(
         got(&find(&shop)).0,
         Got::Tokens {
             tokens: 9,
+            burst: 9,
             fill_ms: 1000
         }
     ));

@@ -33,6 +33,10 @@ const REJECTED_BY_SCHEMA: &[&str] = &[
     "ext_buckets_wrong_algorithm.yaml",
     "ext_burst_on_window.yaml",
     "ext_burst_zero.yaml",
+    "ext_calendar_bucket.yaml",
+    "ext_calendar_hour.yaml",
+    "ext_calendar_log.yaml",
+    "ext_calendar_unlimited.yaml",
     "ext_empty_limits.yaml",
     "ext_list_bad_unit.yaml",
     "ext_log_overdraft.yaml",
@@ -82,6 +86,10 @@ const NOT_EXPRESSIBLE: &[(&str, &str)] = &[
     (
         "ext_response_duplicate_header.yaml",
         "response header names are compared without case: a comparison across keys",
+    ),
+    (
+        "ext_calendar_unknown_zone.yaml",
+        "an IANA time zone name the bundled database knows: a list JSON Schema would need to copy",
     ),
     (
         "ext_multiplier_too_large.yaml",

@@ -14,6 +14,7 @@ mod bytes;
 mod decision;
 mod requests;
 mod rule_response;
+mod tokens;
 mod windows;
 
 const RULES: &str = r#"

@@ -28,7 +28,7 @@
 #   cd /tmp/limitador && cargo build --release --bin limitador-server
 #   LIMITADOR=/tmp/limitador/target/release/limitador-server scripts/cpu-compare.sh
 #
-# It runs with a limits file this script writes: namespace `bench` (the load generator's
+# It runs with scripts/lib/limitador-limits.yaml: namespace `bench` (the load generator's
 # domain), 10^9 per second, one counter per value of the descriptor's `key` entry, as
 # sluice's `bench/key` rule in examples/loadgen-config; `memory` or `redis URL` storage.
 # Without LIMITADOR its rows are left out (said on stderr and under the tables).
@@ -181,17 +181,6 @@ redis_cpu() {
         awk -F: '/^used_cpu_user:/ {u = $2} /^used_cpu_sys:/ {s = $2} END {printf "%.6f", u + s}'
 }
 
-cat >"$OUT/limitador.yaml" <<'YAML'
-# As sluice's bench/key rule (examples/loadgen-config/bench.yaml): never reached, one
-# counter per value of the descriptor's `key` entry.
-- namespace: bench
-  max_value: 1000000000
-  seconds: 1
-  conditions: []
-  variables:
-    - descriptors[0]['key']
-YAML
-
 # start_server KIND PATH STORE: PORT set, SPID running and answering.
 start_server() {
     local kind=$1 bin=$2 store=$3 http ready=""
@@ -213,7 +202,7 @@ start_server() {
         local storage=(memory)
         [ "$store" = redis ] && storage=(redis "redis://127.0.0.1:$RPORT")
         "${SERVER_PIN[@]}" "$bin" -b 127.0.0.1 -p "$PORT" -B 127.0.0.1 -P "$http" \
-            "$OUT/limitador.yaml" "${storage[@]}" >"$OUT/server.log" 2>&1 &
+            scripts/lib/limitador-limits.yaml "${storage[@]}" >"$OUT/server.log" 2>&1 &
         ;;
     esac
     SPID=$!

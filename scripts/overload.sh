@@ -69,12 +69,6 @@ KEYS=${KEYS:-10000}
 THREADS=${THREADS:-1}
 OUTSTANDING=${OUTSTANDING:-$((CONNECTIONS * 16 + 16))}
 QUOTA=${QUOTA:-25}
-# The shortest period whose quota the kernel accepts (1 ms at least): 4 ms at 25%.
-PERIOD_US=${PERIOD_US:-$(( QUOTA > 0 ? (100000 + QUOTA - 1) / QUOTA : 10000 ))}
-PIN=${PIN:-auto}
-SERVER_CPU=${SERVER_CPU:-1}
-CLIENT_CPU=${CLIENT_CPU:-0}
-WEIGHT=${WEIGHT:-1}
 EXTRA=${EXTRA:-}
 
 if [ -z "${SLUICE:-}" ] && [ -z "${LOADGEN:-}" ]; then
@@ -84,6 +78,7 @@ SLUICE=${SLUICE:-target/release/sluice}
 LOADGEN=${LOADGEN:-target/release/examples/loadgen}
 
 log() { echo "overload: $*" >&2; }
+die() { log "$*"; exit 1; }
 free_port() { python3 scripts/free-port.py; } # below the ephemeral range: see the script
 
 WORK=$(mktemp -d)
@@ -96,61 +91,9 @@ cleanup() {
 }
 trap cleanup EXIT
 
-# Pinning.
-server_cmd=() client_cmd=()
-if [ "$PIN" != 0 ] && command -v taskset >/dev/null && [ "$(nproc)" -ge 2 ]; then
-    server_cmd+=(taskset -c "$SERVER_CPU")
-    client_cmd+=(taskset -c "$CLIENT_CPU")
-    pinning="sluice and redis-server on CPU $SERVER_CPU, the generator on CPU $CLIENT_CPU"
-else
-    pinning="no pinning"
-fi
-
-# The quota: a cgroup of our own for sluice and redis-server, v2 if mounted (cpu.max), else v1
-# (cpu.cfs_*); with WEIGHT, one for the generator too.
-quota_desc="no CPU quota" CLIENT_CGROUP=
-quota_us=$((PERIOD_US * QUOTA / 100))
-make_cgroup() { # name → path, or nothing
-    if [ -f /sys/fs/cgroup/cgroup.controllers ] && grep -qw cpu /sys/fs/cgroup/cgroup.controllers; then
-        echo +cpu >/sys/fs/cgroup/cgroup.subtree_control 2>/dev/null || true
-        mkdir "/sys/fs/cgroup/$1" 2>/dev/null && echo "/sys/fs/cgroup/$1"
-    elif [ -f /sys/fs/cgroup/cpu/cpu.cfs_quota_us ]; then
-        mkdir "/sys/fs/cgroup/cpu/$1" 2>/dev/null && echo "/sys/fs/cgroup/cpu/$1"
-    fi
-    return 0
-}
-weigh() { # cgroup
-    if [ -f "$1/cpu.weight" ]; then
-        echo $((WEIGHT * 100 > 10000 ? 10000 : WEIGHT * 100)) >"$1/cpu.weight"
-    elif [ -f "$1/cpu.shares" ]; then
-        echo $((WEIGHT * 1024)) >"$1/cpu.shares"
-    fi
-}
-if [ "$QUOTA" != 0 ] || [ "$WEIGHT" != 1 ]; then
-    CGROUP=$(make_cgroup "sluice-overload-$$")
-    if [ -z "$CGROUP" ]; then
-        log "cannot create a cpu cgroup (not root?): running without a quota"
-    elif [ "$QUOTA" = 0 ]; then
-        weigh "$CGROUP"
-    elif [ -f "$CGROUP/cpu.max" ]; then
-        echo "$quota_us $PERIOD_US" >"$CGROUP/cpu.max"
-        weigh "$CGROUP"
-        quota_desc="cgroup v2 cpu.max $quota_us/$PERIOD_US µs ($QUOTA% of one CPU)"
-    else
-        echo "$PERIOD_US" >"$CGROUP/cpu.cfs_period_us"
-        echo "$quota_us" >"$CGROUP/cpu.cfs_quota_us"
-        weigh "$CGROUP"
-        quota_desc="cgroup v1 cpu.cfs_quota_us $quota_us / cpu.cfs_period_us $PERIOD_US ($QUOTA% of one CPU)"
-    fi
-    if [ -n "$CGROUP" ] && [ "$WEIGHT" != 1 ]; then
-        CLIENT_CGROUP=$(make_cgroup "sluice-overload-client-$$")
-        [ -z "$CLIENT_CGROUP" ] || weigh "$CLIENT_CGROUP"
-        quota_desc="$quota_desc; CPU weight ×$WEIGHT"
-    fi
-fi
-confine() { if [ -n "$CGROUP" ]; then echo "$1" >"$CGROUP/cgroup.procs"; fi; }
-# The generator joins its cgroup from a shell that then runs it.
-client_cmd=(sh -c 'if [ -n "$0" ]; then echo $$ >"$0/cgroup.procs"; fi; exec "$@"' "$CLIENT_CGROUP" "${client_cmd[@]}")
+SERVER_SIDE="sluice and redis-server" CLIENT_SIDE="the generator"
+# shellcheck source=lib/confine.sh
+. scripts/lib/confine.sh
 
 # utime + stime of a process, in clock ticks.
 cpu_ticks() { awk '{ print $14 + $15 }' "/proc/$1/stat" 2>/dev/null || echo 0; }
@@ -159,19 +102,8 @@ metric() {
     curl -fs "http://$HTTP/metrics" | awk -v s="$1" '$1 == s { print $2; found = 1 } END { if (!found) print 0 }'
 }
 
-start_redis() {
-    RPORT=$(free_port)
-    "${server_cmd[@]}" redis-server --port "$RPORT" --bind 127.0.0.1 --save "" --appendonly no \
-        --logfile /dev/null &
-    REDIS_PID=$!
-    confine "$REDIS_PID"
-    for _ in $(seq 100); do
-        redis-cli -p "$RPORT" ping >/dev/null 2>&1 && return
-        sleep 0.05
-    done
-    log "redis-server did not start"
-    exit 1
-}
+# shellcheck source=lib/redis.sh
+. scripts/lib/redis.sh
 
 start_sluice() {
     GRPC=127.0.0.1:$(free_port)
@@ -207,8 +139,8 @@ ROWS=$WORK/rows
 for setup in $SETUPS; do
     case $setup in
         memory) args=() ;;
-        redis) start_redis; args=(--redis-url "redis://127.0.0.1:$RPORT") ;;
-        local) start_redis; args=(--redis-url "redis://127.0.0.1:$RPORT" --store-failure-mode local) ;;
+        redis) start_redis "${server_cmd[@]}"; confine "$REDIS_PID"; args=(--redis-url "redis://127.0.0.1:$RPORT") ;;
+        local) start_redis "${server_cmd[@]}"; confine "$REDIS_PID"; args=(--redis-url "redis://127.0.0.1:$RPORT" --store-failure-mode local) ;;
         *) log "unknown setup '$setup' (memory, redis, local)"; exit 1 ;;
     esac
     start_sluice "${args[@]}"

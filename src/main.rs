@@ -92,24 +92,34 @@ fn init_logging(settings: &Settings) {
     }
 }
 
-/// Ctrl-C or SIGTERM starts a graceful shutdown.
+/// Ctrl-C or SIGTERM starts a graceful shutdown; a second one ends the process at once.
+///
+/// The graceful shutdown keeps serving for `--shutdown-delay` (5 s by default, so load
+/// balancers notice the failing health checks first): right for an orchestrator's SIGTERM,
+/// slow for someone at a terminal, who presses Ctrl-C again, as with most servers.
 async fn wait_for_signal(shutdown: CancellationToken) {
+    let first = next_signal().await;
+    shutdown.cancel();
+    if first.is_err() {
+        return;
+    }
+    if next_signal().await.is_ok() {
+        tracing::warn!("second signal: exiting now, without the shutdown delay and drain");
+        std::process::exit(130);
+    }
+}
+
+/// The next Ctrl-C or SIGTERM (an error when no signal can be listened for).
+async fn next_signal() -> std::io::Result<()> {
     #[cfg(unix)]
     {
         use tokio::signal::unix::{SignalKind, signal};
-        match signal(SignalKind::terminate()) {
-            Ok(mut term) => {
-                tokio::select! {
-                    _ = tokio::signal::ctrl_c() => {}
-                    _ = term.recv() => {}
-                }
-            }
-            Err(_) => {
-                let _ = tokio::signal::ctrl_c().await;
-            }
+        let mut term = signal(SignalKind::terminate())?;
+        tokio::select! {
+            r = tokio::signal::ctrl_c() => r,
+            _ = term.recv() => Ok(()),
         }
     }
     #[cfg(not(unix))]
-    let _ = tokio::signal::ctrl_c().await;
-    shutdown.cancel();
+    tokio::signal::ctrl_c().await
 }

@@ -34,6 +34,19 @@ use tokio_util::sync::CancellationToken;
 use crate::config::{ConfigError, Fingerprint, LoadOptions, RateLimitConfig, fingerprint};
 use crate::service::RateLimitService;
 
+/// Why a detached load (or look at the tree) gave no result.
+#[derive(Debug, thiserror::Error)]
+enum NoResult {
+    #[error("{0} config loads are still stuck reading files; not starting another")]
+    Stuck(usize),
+    #[error("cannot start a config load: {0}")]
+    Spawn(#[source] std::io::Error),
+    #[error("config load ended without a result")]
+    Lost,
+    #[error("config load did not finish within {0:?} (a file read is stuck); it is abandoned")]
+    TimedOut(Duration),
+}
+
 /// Default quiet time before a burst of file events triggers one reload.
 pub const DEFAULT_DEBOUNCE: Duration = Duration::from_millis(200);
 
@@ -117,7 +130,7 @@ impl Reloader {
                 // Unknown what a stuck load saw: no second look until a load finishes (else
                 // every look would find a difference and start another stuck load).
                 *self.loaded.lock() = None;
-                self.apply(Err(vec![ConfigError::general(e)]))
+                self.apply(Err(vec![ConfigError::general(e.to_string())]))
             }
         }
     }
@@ -146,12 +159,10 @@ impl Reloader {
     async fn detached<T: Send + 'static>(
         &self,
         work: impl FnOnce() -> T + Send + 'static,
-    ) -> Result<T, String> {
+    ) -> Result<T, NoResult> {
         let stuck = self.running.load(Ordering::SeqCst);
         if stuck >= MAX_STUCK_LOADS {
-            return Err(format!(
-                "{stuck} config loads are still stuck reading files; not starting another"
-            ));
+            return Err(NoResult::Stuck(stuck));
         }
         let (tx, rx) = oneshot::channel();
         let running = RunningGuard::enter(&self.running);
@@ -161,14 +172,11 @@ impl Reloader {
                 let _running = running;
                 let _ = tx.send(work());
             })
-            .map_err(|e| format!("cannot start a config load: {e}"))?;
+            .map_err(NoResult::Spawn)?;
         match tokio::time::timeout(self.load_timeout, rx).await {
             Ok(Ok(result)) => Ok(result),
-            Ok(Err(_)) => Err("config load ended without a result".into()),
-            Err(_) => Err(format!(
-                "config load did not finish within {:?} (a file read is stuck); it is abandoned",
-                self.load_timeout
-            )),
+            Ok(Err(_)) => Err(NoResult::Lost),
+            Err(_) => Err(NoResult::TimedOut(self.load_timeout)),
         }
     }
 

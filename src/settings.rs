@@ -4,19 +4,19 @@
 //! flag, its `SLUICE_*` variable (the flag's name in upper case), envoyproxy/ratelimit's
 //! variables that also set it and how their values map, its default, its parser and its
 //! help (the field's doc comment). clap's arguments, `--help`, the settings reference's tables of
-//! settings and the audit of their variables (`audit`) are read from those declarations.
+//! settings and the audit of the reference's variables (`audit`) are read from those declarations.
 //!
 //! Precedence for every setting: its flag, then its `SLUICE_*` variable, then their
 //! variable (so their manifests work unchanged), then the default. The environment is a
 //! lookup the caller passes ([`Env`]): [`resolve`] (the binary's whole command line) and
 //! [`Settings::resolve`] (`serve`'s arguments) read it the same way for every command, so a
-//! test resolves `SLUICE_*` and their variables from a map, without the process's.
+//! test resolves `SLUICE_*` and the reference's variables from a map, without the process's.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use decl::{Setting, Their};
+use decl::{RefVar, Setting};
 use declare::settings;
 use env::host_port;
 use resolver::Resolver;
@@ -37,17 +37,18 @@ mod query;
 mod redis;
 mod redis_input;
 mod redis_url;
+mod ref_var;
 mod resolver;
 mod rlqs;
 mod rules;
 mod telemetry;
-mod their;
 mod top;
 mod top_args;
 mod trace;
 mod values;
 mod xds;
 
+pub use self::redis::{RedisSettings, RedisTlsFiles, TimeSource};
 pub use caps::Caps;
 pub use cli::{CheckArgs, CheckSettings, Error, Invocation, invocation, resolve};
 pub use consistency::{ConsistencySettings, StoreFailureMode};
@@ -60,7 +61,6 @@ pub use listen::{GrpcTlsSettings, ListenSettings};
 pub use logging::{LogFormat, log_colour};
 pub use parse::{SettingsError, parse_addr, parse_bool, parse_duration};
 pub use query::QueryArgs;
-pub use redis::{RedisSettings, RedisTlsFiles, TimeSource};
 pub use redis_url::RedisType;
 pub use resolver::{Given, Source};
 pub use rlqs::RlqsSettings;
@@ -79,15 +79,14 @@ static ADMIN_ADDR: Setting<Option<SocketAddr>> =
     Setting::value("admin-addr", "ADDR|off", values::address_or_off)
         .default("127.0.0.1:8082")
         .help(
-            "Admin listener (a descriptor's state: GET to peek, DELETE to reset; no \
-             authentication, see the admin listener's security notes before exposing it), or `off`",
+            "Admin listener (a descriptor's state: GET to peek, DELETE to reset; a domain's heavy \
+             hitters: /top; no authentication, see the admin listener's security notes before \
+             exposing it), or \
+             `off`. At the default, a port already taken (a second instance on the host) is a \
+             warning and sluice runs without it; an address set here that cannot be used stops \
+             startup",
         )
-        .readme(
-            "admin listener (`/state`), `off` to disable; no authentication, see \
-             [Operator's tools](../how-to/inspect-and-reset.md). At the default, a port already taken (a \
-             second instance on the host) is a warning and sluice runs without it; an \
-             address set here that cannot be used stops startup",
-        );
+        .see("[Operator's tools](../how-to/inspect-and-reset.md)");
 
 settings! {
     /// Everything `serve` needs, resolved.
@@ -106,19 +105,16 @@ settings! {
             Setting::value("grpc-addr", "ADDR", values::address)
                 .default("0.0.0.0:8081")
                 .map(|env| host_port(env, "GRPC_HOST", "GRPC_PORT", 8081))
-                .their(Their::new("GRPC_HOST", "127.0.0.1").does("host of the gRPC listener (`--grpc-addr`)"))
-                .their(Their::new("GRPC_PORT", "9081").does("port of the gRPC listener (`--grpc-addr`), 8081"))
+                .ref_var(RefVar::new("GRPC_HOST", "127.0.0.1").does("host of the gRPC listener (`--grpc-addr`)"))
+                .ref_var(RefVar::new("GRPC_PORT", "9081").does("port of the gRPC listener (`--grpc-addr`), 8081"))
         ),
         /// Serve gRPC on this unix domain socket instead of `--grpc-addr` (the socket file is
         /// created at startup, a stale one from a crashed run replaced, and removed on exit)
         pub grpc_uds: Option<PathBuf> = setting(
             Setting::value("grpc-uds", "PATH", values::some_path)
                 .shown_default("off")
-                .readme(
-                    "serve gRPC on this unix domain socket instead of `--grpc-addr` (TCP); see \
-                     [gRPC on a unix socket](../how-to/tls-and-connections.md#grpc-on-a-unix-socket)",
-                )
-                .same(Their::new("GRPC_UDS", "/run/ratelimit.sock").does(
+                .see("[gRPC on a unix socket](../how-to/tls-and-connections.md#grpc-on-a-unix-socket)")
+                .same(RefVar::new("GRPC_UDS", "/run/ratelimit.sock").does(
                     "serve gRPC on this unix socket instead of `GRPC_HOST`/`GRPC_PORT` \
                      (`--grpc-uds`)",
                 ))
@@ -128,20 +124,20 @@ settings! {
             Setting::value("http-addr", "ADDR", values::address)
                 .default("0.0.0.0:8080")
                 .map(|env| host_port(env, "HOST", "PORT", 8080))
-                .their(Their::new("HOST", "127.0.0.1").does("host of the HTTP listener (`--http-addr`)"))
-                .their(Their::new("PORT", "9080").does("port of the HTTP listener (`--http-addr`), 8080"))
+                .ref_var(RefVar::new("HOST", "127.0.0.1").does("host of the HTTP listener (`--http-addr`)"))
+                .ref_var(RefVar::new("PORT", "9080").does("port of the HTTP listener (`--http-addr`), 8080"))
         ),
         /// Separate listener for Prometheus metrics
         pub metrics_addr: Option<SocketAddr> = setting(
             Setting::value("metrics-addr", "ADDR", values::some_address)
                 .shown_default("off")
                 .map(prometheus_addr)
-                .shown_theirs("`USE_PROMETHEUS` + `PROMETHEUS_ADDR` (`:9090`)")
-                .their(Their::new("USE_PROMETHEUS", "true").does(
+                .shown_vars("`USE_PROMETHEUS` + `PROMETHEUS_ADDR` (`:9090`)")
+                .ref_var(RefVar::new("USE_PROMETHEUS", "true").does(
                     "a separate metrics listener at `PROMETHEUS_ADDR` (`--metrics-addr`); the \
                      HTTP port serves `/metrics` anyway",
                 ))
-                .their(Their::new("PROMETHEUS_ADDR", ":9191").with(&[("USE_PROMETHEUS", "true")]).does(
+                .ref_var(RefVar::new("PROMETHEUS_ADDR", ":9191").with(&[("USE_PROMETHEUS", "true")]).does(
                     "address of the metrics listener `USE_PROMETHEUS` opens, `:9090`",
                 ))
         ),
@@ -149,7 +145,7 @@ settings! {
         pub metrics_path: String = setting(
             Setting::value("metrics-path", "PATH", metrics_path)
                 .default("/metrics")
-                .same(Their::new("PROMETHEUS_PATH", "/prom").does(
+                .same(RefVar::new("PROMETHEUS_PATH", "/prom").does(
                     "path of metrics on the `USE_PROMETHEUS` listener (`--metrics-path`), `/metrics`",
                 ))
         ),
@@ -159,7 +155,7 @@ settings! {
         /// the host, set up with envoyproxy/ratelimit's variables, still starts).
         pub admin_addr_explicit: bool = with(|r| Ok(r.given(&ADMIN_ADDR)?.by_sluice())),
         /// `None`: the in-memory store.
-        pub redis: Option<RedisSettings> = with(redis::resolve, redis_input::RedisInput),
+        pub redis: Option<RedisSettings> = with(self::redis::resolve, redis_input::RedisInput),
         pub decision: DecisionSettings = group(),
         /// Memory for the local over-limit cache, in bytes: descriptors over their limit are
         /// answered without the store until their denial ends; 0 disables it
@@ -167,7 +163,7 @@ settings! {
             Setting::value("local-cache-size-bytes", "BYTES", values::number)
                 .default("0")
                 .shown_default("0 (off)")
-                .same(Their::new("LOCAL_CACHE_SIZE_IN_BYTES", "1048576"))
+                .same(RefVar::new("LOCAL_CACHE_SIZE_IN_BYTES", "1048576"))
         ),
         /// Rule file size, memory store state.
         pub caps: Caps = group(),
@@ -183,7 +179,7 @@ settings! {
         pub log_level: String = setting(
             Setting::value("log-level", "LEVEL", logging::log_level)
                 .default("info")
-                .same(Their::new("LOG_LEVEL", "debug").does(
+                .same(RefVar::new("LOG_LEVEL", "debug").does(
                     "`--log-level`; their `fatal` and `panic` mean `error`",
                 ))
         ),
@@ -192,7 +188,7 @@ settings! {
             Setting::value("log-format", "FORMAT", logging::log_format)
                 .values(&["text", "json"])
                 .default("text")
-                .same(Their::new("LOG_FORMAT", "json"))
+                .same(RefVar::new("LOG_FORMAT", "json"))
         ),
         /// Threads serving requests (unset: one per CPU available to the process; with one,
         /// everything runs on a single-threaded runtime, the least CPU per call)
@@ -200,10 +196,16 @@ settings! {
             Setting::value("worker-threads", "N", |s| values::positive(s).map(Some))
                 .shown_default("CPUs available")
         ),
+        // Why 5s by default: a rolling restart behind Envoy fails checks unless Envoy has
+        // taken the instance out before its listener closes. The examples' gRPC health check
+        // (examples/envoy.yaml: interval 1s, unhealthy_threshold 2) notices within 2s plus
+        // two round trips; Kubernetes removes a terminating pod from its Services within a
+        // second or two. 5s covers both with room on a loaded node, and costs only a later
+        // exit (docs/how-to/deploy-and-restart.md).
         /// On SIGTERM: keep serving this long with health NOT_SERVING before closing the
-        /// listeners, so load balancers stop sending first
+        /// listeners, so load balancers and Envoy's health checks stop sending first
         pub shutdown_delay: Duration = setting(
-            Setting::value("shutdown-delay", "DURATION", values::duration).default("0s")
+            Setting::value("shutdown-delay", "DURATION", values::duration).default("5s")
         ),
         /// On SIGTERM, after the delay: longest wait for in-flight requests before exiting
         pub shutdown_grace: Duration = setting(
@@ -215,24 +217,24 @@ settings! {
         pub top: TopSettings = group(),
         /// Unhealthy while no domain is loaded
         pub healthy_requires_config: bool = setting(
-            Setting::theirs_only(values::boolean)
+            Setting::ref_only(values::boolean)
                 .default("false")
-                .same(Their::new("HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED", "true"))
+                .same(RefVar::new("HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED", "true"))
         ),
         /// Files at `config_paths` (the default) or an xDS server (CONFIG_TYPE=GRPC_XDS_SOTW).
         pub config_source: ConfigSource = with(xds::source, xds::SourceInput, XdsSettings),
         /// With xDS: serve before the first config arrives (calls fail with "no rate limit
         /// configuration loaded" until it does) instead of waiting for it
         pub force_start_without_initial_config: bool = setting(
-            Setting::theirs_only(values::boolean)
+            Setting::ref_only(values::boolean)
                 .default("false")
-                .same(Their::new("FORCE_START_WITHOUT_INITIAL_CONFIG", "true"))
+                .same(RefVar::new("FORCE_START_WITHOUT_INITIAL_CONFIG", "true"))
         ),
         /// statsd, the Prometheus mapping file and tracing (`settings/telemetry.rs`).
         pub telemetry: TelemetrySettings = group(),
         /// gRPC TLS, the debug listener, connection timeouts and caps.
         pub listen: ListenSettings = group(),
-        /// Notes on their variables that have no effect here (`settings/audit`) and on
+        /// Notes on the reference's variables that have no effect here (`settings/audit`) and on
         /// ignored combinations, logged once at startup.
         pub notes: Vec<String> = with(|r| Ok(r.take_notes())),
     }
@@ -263,10 +265,13 @@ impl Settings {
     }
 
     /// The settings, with what spans groups: the store's reference keys reach the decision,
-    /// their variables sluice refuses stop it, and those with no effect are noted.
+    /// the reference's variables sluice refuses stop it, and those with no effect are noted.
     fn from_command_line(r: &Resolver<'_>) -> Result<Settings, SettingsError> {
         let mut s = <Settings as resolver::Group>::from_resolver(r)?;
-        s.decision.reference_keys = s.redis.as_ref().is_some_and(|r| r.reference_keys);
+        s.decision.reference_keys = s
+            .redis
+            .as_ref()
+            .is_some_and(|r| r.main.reference_prefix.is_some());
         audit::refuse(r.env())?;
         audit::note(r.env(), &mut s.notes);
         Ok(s)
@@ -280,7 +285,7 @@ fn metrics_path(s: &str) -> Result<String, String> {
     Ok(s.to_owned())
 }
 
-/// Their Prometheus endpoint: a separate listener that `USE_PROMETHEUS` turns on.
+/// The reference's Prometheus endpoint: a separate listener that `USE_PROMETHEUS` turns on.
 fn prometheus_addr(env: Env<'_>) -> Result<Option<Option<SocketAddr>>, SettingsError> {
     if !env::bool_var(env, "USE_PROMETHEUS")?.unwrap_or(false) {
         return Ok(None);

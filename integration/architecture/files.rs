@@ -1,9 +1,9 @@
-//! No circle between the files of one module: within `settings`, `config`, `store/redis` …
-//! file A may use file B, or B use A, never both (directly or through other files). A circle
-//! means the pieces cannot be read, tested or moved one at a time: the helper both sides
-//! need belongs in a third file they both use (as `settings/env.rs`), or one side gets a
-//! trait the other implements (as `config/trace.rs`'s `NodeNames`, `store/redis/conn.rs`'s
-//! `Dial`).
+//! No circle between the files of the repository's crates: within `settings`, `config`,
+//! `store/redis` … and between the test modules of `integration/` and `fuzz/`, file A may use
+//! file B, or B use A, never both (directly or through other files). A circle means the
+//! pieces cannot be read, tested or moved one at a time: the helper both sides need belongs in
+//! a third file they both use (as `settings/env.rs`), or one side gets a trait the other
+//! implements (as `config/trace.rs`'s `NodeNames`, `store/redis/conn.rs`'s `Dial`).
 //!
 //! Edges are the paths the code names, resolved to the file that defines the module they
 //! reach: `crate::…`, `super::…`, `self::…`, and a child module named bare (`compat::resolve`
@@ -16,12 +16,28 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
-use super::{read_all, rel, root, src_files};
+use super::{read_all, rel, root, rust_files};
 
-/// Module path of a file of `src/` (`src/settings/listen/mod.rs` → `settings::listen`);
-/// `None` for the crate roots and files outside `src/`.
-fn module_path(file: &Path) -> Option<Vec<String>> {
-    let rel = file.strip_prefix(root().join("src")).ok()?;
+/// The directories of the repository's crates with modules of their own: the library, the
+/// integration tests and the fuzz targets (each `crate::` resolves within its own).
+const CRATES: [&str; 3] = ["src", "integration", "fuzz"];
+
+/// Every Rust file of those crates.
+fn crate_files() -> Vec<PathBuf> {
+    let mut files = Vec::new();
+    for dir in CRATES {
+        rust_files(&root().join(dir), &mut files);
+    }
+    files
+}
+
+/// The crate directory a file is in, and its module path there
+/// (`src/settings/listen/mod.rs` → `settings::listen`); `None` for the crate roots and
+/// files outside the crates.
+fn module_path(file: &Path) -> Option<(&'static str, Vec<String>)> {
+    let (dir, rel) = CRATES
+        .iter()
+        .find_map(|d| Some((*d, file.strip_prefix(root().join(d)).ok()?)))?;
     let mut parts: Vec<String> = rel
         .iter()
         .map(|c| c.to_string_lossy().into_owned())
@@ -32,7 +48,7 @@ fn module_path(file: &Path) -> Option<Vec<String>> {
         parts.push(stem.to_owned());
     }
     let crate_root = parts.len() == 1 && (parts[0] == "lib" || parts[0] == "main");
-    (!parts.is_empty() && !crate_root).then_some(parts)
+    (!parts.is_empty() && !crate_root).then_some((dir, parts))
 }
 
 /// Modules a file declares as files of their own (`mod x;`, not `mod x { … }`).
@@ -190,13 +206,13 @@ fn code_of(text: &str) -> String {
 
 /// file → (file it uses → first line naming it), for the files given.
 fn edges(files: &[(PathBuf, String)]) -> BTreeMap<PathBuf, BTreeMap<PathBuf, usize>> {
-    let by_module: BTreeMap<Vec<String>, PathBuf> = files
+    let by_module: BTreeMap<(&str, Vec<String>), PathBuf> = files
         .iter()
         .filter_map(|(p, _)| Some((module_path(p)?, p.clone())))
         .collect();
     let mut graph = BTreeMap::new();
     for (file, text) in files {
-        let Some(here) = module_path(file) else {
+        let Some((krate, here)) = module_path(file) else {
             continue;
         };
         let code = code_of(text);
@@ -227,9 +243,9 @@ fn edges(files: &[(PathBuf, String)]) -> BTreeMap<PathBuf, BTreeMap<PathBuf, usi
             // The deepest module on the path that is a file.
             let target = (1..=module.len())
                 .rev()
-                .find_map(|n| by_module.get(&module[..n]));
+                .find_map(|n| by_module.get(&(krate, module[..n].to_vec())));
             let Some(target) = target else { continue };
-            let target_module = module_path(target).unwrap_or_default();
+            let target_module = module_path(target).unwrap_or_default().1;
             let ancestor = here.starts_with(&target_module);
             if target != file && !ancestor {
                 out.entry(target.clone()).or_insert(line);
@@ -284,8 +300,8 @@ fn circles(graph: &BTreeMap<PathBuf, BTreeMap<PathBuf, usize>>) -> Vec<Vec<Strin
 }
 
 #[test]
-fn no_circle_between_the_files_of_a_module() {
-    let files = read_all(&src_files());
+fn no_circle_between_files() {
+    let files = read_all(&crate_files());
     let found = circles(&edges(&files));
     assert!(
         found.is_empty(),

@@ -10,7 +10,7 @@ use sluice::store::Store;
 use super::{Env, MIN, denied, limit, ok};
 
 /// `rpu` per `m` minutes, with the defaults config gives.
-fn minutes(alg: Algorithm, rpu: u32, m: u32) -> LimitSpec {
+fn minutes(alg: Algorithm, rpu: u64, m: u32) -> LimitSpec {
     LimitSpec {
         unit_multiplier: m,
         ..limit(alg, rpu, Minute)

@@ -309,7 +309,7 @@ pub async fn window_limits_have_no_scaled_bound<S: Store>(env: &Env<S>) {
     const YEAR: u64 = 31_536_000_000;
     let c: u64 = 4_000_000_000;
     let tag = env.tag("fixed-year");
-    let l = limit(FixedWindow, c as u32, Year);
+    let l = limit(FixedWindow, c, Year);
     let now = env.now();
     let end = now - now % YEAR + YEAR - now;
     assert_eq!(env.hit(tag, &l, 5).await, ok(c - 5, end, 0));
@@ -322,7 +322,7 @@ pub async fn window_limits_have_no_scaled_bound<S: Store>(env: &Env<S>) {
     assert_eq!(env.hit(tag, &l, 1).await, ok(c - 1, end, 0));
     // sliding_window: 10 sub-windows of 36.5 days; counted until sub-window cur + 11 starts.
     let tag = env.tag("sliding-year");
-    let l = overdraft(limit(SlidingWindow, c as u32, Year), true);
+    let l = overdraft(limit(SlidingWindow, c, Year), true);
     let now = env.now();
     let cur = u128::from(now) * 10 / u128::from(YEAR);
     let reset = ((cur + 11) * u128::from(YEAR)).div_ceil(10) as u64 - now;

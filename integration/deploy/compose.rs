@@ -158,7 +158,7 @@ fn redis_service() -> &'static Service {
 
 /// What the sluice service runs with: the image's default command unless the compose
 /// file overrides it, under the service's environment. Resolved once.
-pub(super) fn sluice_settings() -> &'static Settings {
+fn sluice_settings() -> &'static Settings {
     static SETTINGS: OnceLock<Settings> = OnceLock::new();
     SETTINGS.get_or_init(|| {
         let svc = sluice_service();
@@ -194,7 +194,7 @@ fn redis_hosts_and_ports() -> Vec<(String, String, String)> {
         .as_ref()
         .expect("the compose sluice uses Redis, not the in-memory store");
     let mut out = Vec::new();
-    for url in &redis_settings.urls {
+    for url in redis_settings.main.urls() {
         let authority = url
             .split("://")
             .nth(1)
@@ -396,4 +396,32 @@ fn compose_envoy_admin_is_published_on_localhost_only() {
 fn compose_rules_limit_every_descriptor_envoy_sends() {
     let boot = envoy_bootstrap();
     assert_rules_cover(sluice_rules(), &boot.domain, &boot.descriptors, "compose");
+}
+
+/// The compose demo's sluice puts the decision where that access log reads it.
+#[test]
+fn envoy_access_log_reads_what_the_demo_sluice_reports() {
+    assert!(
+        sluice_settings().decision.decision_metadata,
+        "docker-compose.yml: sluice should run with SLUICE_DECISION_METADATA=true for the \
+         access log of {ENVOY_YAML}"
+    );
+}
+
+/// Envoy notices a stopping sluice before it stops answering: with the compose demo's
+/// settings, the Kubernetes Deployment's (this file runs unchanged beside it) and sluice's
+/// defaults.
+#[test]
+fn envoy_health_check_notices_a_stopping_sluice_within_its_shutdown_delay() {
+    let defaults = super::binary::resolve(&["serve".into()], &BTreeMap::new(), "defaults");
+    for (settings, whose) in [
+        (sluice_settings(), "docker-compose.yml"),
+        (
+            &super::kubernetes::sluice_pod().settings,
+            "examples/kubernetes",
+        ),
+        (&defaults, "sluice's defaults"),
+    ] {
+        super::envoy::assert_rls_health_check_within_shutdown_delay(settings, whose);
+    }
 }

@@ -14,6 +14,7 @@ use sluice::settings::{ConfigSource, Settings, XdsSettings, invocation};
 use super::binary::try_resolve;
 use super::docker::{dockerfile_stages, image};
 use super::files::{assert_pinned, at, env_map, port_at, scalar, seq_at, str_at, strings, yaml};
+use super::kubernetes::assert_termination_grace_exceeds_drain;
 use crate::support::sluice::*;
 
 const DIR: &str = "examples/envoy-gateway";
@@ -227,6 +228,15 @@ fn envoy_gateway_probes_ask_sluices_healthcheck() {
     }
 }
 
+/// The Deployment Envoy Gateway makes sets no shutdown settings: sluice's defaults (a 5s
+/// delay for Envoy and the endpoints to stop sending, then up to 10s of drain) apply, and
+/// the kubelet waits longer than both.
+#[test]
+fn envoy_gateway_termination_grace_exceeds_sluice_drain() {
+    let pod = at(deployment(), "spec.template");
+    assert_termination_grace_exceeds_drain(pod, settings(), DIR);
+}
+
 #[test]
 fn envoy_gateway_scrapes_sluices_metrics_listener() {
     let s = settings();
@@ -252,7 +262,7 @@ fn envoy_gateway_scrapes_sluices_metrics_listener() {
 fn envoy_gateway_redis_is_the_configured_backend() {
     let redis = settings().redis.as_ref().expect("a Redis store");
     let url = str_at(envoy_gateway(), "rateLimit.backend.redis.url");
-    assert_eq!(redis.urls, vec![format!("redis://{url}")]);
+    assert_eq!(redis.main.urls(), [&format!("redis://{url}")]);
 }
 
 /// The mapping file Envoy Gateway names in `PROMETHEUS_MAPPER_YAML` is a key of the

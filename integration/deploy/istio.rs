@@ -9,9 +9,10 @@ use serde_yaml::Value;
 
 use super::binary::assert_rules_cover;
 use super::envoy::{
-    RATELIMIT_FILTER, assert_ratelimit_filter_fails_open,
-    assert_ratelimit_filter_sends_draft_03_headers, assert_ratelimit_filter_speaks_v3,
-    cluster_endpoints, descriptors, ratelimit_filter_target, speaks_http2,
+    RATELIMIT_FILTER, assert_health_check_within_shutdown_delay,
+    assert_ratelimit_filter_fails_open, assert_ratelimit_filter_sends_draft_03_headers,
+    assert_ratelimit_filter_speaks_v3, cluster_endpoints, descriptors, ratelimit_filter_target,
+    speaks_http2,
 };
 use super::files::{at, seq_at, str_at, yaml};
 use super::kubernetes::{k8s_rules, service_port, sluice_pod};
@@ -106,4 +107,12 @@ fn istio_rules_limit_every_descriptor_the_filter_sends() {
         .flat_map(|v| seq_at(v, "rate_limits").to_vec())
         .collect();
     assert_rules_cover(k8s_rules(), &domain, &descriptors(&rate_limits, FILE), FILE);
+}
+
+/// In a rolling restart of the Deployment, the gateway takes a stopping pod out before the pod
+/// stops answering.
+#[test]
+fn istio_health_check_notices_a_stopping_sluice_within_its_shutdown_delay() {
+    let (cluster, _) = rls_cluster();
+    assert_health_check_within_shutdown_delay(cluster, &sluice_pod().settings, FILE);
 }

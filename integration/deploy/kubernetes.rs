@@ -168,6 +168,21 @@ impl SluicePod {
     }
 }
 
+/// The kubelet waits longer than sluice takes to stop: a pod template's
+/// `terminationGracePeriodSeconds` (Kubernetes' default 30 when absent) exceeds the shutdown
+/// delay and the longest drain of the `settings` it runs with, or it SIGKILLs a pod mid-drain.
+pub fn assert_termination_grace_exceeds_drain(pod: &Value, settings: &Settings, what: &str) {
+    let grace = at(pod, "spec.terminationGracePeriodSeconds")
+        .as_u64()
+        .unwrap_or(30);
+    assert!(
+        std::time::Duration::from_secs(grace) > settings.shutdown_delay + settings.shutdown_grace,
+        "{what}: terminationGracePeriodSeconds {grace} must exceed shutdown delay {:?} + grace {:?}",
+        settings.shutdown_delay,
+        settings.shutdown_grace
+    );
+}
+
 /// The sluice Deployment's container in the main overlay.
 pub fn sluice_pod() -> &'static SluicePod {
     sluice_pod_of(MAIN)

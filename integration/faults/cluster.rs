@@ -221,7 +221,7 @@ async fn a_slot_split_between_two_nodes_fails_only_while_split() {
     cluster.begin_migration(slot, from, to);
     traffic.wait_ok(5, &s).await;
     let port = cluster.nodes[to].port().to_string();
-    let _: deadpool_redis::redis::Value =
+    let _: redis::Value =
         cluster.nodes[from].query(&["MIGRATE", "127.0.0.1", &port, &key, "0", "5000"]);
     let split_at = Instant::now();
     // Let requests meet the split for a while (they may fail: counted, not waited on).

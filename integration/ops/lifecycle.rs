@@ -88,6 +88,30 @@ async fn sigterm_drains_then_exits() {
     );
 }
 
+/// A second signal ends the process at once, without waiting out the shutdown delay.
+#[tokio::test]
+async fn a_second_signal_exits_at_once() {
+    let mut s = sluice()
+        .file("m.yaml", RULES)
+        .args(["--shutdown-delay", "30s"])
+        .start_healthy()
+        .await;
+    s.signal("TERM");
+    assert!(
+        s.wait_log("shutting down", Duration::from_secs(10)).await,
+        "{:?}",
+        s.logs()
+    );
+    s.signal("INT");
+    let status = s.wait_exit(Duration::from_secs(10)).await.expect("exited");
+    assert_eq!(status.code(), Some(130), "{status}");
+    assert!(
+        s.logs().iter().any(|l| l.contains("second signal")),
+        "{:?}",
+        s.logs()
+    );
+}
+
 /// One worker thread runs tokio's current-thread scheduler (everything on the thread that
 /// serves): gRPC, gRPC health and the HTTP port answer, and SIGTERM drains and exits.
 #[tokio::test]
@@ -95,6 +119,7 @@ async fn one_worker_thread_serves_and_drains() {
     let mut s = sluice()
         .file("m.yaml", RULES)
         .args(["--worker-threads", "1", "--shutdown-grace", "5s"])
+        .args(["--shutdown-delay", "0s"])
         .start_healthy()
         .await;
     let mut c = s.client().await;

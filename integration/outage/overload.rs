@@ -16,7 +16,7 @@ use crate::support::h2raw;
 
 const SHOULD_RATE_LIMIT: &str = "/envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit";
 const HOT: (&str, &str) = ("hot", "x");
-const LIMIT: u32 = 1_000_000_000;
+const LIMIT: u64 = 1_000_000_000;
 
 /// One call on `HOT` with `timeout` as its `grpc-timeout`; whether it was answered OK.
 async fn hit(c: &mut Client, timeout: Duration) -> bool {

@@ -30,7 +30,7 @@ async fn the_store_is_not_ready_while_redis_refuses_writes_for_the_grace_period(
         panic!("{e:?}")
     };
     let redis_error = cause
-        .downcast_ref::<deadpool_redis::redis::ServerError>()
+        .downcast_ref::<redis::ServerError>()
         .unwrap_or_else(|| panic!("not Redis's error: {cause:?}"));
     assert_eq!(redis_error.code(), "OOM");
     assert!(std::error::Error::source(&e).is_some());

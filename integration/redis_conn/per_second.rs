@@ -22,11 +22,8 @@ descriptors:
 
 /// One field of `INFO section`, read on `conn` (one inspection connection per server, so
 /// the only reads besides sluice's are these queries').
-fn stat(conn: &mut deadpool_redis::redis::Connection, section: &str, field: &str) -> u64 {
-    let text: String = deadpool_redis::redis::cmd("INFO")
-        .arg(section)
-        .query(conn)
-        .expect("INFO");
+fn stat(conn: &mut redis::Connection, section: &str, field: &str) -> u64 {
+    let text: String = redis::cmd("INFO").arg(section).query(conn).expect("INFO");
     text.lines()
         .find_map(|l| l.strip_prefix(field))
         .and_then(|rest| rest.split([',', '\r']).next())

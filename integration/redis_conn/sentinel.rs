@@ -49,16 +49,10 @@ async fn the_master_is_found_past_a_dead_sentinel_with_auth_on_both() {
         "never connected"
     );
     assert_eq!(hit(&s, "x").await.expect("decided")[0].remaining, 999);
-    let mut conn = deadpool_redis::redis::Client::open(format!(
-        "redis://:masterpw@127.0.0.1:{}/",
-        master.port()
-    ))
-    .and_then(|c| c.get_connection())
-    .expect("connect");
-    let keys: Vec<String> = deadpool_redis::redis::cmd("KEYS")
-        .arg("*")
-        .query(&mut conn)
-        .expect("KEYS");
+    let mut conn = redis::Client::open(format!("redis://:masterpw@127.0.0.1:{}/", master.port()))
+        .and_then(|c| c.get_connection())
+        .expect("connect");
+    let keys: Vec<String> = redis::cmd("KEYS").arg("*").query(&mut conn).expect("KEYS");
     assert_eq!(keys.len(), 1, "the key is on the master: {keys:?}");
 
     // A wrong sentinel password is an error, not a connection.

@@ -1,11 +1,10 @@
 //! Redis `TIME` mode and Redis Cluster.
 
-use std::sync::Arc;
 use std::time::Duration;
 
-use sluice::limit::{Algorithm, Clock, LimitSpec, ManualClock, StateTag, SystemClock, Unit};
+use sluice::limit::{Algorithm, Clock, LimitSpec, StateTag, SystemClock, Unit};
 use sluice::store::Store;
-use sluice::store::redis::{RedisConfig, RedisStore, TimeSource};
+use sluice::store::redis::{RedisConfig, TimeSource};
 
 use super::ops::checks;
 use super::{Env, local_config, spec, tag};
@@ -62,19 +61,7 @@ async fn redis_time_mode_counts_and_retries() {
 #[tokio::test]
 async fn cluster_checks_on_different_slots_in_one_run() {
     let cluster = RedisCluster::start(3);
-    let cfg = RedisConfig {
-        cluster_nodes: cluster.urls(),
-        time_source: TimeSource::Local,
-        ttl_slack_ms: Some(super::TEST_SLACK_MS),
-        request_timeout: Duration::from_secs(2),
-        ..RedisConfig::default()
-    };
-    let clock = Arc::new(ManualClock::starting_now());
-    let store = RedisStore::new(cfg, clock).expect("config");
-    assert!(
-        store.wait_ready(Duration::from_secs(20)).await,
-        "cluster connected"
-    );
+    let store = super::cluster_store(&cluster).await;
     let limits = [
         spec(Algorithm::SlidingLog, 2, Unit::Minute),
         LimitSpec {

@@ -2,12 +2,11 @@
 //! often they are sent, one id key per script call (per slot on a cluster), whichever send
 //! arrives first; merged calls keep each request's id; a dry run records none.
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use futures::future::join_all;
-use sluice::limit::{Algorithm, Charge, Check, LimitSpec, ManualClock, StateTag, Unit};
-use sluice::store::redis::{RedisConfig, RedisStore, TimeSource};
+use sluice::limit::{Algorithm, Charge, Check, LimitSpec, StateTag, Unit};
+use sluice::store::redis::RedisConfig;
 use sluice::store::{Batch, CallId, Fate, Store};
 
 use super::{Env, local_config, spec, tag};
@@ -228,18 +227,7 @@ async fn a_dry_run_records_no_id() {
 #[tokio::test]
 async fn cluster_ids_live_in_the_slot_of_their_call() {
     let cluster = RedisCluster::start(3);
-    let cfg = RedisConfig {
-        cluster_nodes: cluster.urls(),
-        time_source: TimeSource::Local,
-        ttl_slack_ms: Some(super::TEST_SLACK_MS),
-        request_timeout: Duration::from_secs(2),
-        ..RedisConfig::default()
-    };
-    let store = RedisStore::new(cfg, Arc::new(ManualClock::starting_now())).expect("config");
-    assert!(
-        store.wait_ready(Duration::from_secs(20)).await,
-        "cluster connected"
-    );
+    let store = super::cluster_store(&cluster).await;
     let limits = [spec(Algorithm::FixedWindow, 100, Unit::Hour)];
     let tags: Vec<StateTag> = (0..24).map(|i| tag(&format!("k{i}"))).collect();
     let id = CallId::fresh();

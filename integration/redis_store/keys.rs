@@ -10,7 +10,7 @@ use super::{Env, local_config, spec, tag};
 use crate::support::redis::{RedisServer, free_port};
 
 /// One limit of every algorithm, each with a penalty, on one descriptor.
-fn every_algorithm(rate: u32) -> Vec<LimitSpec> {
+fn every_algorithm(rate: u64) -> Vec<LimitSpec> {
     Algorithm::ALL
         .into_iter()
         .enumerate()
@@ -287,10 +287,7 @@ async fn large_timestamps_are_stored_as_plain_integers() {
     let mut stored = Vec::new();
     for l in &limits {
         let key = store.state_key(t, l);
-        let kind: String = deadpool_redis::redis::cmd("TYPE")
-            .arg(&key)
-            .query(&mut conn)
-            .expect("TYPE");
+        let kind: String = redis::cmd("TYPE").arg(&key).query(&mut conn).expect("TYPE");
         let values: Vec<String> = match kind.as_str() {
             "hash" => {
                 let mut v: Vec<String> = server.query(&["HVALS", &key]);

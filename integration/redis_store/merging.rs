@@ -34,7 +34,7 @@ async fn concurrent_requests_share_calls_and_keep_their_answers() {
         Algorithm::Gcra,
     ];
     const PER_TAG: u64 = 30;
-    const LIMIT: u32 = 20;
+    const LIMIT: u64 = 20;
     let limits: Vec<Vec<LimitSpec>> = algorithms
         .iter()
         .map(|&a| vec![spec(a, LIMIT, Unit::Minute)])

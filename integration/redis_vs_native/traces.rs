@@ -24,6 +24,7 @@ pub(super) fn fixed_traces() -> Vec<Trace> {
             penalty_ms: if i % 2 == 0 { 700 } else { 0 },
             name: None,
             slot: i as u8,
+            calendar: None,
         })
         .collect();
     let one_each: Vec<Vec<LimitSpec>> = all.iter().map(|l| vec![l.clone()]).collect();
@@ -130,6 +131,7 @@ pub(super) fn fixed_traces() -> Vec<Trace> {
         penalty_ms: 0,
         name: None,
         slot: 0,
+        calendar: None,
     };
     let huge_windows = vec![
         vec![year(Algorithm::FixedWindow, 0)],
@@ -148,11 +150,47 @@ pub(super) fn fixed_traces() -> Vec<Trace> {
             hit(d, 1),
         ]);
     }
+    // Budgets at 2^53 and one below, with and without overdraft: costs that reach, pass
+    // and (as doubles) round onto the capacity.
+    let top = |algorithm, buckets, capacity, overdraft| LimitSpec {
+        requests_per_unit: capacity,
+        burst: capacity,
+        overdraft,
+        ..year(algorithm, buckets)
+    };
+    let exact_budgets = vec![
+        vec![top(Algorithm::FixedWindow, 0, 1 << 53, false)],
+        vec![top(Algorithm::FixedWindow, 0, (1 << 53) - 1, true)],
+        vec![top(Algorithm::SlidingWindow, 10, 1 << 53, false)],
+        vec![top(Algorithm::SlidingWindow, 10, (1 << 53) - 1, true)],
+    ];
+    let mut budgets = Vec::new();
+    for d in 0..exact_budgets.len() {
+        budgets.extend([
+            hit(d, (1 << 53) + 1),
+            hit(d, (1 << 53) - 2),
+            hit(d, 3),
+            hit(d, 1),
+            hit(d, 0),
+            hit(d, 1),
+            refund(d, 2),
+            hit(d, 2),
+            hit(d, 1 << 52),
+            hit(d, 0),
+            refund(d, 1 << 53),
+            hit(d, 0),
+        ]);
+    }
     vec![
         Trace {
             start: 1,
             descriptors: slowest,
             ops: saturate,
+        },
+        Trace {
+            start: 11,
+            descriptors: exact_budgets,
+            ops: budgets,
         },
         Trace {
             start: 7,

@@ -127,7 +127,12 @@ impl Envoy {
 }
 
 pub(crate) enum Got {
-    Tokens { tokens: u32, fill_ms: u64 },
+    /// `tokens` per `fill_ms`, in a bucket of `burst`.
+    Tokens {
+        tokens: u32,
+        burst: u32,
+        fill_ms: u64,
+    },
     Allow,
     Deny,
     Abandon,
@@ -149,10 +154,10 @@ pub(crate) fn got(a: &BucketAction) -> (Got, Option<u64>) {
                 Strategy::BlanketRule(0) => Got::Allow,
                 Strategy::BlanketRule(_) => Got::Deny,
                 Strategy::TokenBucket(t) => {
-                    assert_eq!(Some(t.max_tokens), t.tokens_per_fill.map(|v| v.value));
                     let f = t.fill_interval.expect("fill interval");
                     Got::Tokens {
-                        tokens: t.max_tokens,
+                        tokens: t.tokens_per_fill.expect("tokens per fill").value,
+                        burst: t.max_tokens,
                         fill_ms: f.seconds as u64 * 1000 + f.nanos as u64 / 1_000_000,
                     }
                 }

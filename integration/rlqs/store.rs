@@ -1,6 +1,6 @@
 //! The quota script (`store/lua/quota.lua`) and the memory store's subscriptions (through
 //! `quota::settle`) give the same grants for the same reports: one trace of subscribers
-//! joining, reporting varied demand and usage, and leaving, on both, under one clock.
+//! joining, reporting varied demand (known or not yet), and leaving, on both, under one clock.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -33,9 +33,12 @@ async fn the_script_and_the_memory_store_agree() {
 
     let subs = ["a", "b", "c", "d"];
     let buckets = [
-        (StateTag(1), 100u64, 60_000u64),
-        (StateTag(2), 7, 1_000),
-        (StateTag(3), 4_000_000_000, 3_600_000),
+        (StateTag(1), 100u64),
+        (StateTag(2), 7),
+        (StateTag(3), 4_000_000_000),
+        // Budgets past 2^32, to 2^53: the same shares on both.
+        (StateTag(4), 30_000_000_000),
+        (StateTag(5), 1 << 53),
     ];
     let policy = Policy::new(0.05, 0.1);
     let mut held: HashMap<(usize, usize), u64> = HashMap::new();
@@ -57,16 +60,21 @@ async fn the_script_and_the_memory_store_agree() {
             continue;
         }
         let mut reports = Vec::new();
-        for (b, &(bucket, limit, window_ms)) in buckets.iter().enumerate() {
+        for (b, &(bucket, limit)) in buckets.iter().enumerate() {
             if rand(3) == 0 {
                 continue;
             }
             reports.push(QuotaReport {
                 bucket,
                 limit,
-                window_ms,
-                allowed: rand(5),
-                demand: [0, 1, 999, 3_000, 1 << 40][rand(5) as usize],
+                demand: [
+                    None,
+                    Some(0),
+                    Some(1),
+                    Some(999),
+                    Some(3_000),
+                    Some(1 << 40),
+                ][rand(6) as usize],
                 held: held.get(&(s, b)).copied().unwrap_or(0),
             });
         }

@@ -84,11 +84,13 @@ async fn the_example_bootstrap_and_rules_agree() {
             .cloned()
             .expect("an action per bucket")
     };
-    // Alone, an Envoy gets all but one floor (5 %) of each limit.
+    // Alone, an Envoy gets all but one floor (5 %) of each limit, in a bucket holding a
+    // second of it.
     assert!(matches!(
         got(&find(&gold)).0,
         Got::Tokens {
             tokens: 570,
+            burst: 10,
             fill_ms: 60_000
         }
     ));
@@ -96,6 +98,7 @@ async fn the_example_bootstrap_and_rules_agree() {
         got(&find(&other)).0,
         Got::Tokens {
             tokens: 57,
+            burst: 1,
             fill_ms: 60_000
         }
     ));

@@ -43,10 +43,56 @@ pub(super) fn inline_cases() -> Vec<(String, bool)> {
         (limit("unit: second, requests_per_unit: ~"), true),
         (limit("unit: second, requests_per_unit: 0"), true),
         (limit("unit: second, requests_per_unit: 4294967295"), true),
-        (limit("unit: second, requests_per_unit: 4294967296"), false),
+        (limit("unit: second, requests_per_unit: 4294967296"), true),
+        (
+            limit("unit: second, requests_per_unit: 9007199254740992"),
+            true,
+        ),
+        // (2^53 + 1 is a double's 2^53 to a JSON Schema validator: the loader alone refuses it.)
+        (
+            limit("unit: second, requests_per_unit: 9007199254740994"),
+            false,
+        ),
         (limit("unit: second, requests_per_unit: -1"), false),
         (limit("unit: second, requests_per_unit: '5'"), false),
         (limit("unit: second, requests_per_unit: 1.5"), false),
+        // Calendars: day, week, month or year; the window algorithms; a zone or UTC.
+        (
+            limit(
+                "unit: Month, requests_per_unit: 30000000000, calendar: {time_zone: Asia/Kolkata}",
+            ),
+            true,
+        ),
+        (limit("unit: day, requests_per_unit: 5, calendar: {}"), true),
+        (limit("unit: day, requests_per_unit: 5, calendar: ~"), true),
+        (
+            limit(
+                "unit: week, requests_per_unit: 5, algorithm: Sliding_Window, calendar: {time_zone: ~}",
+            ),
+            true,
+        ),
+        (
+            limit("unit: minute, requests_per_unit: 5, calendar: {}"),
+            false,
+        ),
+        (
+            limit("unit: day, requests_per_unit: 5, algorithm: gcra, calendar: {}"),
+            false,
+        ),
+        (
+            limit("unit: day, requests_per_unit: 5, calendar: {zone: UTC}"),
+            false,
+        ),
+        (
+            limit("unit: day, requests_per_unit: 5, calendar: UTC"),
+            false,
+        ),
+        (
+            format!(
+                "{d}  - key: k\n    rate_limits: [{{unit: year, requests_per_unit: 5, calendar: {{}}}}]\n"
+            ),
+            true,
+        ),
         // unlimited: no unit, no extension; null and empty count as unset.
         (limit("unlimited: true"), true),
         (limit("unlimited: yes"), true),

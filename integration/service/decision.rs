@@ -54,7 +54,7 @@ async fn every_descriptor_reports_its_decision_on_every_response() {
     assert_eq!(
         d[0],
         json!({"entries": ["ip=10.0.0.1"], "code": "OK", "rule": "m.ip", "limitName": "per_ip",
-               "unit": "SECOND", "remaining": 999.0})
+               "unit": "SECOND", "remaining": 999.0, "requestsPerUnit": 1000.0})
     );
     assert_eq!(d[1]["code"], "OK");
     assert_eq!(d[1]["rule"], "m.user");

@@ -319,6 +319,9 @@ pub struct Front {
     pub cluster_extra: Value,
     /// Extra fields merged into the `grpc_service` (e.g. `initial_metadata`).
     pub grpc_service_extra: Value,
+    /// HTTP filters before the ratelimit filter (e.g. one that sets dynamic metadata the
+    /// route's actions read).
+    pub filters_before: Vec<Value>,
 }
 
 impl Front {
@@ -344,6 +347,7 @@ impl Front {
             filter_extra: json!({}),
             cluster_extra: json!({}),
             grpc_service_extra: json!({}),
+            filters_before: Vec::new(),
         }
     }
 
@@ -451,9 +455,9 @@ impl Front {
                             "virtual_hosts": [{ "name": "all", "domains": ["*"], "routes": [
                                 { "match": { "prefix": "/" }, "route": route }
                             ]}]
-                        }), vec![
+                        }), self.filters_before.iter().cloned().chain(std::iter::once(
                             json!({ "name": "envoy.filters.http.ratelimit", "typed_config": filter }),
-                        ], Some(access_log))]}],
+                        )).collect(), Some(access_log))]}],
                     },
                     {
                         "name": "upstream",
@@ -588,7 +592,8 @@ impl RunningFront {
     }
 }
 
-fn socket(port: u16) -> Value {
+/// A loopback `socket_address` on `port`.
+pub fn socket(port: u16) -> Value {
     json!({ "socket_address": { "address": "127.0.0.1", "port_value": port } })
 }
 

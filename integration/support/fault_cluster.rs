@@ -6,7 +6,7 @@
 
 use std::time::{Duration, Instant};
 
-use deadpool_redis::redis;
+use redis;
 
 use super::redis::{RedisServer, cluster_create, free_port};
 

@@ -137,7 +137,9 @@ pub(crate) fn load(p: &P, st: Option<&St>, now: i128) -> Work {
             ts.retain(|t| *t > now - p.w);
             Work::Log { ts }
         }
-        _ if p.r == 0 => Work::Inert,
+        Algorithm::TokenBucket | Algorithm::LeakyBucket | Algorithm::Gcra if p.r == 0 => {
+            Work::Inert
+        }
         Algorithm::TokenBucket => match st {
             Some(St::Token { t, ts, x }) if *x > now => Work::Token {
                 t: (*t + (now - *ts).max(0) * p.r).min(p.cs).max(p.cs - p.lmax),
@@ -289,7 +291,12 @@ pub(crate) fn save(w: &Work, p: &P, now: i128) -> Option<St> {
                 b: l % p.r,
                 r: p.r,
             },
-            _ => St::Leaky {
+            // A `Work::Level` is only a leaky bucket's or a gcra's.
+            Algorithm::LeakyBucket
+            | Algorithm::FixedWindow
+            | Algorithm::SlidingWindow
+            | Algorithm::SlidingLog
+            | Algorithm::TokenBucket => St::Leaky {
                 l: *l,
                 ts: *ts,
                 x: now + reset(w, p, now),

@@ -68,7 +68,7 @@ impl ModelStore {
             if n > 0 {
                 for i in 0..k {
                     refund(&mut ws[i], &ps[i], n);
-                    put(&mut state, keys[i], &ws[i], &ps[i]);
+                    put(&mut state, keys[i].clone(), &ws[i], &ps[i]);
                 }
             }
         } else {
@@ -89,14 +89,14 @@ impl ModelStore {
                 for i in 0..k {
                     if all_ok || check.limits[i].overdraft {
                         charge(&mut ws[i], &ps[i], n, now);
-                        put(&mut state, keys[i], &ws[i], &ps[i]);
+                        put(&mut state, keys[i].clone(), &ws[i], &ps[i]);
                     }
                 }
                 if !all_ok {
                     for i in 0..k {
                         let pen = i128::from(check.limits[i].penalty_ms);
                         if pen > 0 && !ok[i] {
-                            locks.insert(keys[i], now + pen);
+                            locks.insert(keys[i].clone(), now + pen);
                             locked[i] = true;
                         }
                     }

@@ -10,7 +10,7 @@ use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use deadpool_redis::redis;
+use redis;
 
 /// A free loopback port, taken from below the kernel's ephemeral range. A port the kernel
 /// hands out for port 0 is one it also hands out as the local end of outgoing connections:

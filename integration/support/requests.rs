@@ -8,10 +8,13 @@ use envoy_types::pb::envoy::extensions::common::ratelimit::v3::RateLimitDescript
 use envoy_types::pb::envoy::extensions::common::ratelimit::v3::rate_limit_descriptor::{
     Entry, RateLimitOverride,
 };
+use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_service_client::RateLimitServiceClient;
 use envoy_types::pb::envoy::service::ratelimit::v3::{RateLimitRequest, RateLimitResponse};
 use envoy_types::pb::google::protobuf::UInt64Value;
+use tonic::transport::Channel;
 
-use super::sluice::Client;
+/// A gRPC client of the rate limit service.
+pub type Client = RateLimitServiceClient<Channel>;
 
 pub fn entries(pairs: &[(&str, &str)]) -> Vec<Entry> {
     pairs

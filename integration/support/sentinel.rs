@@ -8,7 +8,7 @@ use std::net::TcpStream;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use deadpool_redis::redis;
+use redis;
 
 use super::redis::free_port;
 

@@ -10,13 +10,10 @@ use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_service_client::RateLimitServiceClient;
 use tempfile::TempDir;
 use tonic::transport::Channel;
 
 pub use super::http::{http_request, metric_value};
-
-pub type Client = RateLimitServiceClient<Channel>;
 
 /// How long a started server may take to become healthy (connect to Redis…): generous, as
 /// a loaded machine needs, and only waited out when something is wrong.
@@ -25,6 +22,25 @@ pub const HEALTHY_WITHIN: Duration = Duration::from_secs(20);
 // Request builders and helpers live beside, re-exported so `sluice::*` brings them.
 pub use super::requests::*;
 pub use super::unix::{unix_channel, unix_tls_channel};
+
+impl Sluice {
+    /// A client of the gRPC unix socket (`--grpc-uds`).
+    pub async fn unix_client(&self) -> Client {
+        Client::new(self.unix_channel().await)
+    }
+
+    /// A channel to the gRPC unix socket (`--grpc-uds`): HTTP/2 with prior knowledge over
+    /// the socket, as Envoy's `pipe` address speaks it.
+    pub async fn unix_channel(&self) -> Channel {
+        let path = self
+            .grpc_unix
+            .clone()
+            .expect("sluice serves gRPC on a unix socket");
+        unix_channel(path)
+            .await
+            .expect("connect to sluice's unix socket")
+    }
+}
 
 pub struct Builder {
     files: Vec<(String, String)>,
@@ -292,9 +308,7 @@ impl Drop for Sluice {
 impl Sluice {
     pub async fn client(&self) -> Client {
         let url = format!("http://{}", self.grpc);
-        RateLimitServiceClient::connect(url)
-            .await
-            .expect("connect to sluice")
+        Client::connect(url).await.expect("connect to sluice")
     }
 
     pub async fn channel(&self) -> Channel {

@@ -6,29 +6,6 @@ use std::sync::Arc;
 
 use tonic::transport::Channel;
 
-use super::sluice::{Client, Sluice};
-
-impl Sluice {
-    /// A client of the gRPC unix socket (`--grpc-uds`).
-    pub async fn unix_client(&self) -> Client {
-        envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_service_client::RateLimitServiceClient::new(
-            self.unix_channel().await,
-        )
-    }
-
-    /// A channel to the gRPC unix socket (`--grpc-uds`): HTTP/2 with prior knowledge over
-    /// the socket, as Envoy's `pipe` address speaks it.
-    pub async fn unix_channel(&self) -> Channel {
-        let path = self
-            .grpc_unix
-            .clone()
-            .expect("sluice serves gRPC on a unix socket");
-        unix_channel(path)
-            .await
-            .expect("connect to sluice's unix socket")
-    }
-}
-
 /// A tonic channel over the unix socket at `path` (the URI is only a placeholder).
 pub async fn unix_channel(path: PathBuf) -> Result<Channel, tonic::transport::Error> {
     tonic::transport::Endpoint::from_static("http://unix.invalid")

@@ -13,7 +13,9 @@
 //! admitted within the target while older ones wait, so admitted sojourns would call a
 //! standing queue drained and switch it back to first come first served.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+use tokio::time::Instant;
 
 /// How long a call may wait in a standing queue (CoDel's classic target, and Facebook's).
 pub const TARGET: Duration = Duration::from_millis(5);

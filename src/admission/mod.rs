@@ -16,6 +16,11 @@
 //! costs in the transport. Waiting calls (only while the limit is reached) get a oneshot
 //! channel each.
 //!
+//! Time is tokio's (`tokio::time::Instant`, the clock its timers wait on): instants, ages and
+//! the queue's waits all read it, so the tests pause it and move it exactly
+//! (`tokio::time::advance`) instead of sleeping. It measures durations only; the wall clock
+//! of limits is `limit::Clock`.
+//!
 //! Depends on nothing else of the crate: `service` asks it and reports to it.
 
 mod codel;
@@ -23,10 +28,11 @@ mod limit;
 
 use std::collections::VecDeque;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use parking_lot::Mutex;
 use tokio::sync::oneshot;
+use tokio::time::Instant;
 
 use codel::Codel;
 pub use codel::{INTERVAL, TARGET};

@@ -1,10 +1,12 @@
+use tokio::time::Instant;
+
 use super::*;
 
 fn gate(max: usize) -> Arc<Admission> {
     Arc::new(Admission::new(max, true))
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn admits_up_to_the_limit_then_queues_and_hands_over_on_release() {
     let a = gate(2);
     let now = Instant::now();
@@ -27,7 +29,7 @@ async fn admits_up_to_the_limit_then_queues_and_hands_over_on_release() {
     assert_eq!(a.in_flight(), 1);
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn a_call_whose_deadline_leaves_no_time_to_wait_is_refused_at_once() {
     let a = gate(1);
     let now = Instant::now();
@@ -37,7 +39,7 @@ async fn a_call_whose_deadline_leaves_no_time_to_wait_is_refused_at_once() {
     assert_eq!(a.queued(), 0);
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn a_call_that_waited_its_patience_is_refused_and_leaves_the_queue() {
     let a = gate(1);
     let now = Instant::now();
@@ -58,7 +60,7 @@ async fn a_call_that_waited_its_patience_is_refused_and_leaves_the_queue() {
     assert_eq!((a.queued(), a.in_flight()), (0, 1));
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn the_queue_is_bounded_by_the_ceiling() {
     let a = gate(1);
     let _p = a.admit(Instant::now(), None).await.expect("first");
@@ -74,7 +76,7 @@ async fn the_queue_is_bounded_by_the_ceiling() {
     waiter.abort();
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn a_cancelled_waiter_gives_up_its_place_and_leaks_no_slot() {
     let a = gate(1);
     let p = a.admit(Instant::now(), None).await.expect("first");
@@ -94,27 +96,24 @@ async fn a_cancelled_waiter_gives_up_its_place_and_leaks_no_slot() {
 }
 
 /// Holds calls in flight up to the limit (a busy store) and reports round trips of `rtt`
-/// for about `windows` windows.
+/// for `windows` windows.
 async fn feed(a: &Arc<Admission>, permits: &mut Vec<Permit>, rtt: Duration, windows: usize) {
     for _ in 0..windows {
-        let start = Instant::now();
-        while start.elapsed() < WINDOW {
-            while a.in_flight() < a.limit() {
-                permits.push(
-                    a.admit(Instant::now(), None)
-                        .await
-                        .expect("below the limit"),
-                );
-            }
-            for _ in 0..WINDOW_SAMPLES {
-                a.observe(rtt);
-            }
-            tokio::task::yield_now().await;
+        while a.in_flight() < a.limit() {
+            permits.push(
+                a.admit(Instant::now(), None)
+                    .await
+                    .expect("below the limit"),
+            );
         }
+        for _ in 0..WINDOW_SAMPLES {
+            a.observe(rtt);
+        }
+        tokio::time::advance(WINDOW).await;
     }
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn a_slow_store_lowers_the_limit_and_a_fast_one_raises_it() {
     let a = gate(1024);
     assert_eq!(a.limit(), INITIAL_LIMIT);
@@ -129,7 +128,7 @@ async fn a_slow_store_lowers_the_limit_and_a_fast_one_raises_it() {
     assert!(a.limit() > slow, "{slow} -> {}", a.limit());
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn few_calls_in_flight_leave_the_limit_alone() {
     let a = gate(1024);
     for _ in 0..3 {
@@ -137,12 +136,12 @@ async fn few_calls_in_flight_leave_the_limit_alone() {
         for _ in 0..1000 {
             a.observe(Duration::from_millis(50));
         }
-        std::thread::sleep(WINDOW);
+        tokio::time::advance(WINDOW).await;
     }
     assert_eq!(a.limit(), INITIAL_LIMIT);
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn without_a_remote_store_the_limit_is_the_ceiling() {
     let a = Arc::new(Admission::new(100, false));
     assert_eq!(a.limit(), 100);
@@ -150,7 +149,7 @@ async fn without_a_remote_store_the_limit_is_the_ceiling() {
     for _ in 0..1000 {
         a.observe(Duration::from_secs(1));
     }
-    std::thread::sleep(WINDOW_MAX);
+    tokio::time::advance(WINDOW_MAX).await;
     a.observe(Duration::from_secs(1));
     assert_eq!(a.limit(), 100, "no store work to follow, and never busy");
 }

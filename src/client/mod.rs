@@ -57,12 +57,15 @@ impl Report {
         }
     }
 
-    /// One line per descriptor (code, limit, remaining, reset), then the overall code.
+    /// One line per descriptor (code, limit, remaining, reset), then the overall code. The
+    /// limit and remaining are the exact counts of the server's decision metadata when it
+    /// sent them (sluice's `--decision-metadata`), else the status's `uint32`s.
     pub fn table(&self) -> String {
         render::table(self)
     }
 
-    /// The response in proto3 JSON field names, every field present.
+    /// The response in proto3 JSON field names, every field present, and per status the
+    /// exact counts of the decision metadata (`exact`, null where the server sent none).
     pub fn json(&self) -> String {
         render::json(self)
     }
@@ -95,9 +98,11 @@ pub fn target(args: &QueryArgs) -> Result<Target, ClientError> {
 }
 
 /// The request `args` describe. `--hits 0` asks without charging: per-descriptor
-/// `hits_addend` 0 (a request-level 0 means 1 in the protocol).
+/// `hits_addend` 0 (a request-level 0 means 1 in the protocol); so does a count above the
+/// request field's `uint32` (each descriptor's `hits_addend` is a `uint64`).
 pub fn request(args: &QueryArgs) -> RateLimitRequest {
-    let peek = args.hits == 0;
+    let request_hits = u32::try_from(args.hits).ok();
+    let per_descriptor = args.hits == 0 || request_hits.is_none();
     RateLimitRequest {
         domain: args.domain.clone(),
         descriptors: args
@@ -112,11 +117,11 @@ pub fn request(args: &QueryArgs) -> RateLimitRequest {
                         value: v.clone(),
                     })
                     .collect(),
-                hits_addend: peek.then_some(UInt64Value { value: 0 }),
+                hits_addend: per_descriptor.then_some(UInt64Value { value: args.hits }),
                 ..Default::default()
             })
             .collect(),
-        hits_addend: args.hits,
+        hits_addend: request_hits.unwrap_or(u32::MAX),
     }
 }
 

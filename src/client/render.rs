@@ -2,12 +2,18 @@
 //! `overallCode`, `statuses[].limitRemaining`, durations as `"1.500s"`), every field of the
 //! response present (`null` or empty when unset: `rawBody`, `dynamicMetadata`, `quota`) so
 //! `jq` paths never miss.
+//!
+//! A status's counts are `uint32`s, clamped at 4294967295; a server that sends decision
+//! metadata (sluice with `--decision-metadata`) gives each descriptor's exact `remaining`
+//! and `requestsPerUnit` there, which the table shows instead and the JSON adds as `exact`.
 
 use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_response::quota::ExpirationSpecifier;
 use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_response::rate_limit::Unit;
 use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_response::{
     Code, DescriptorStatus, Quota, RateLimit,
 };
+use envoy_types::pb::google::protobuf::Struct;
+use envoy_types::pb::google::protobuf::value::Kind;
 use serde_json::{Value, json};
 
 use super::Report;
@@ -21,10 +27,43 @@ fn unit(u: i32) -> &'static str {
     Unit::try_from(u).map_or("UNKNOWN", |u| u.as_str_name())
 }
 
-fn limit_text(l: &RateLimit) -> String {
+/// The exact counts of descriptor `i` in the decision metadata: `(remaining,
+/// requestsPerUnit)`, each `None` when absent.
+fn exact(
+    r: &envoy_types::pb::envoy::service::ratelimit::v3::RateLimitResponse,
+    i: usize,
+) -> (Option<u64>, Option<u64>) {
+    let fields = r
+        .dynamic_metadata
+        .as_ref()
+        .and_then(|m| m.fields.get("descriptors"))
+        .and_then(|v| match &v.kind {
+            Some(Kind::ListValue(l)) => l.values.get(i),
+            _ => None,
+        })
+        .and_then(|v| match &v.kind {
+            Some(Kind::StructValue(s)) => Some(s),
+            _ => None,
+        });
+    let count = |s: &Struct, name: &str| match s.fields.get(name)?.kind {
+        // A count, exact up to 2^53 in a double; anything else is not one.
+        Some(Kind::NumberValue(n))
+            if n >= 0.0 && n.fract() == 0.0 && n <= 9_007_199_254_740_992.0 =>
+        {
+            Some(n as u64)
+        }
+        _ => None,
+    };
+    match fields {
+        Some(s) => (count(s, "remaining"), count(s, "requestsPerUnit")),
+        None => (None, None),
+    }
+}
+
+fn limit_text(l: &RateLimit, exact_per_unit: Option<u64>) -> String {
     let per = format!(
         "{}/{}",
-        l.requests_per_unit,
+        exact_per_unit.unwrap_or(u64::from(l.requests_per_unit)),
         unit(l.unit).to_ascii_lowercase()
     );
     if l.name.is_empty() {
@@ -34,7 +73,11 @@ fn limit_text(l: &RateLimit) -> String {
     }
 }
 
-fn row(descriptor: String, s: Option<&DescriptorStatus>) -> [String; 5] {
+fn row(
+    descriptor: String,
+    s: Option<&DescriptorStatus>,
+    exact: (Option<u64>, Option<u64>),
+) -> [String; 5] {
     let Some(s) = s else {
         return [
             descriptor,
@@ -47,12 +90,14 @@ fn row(descriptor: String, s: Option<&DescriptorStatus>) -> [String; 5] {
     let remaining = if s.current_limit.is_none() && s.limit_remaining == 0 {
         "-".to_string()
     } else {
-        s.limit_remaining.to_string()
+        exact.0.unwrap_or(u64::from(s.limit_remaining)).to_string()
     };
     [
         descriptor,
         code(s.code).to_string(),
-        s.current_limit.as_ref().map_or("-".into(), limit_text),
+        s.current_limit
+            .as_ref()
+            .map_or("-".into(), |l| limit_text(l, exact.1)),
         remaining,
         s.duration_until_reset.as_ref().map_or("-".into(), duration),
     ]
@@ -73,7 +118,7 @@ pub(super) fn table(report: &Report) -> String {
             .descriptors
             .get(i)
             .map_or_else(|| format!("#{}", i + 1), |d| d.to_string());
-        row(d, statuses.get(i))
+        row(d, statuses.get(i), exact(&report.response, i))
     }));
     let widths: Vec<usize> = (0..5)
         .map(|c| rows.iter().map(|r| r[c].chars().count()).max().unwrap_or(0))
@@ -108,7 +153,9 @@ pub(super) fn json(report: &Report) -> String {
     let statuses: Vec<Value> = r
         .statuses
         .iter()
-        .map(|s| {
+        .enumerate()
+        .map(|(i, s)| {
+            let (remaining, per_unit) = exact(r, i);
             json!({
                 "code": code(s.code),
                 "currentLimit": s.current_limit.as_ref().map(|l| json!({
@@ -119,6 +166,7 @@ pub(super) fn json(report: &Report) -> String {
                 "limitRemaining": s.limit_remaining,
                 "durationUntilReset": s.duration_until_reset.as_ref().map(duration),
                 "quota": s.quota.as_ref().map(quota),
+                "exact": {"limitRemaining": remaining, "requestsPerUnit": per_unit},
             })
         })
         .collect();

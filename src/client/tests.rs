@@ -181,3 +181,94 @@ fn json_has_proto3_names_and_every_field() {
     assert!(j["statuses"][1]["currentLimit"].is_null());
     assert_eq!(j["responseHeadersToAdd"][0]["key"], "RateLimit-Limit");
 }
+
+#[test]
+fn hits_past_the_request_field_go_in_each_descriptor() {
+    let r = request(&args(&[
+        "--domain",
+        "llm",
+        "-d",
+        "tenant=a",
+        "-d",
+        "tenant=b",
+        "--hits",
+        "30000000000",
+    ]));
+    for d in &r.descriptors {
+        assert_eq!(
+            d.hits_addend.as_ref().map(|h| h.value),
+            Some(30_000_000_000)
+        );
+    }
+    assert_eq!(r.hits_addend, u32::MAX);
+}
+
+/// A status whose counts the protocol clamped, with the server's decision metadata beside.
+fn clamped_with_metadata() -> Report {
+    use envoy_types::pb::google::protobuf::value::Kind;
+    use envoy_types::pb::google::protobuf::{ListValue, Struct, Value};
+    let number = |n: f64| Value {
+        kind: Some(Kind::NumberValue(n)),
+    };
+    let descriptor = Struct {
+        fields: [
+            ("remaining".to_owned(), number(29_999_999_990.0)),
+            ("requestsPerUnit".to_owned(), number(30_000_000_000.0)),
+        ]
+        .into_iter()
+        .collect(),
+    };
+    let mut r = report(Code::Ok, vec![]);
+    r.descriptors.truncate(1);
+    r.response.response_headers_to_add.clear();
+    r.response.statuses = vec![DescriptorStatus {
+        code: Code::Ok as i32,
+        current_limit: Some(RateLimit {
+            name: String::new(),
+            requests_per_unit: u32::MAX,
+            unit: 5,
+        }),
+        limit_remaining: u32::MAX,
+        ..Default::default()
+    }];
+    r.response.dynamic_metadata = Some(Struct {
+        fields: [(
+            "descriptors".to_owned(),
+            Value {
+                kind: Some(Kind::ListValue(ListValue {
+                    values: vec![Value {
+                        kind: Some(Kind::StructValue(descriptor)),
+                    }],
+                })),
+            },
+        )]
+        .into_iter()
+        .collect(),
+    });
+    r
+}
+
+#[test]
+fn exact_counts_come_from_the_decision_metadata() {
+    let r = clamped_with_metadata();
+    let t = r.table();
+    assert!(t.contains("30000000000/month"), "{t}");
+    assert!(t.contains("29999999990"), "{t}");
+    assert!(!t.contains("4294967295"), "{t}");
+    let j: serde_json::Value = serde_json::from_str(&r.json()).unwrap();
+    assert_eq!(j["statuses"][0]["limitRemaining"], u32::MAX);
+    assert_eq!(
+        j["statuses"][0]["exact"]["limitRemaining"],
+        29_999_999_990u64
+    );
+    assert_eq!(
+        j["statuses"][0]["exact"]["requestsPerUnit"],
+        30_000_000_000u64
+    );
+    // Without metadata: the status's own counts, and null where nothing exact is known.
+    let mut plain = r;
+    plain.response.dynamic_metadata = None;
+    let j: serde_json::Value = serde_json::from_str(&plain.json()).unwrap();
+    assert!(j["statuses"][0]["exact"]["limitRemaining"].is_null());
+    assert!(plain.table().contains("4294967295"));
+}

@@ -214,7 +214,7 @@ impl Found {
                 path,
                 content,
             }),
-            Err(msg) => self.errors.push(ConfigError::for_path(&path, msg)),
+            Err(e) => self.errors.push(e),
         }
     }
 }
@@ -256,22 +256,23 @@ fn open_nonblocking(path: &Path) -> io::Result<fs::File> {
     fs::File::open(path)
 }
 
-/// The content of one rule file, or the message saying why it cannot be read.
-fn read_rule_file(path: &Path, max: u64) -> Result<String, String> {
+/// The content of one rule file, or the error saying why it cannot be read.
+fn read_rule_file(path: &Path, max: u64) -> Result<String, ConfigError> {
     let shown = path.display();
+    let at = |message| ConfigError::for_path(path, message);
     let not_regular = |meta: &fs::Metadata| {
-        format!(
+        at(format!(
             "config file '{shown}' is {}, not a regular file: only regular files (or symlinks to them) are read",
             kind(meta)
-        )
+        ))
     };
     let too_big = |size: Option<u64>| {
         let size = size.map(|n| format!("{n} bytes, ")).unwrap_or_default();
-        format!(
+        at(format!(
             "config file '{shown}' is {size}over the limit of {max} bytes (--max-config-file-bytes)"
-        )
+        ))
     };
-    let cannot = |e: io::Error| format!("cannot read config file '{shown}': {e}");
+    let cannot = |e: io::Error| at(format!("cannot read config file '{shown}': {e}"));
     // Decided before opening: opening a FIFO blocks, opening a device can act.
     let meta = fs::metadata(path).map_err(cannot)?;
     if !meta.is_file() {
@@ -295,5 +296,5 @@ fn read_rule_file(path: &Path, max: u64) -> Result<String, String> {
     if bytes.len() as u64 > max {
         return Err(too_big(None));
     }
-    String::from_utf8(bytes).map_err(|_| format!("config file '{shown}' is not valid UTF-8"))
+    String::from_utf8(bytes).map_err(|_| at(format!("config file '{shown}' is not valid UTF-8")))
 }

@@ -29,6 +29,8 @@ enum Level {
     Replaces,
     /// A descriptor's `response` (sluice extension).
     Response,
+    /// A limit's `calendar` (sluice extension).
+    Calendar,
     /// Under a key whose value should not be a map at all: only their flat check applies
     /// (the typed pass then reports the wrong shape).
     Any,
@@ -62,8 +64,10 @@ const RATE_LIMIT_KEYS: &[&str] = &[
     "overdraft",
     "penalty_seconds",
     "unit_multiplier",
+    "calendar",
 ];
 const REPLACES_KEYS: &[&str] = &["name"];
+const CALENDAR_KEYS: &[&str] = &["time_zone"];
 const RESPONSE_KEYS: &[&str] = &[
     "raw_body",
     "content_type",
@@ -80,6 +84,7 @@ impl Level {
             Level::RateLimit => RATE_LIMIT_KEYS,
             Level::Replaces => REPLACES_KEYS,
             Level::Response => RESPONSE_KEYS,
+            Level::Calendar => CALENDAR_KEYS,
             Level::Any => &[],
         }
     }
@@ -91,6 +96,7 @@ impl Level {
             Level::RateLimit => "in rate_limit",
             Level::Replaces => "in a replaces entry",
             Level::Response => "in response",
+            Level::Calendar => "in calendar",
             Level::Any => "here",
         }
     }
@@ -107,23 +113,31 @@ impl Level {
             // validation the names.
             (Level::Response, "headers") => Expect::Skip,
             (Level::RateLimit, "replaces") => Expect::List(Level::Replaces),
+            (Level::RateLimit, "calendar") => Expect::Map(Level::Calendar),
             (Level::Any, _) => Expect::Any,
             _ => Expect::Scalar,
         }
     }
 }
 
+/// Every level's keys (a `replaces` entry's `name` is a rate limit's too).
+const ALL_KEYS: [&[&str]; 5] = [
+    ROOT_KEYS,
+    DESCRIPTOR_KEYS,
+    RATE_LIMIT_KEYS,
+    RESPONSE_KEYS,
+    CALENDAR_KEYS,
+];
+
 /// The schema's own spelling of a known key (document paths hold `&'static str`).
 pub(super) fn static_key(key: &str) -> Option<&'static str> {
-    [ROOT_KEYS, DESCRIPTOR_KEYS, RATE_LIMIT_KEYS, RESPONSE_KEYS]
+    ALL_KEYS
         .iter()
         .find_map(|set| set.iter().find(|k| **k == key).copied())
 }
 
 fn known(key: &str) -> bool {
-    [ROOT_KEYS, DESCRIPTOR_KEYS, RATE_LIMIT_KEYS, RESPONSE_KEYS]
-        .iter()
-        .any(|set| set.contains(&key))
+    ALL_KEYS.iter().any(|set| set.contains(&key))
 }
 
 /// Where a known key belongs, for the wrong-level message.
@@ -136,6 +150,8 @@ fn home(key: &str) -> &'static str {
         "in a descriptor"
     } else if RESPONSE_KEYS.contains(&key) {
         "in a descriptor's response"
+    } else if CALENDAR_KEYS.contains(&key) {
+        "in a rate limit's calendar"
     } else {
         "in rate_limit"
     }

@@ -3,11 +3,12 @@
 
 use std::sync::Arc;
 
-use super::raw::RawLimit;
+use super::raw::{RawCalendar, RawLimit};
 use super::yaml::Seg;
 use crate::limit::algorithm::lmax;
 use crate::limit::{
-    Algorithm, BUCKETS_RANGE, DEFAULT_BUCKETS, LimitSpec, MAX_WINDOW_SECONDS, SLIDING_LOG_MAX, Unit,
+    Algorithm, BUCKETS_RANGE, Calendar, DEFAULT_BUCKETS, LimitSpec, MAX_WINDOW_SECONDS,
+    SLIDING_LOG_MAX, Unit,
 };
 
 /// Most entries a `rate_limits` list may hold (`LimitSpec::slot` is a `u8`, and every entry
@@ -95,6 +96,7 @@ fn unlimited(raw: &RawLimit) -> Result<Compiled, Problem> {
         ("overdraft", raw.overdraft.is_some()),
         ("penalty_seconds", raw.penalty_seconds.is_some()),
         ("unit_multiplier", raw.unit_multiplier.is_some()),
+        ("calendar", raw.calendar.is_some()),
     ];
     match present.iter().find(|(_, set)| *set) {
         Some((field, _)) => Err(Problem::new(
@@ -126,6 +128,51 @@ fn multiplier(raw: &RawLimit, unit: Unit) -> Result<u32, Problem> {
         }
         Some(m) => Ok(m),
     }
+}
+
+/// `calendar`: the zone (empty: UTC), for a unit the calendar has and an algorithm whose
+/// windows are periods.
+fn calendar(raw: &RawCalendar, unit: Unit, algorithm: Algorithm) -> Result<Calendar, Problem> {
+    let at = [Seg::Key("calendar")];
+    match unit {
+        Unit::Day | Unit::Week | Unit::Month | Unit::Year => {}
+        Unit::Second | Unit::Minute | Unit::Hour => {
+            return Err(Problem::new(
+                format!(
+                    "calendar is only valid with unit day, week, month or year, not {}",
+                    unit.name().to_ascii_lowercase()
+                ),
+                &at,
+            ));
+        }
+    }
+    let why = match algorithm {
+        Algorithm::FixedWindow | Algorithm::SlidingWindow => None,
+        Algorithm::SlidingLog => Some("its window trails each hit by a fixed length"),
+        Algorithm::TokenBucket | Algorithm::LeakyBucket | Algorithm::Gcra => {
+            Some("it refills continuously, with no periods to follow")
+        }
+    };
+    if let Some(why) = why {
+        return Err(Problem::new(
+            format!(
+                "calendar is only valid with algorithm fixed_window or sliding_window, not {algorithm} ({why})"
+            ),
+            &at,
+        ));
+    }
+    if raw.time_zone.is_empty() {
+        return Ok(Calendar::utc());
+    }
+    Calendar::new(&raw.time_zone).ok_or_else(|| {
+        Problem::new(
+            format!(
+                "unknown time zone '{}' in calendar (an IANA name, such as 'Asia/Kolkata' or 'America/New_York')",
+                raw.time_zone
+            ),
+            &[Seg::Key("calendar"), Seg::Key("time_zone")],
+        )
+    })
 }
 
 fn extended(raw: &RawLimit, unit: Unit, slot: u8, place: Place) -> Result<LimitSpec, Problem> {
@@ -205,6 +252,10 @@ fn extended(raw: &RawLimit, unit: Unit, slot: u8, place: Place) -> Result<LimitS
             &[Seg::Key("requests_per_unit")],
         ));
     }
+    let calendar = match &raw.calendar {
+        Some(c) => Some(calendar(c, unit, algorithm)?),
+        None => None,
+    };
     if algorithm.has_burst() {
         if rpu == 0 {
             // It is the refill/leak rate: zero would never refill and divide by zero.
@@ -219,7 +270,7 @@ fn extended(raw: &RawLimit, unit: Unit, slot: u8, place: Place) -> Result<LimitS
         // R ≥ 2 it is `burst × unit ≤ 2^53`, with R = 1 `burst × unit ≤ 2^52` (the TAT of a
         // saturated gcra, `now + Lmax/R`, must stay exact in Lua's doubles).
         let scaled = u128::from(burst) * u128::from(window.window_ms());
-        if scaled > lmax(u64::from(rpu)) {
+        if scaled > lmax(rpu) {
             let field = if raw.burst.is_some() {
                 "burst"
             } else {
@@ -249,5 +300,6 @@ fn extended(raw: &RawLimit, unit: Unit, slot: u8, place: Place) -> Result<LimitS
         penalty_ms: raw.penalty_seconds.map_or(0, |s| u64::from(s) * 1000),
         name: (!raw.name.is_empty()).then(|| Arc::from(raw.name.as_str())),
         slot,
+        calendar,
     })
 }

@@ -1,6 +1,7 @@
 //! `metadata`: any YAML mapping, converted to a JSON object (their
 //! `google.protobuf.Struct`). Conversion problems do not abort the decode: they travel as
-//! `Err` text and are reported later, in their pipeline's order (`error parsing metadata`).
+//! a [`MetadataError`] and are reported later, in their pipeline's order (`error parsing
+//! metadata`).
 
 use std::fmt;
 
@@ -10,17 +11,26 @@ use serde_json::{Map, Value};
 /// `metadata`: a mapping converted to a JSON object (their `google.protobuf.Struct`).
 pub(super) struct Metadata;
 
-type Converted = Result<Value, String>;
+/// Why a metadata value has no JSON form.
+#[derive(Debug, thiserror::Error)]
+pub enum MetadataError {
+    #[error("invalid number {0}")]
+    Number(String),
+    #[error("key is not of type string: {0}")]
+    Key(Value),
+}
+
+type Converted = Result<Value, MetadataError>;
 
 impl<'de> DeserializeSeed<'de> for Metadata {
-    type Value = Option<Result<Map<String, Value>, String>>;
+    type Value = Option<Result<Map<String, Value>, MetadataError>>;
     fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
         d.deserialize_any(self)
     }
 }
 
 impl<'de> Visitor<'de> for Metadata {
-    type Value = Option<Result<Map<String, Value>, String>>;
+    type Value = Option<Result<Map<String, Value>, MetadataError>>;
     fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
         f.write_str("a mapping")
     }
@@ -38,7 +48,7 @@ impl<'de> Visitor<'de> for Metadata {
     }
 }
 
-/// Any metadata value as JSON. Never fails on content: problems come back as `Err` text.
+/// Any metadata value as JSON. Never fails on content: problems come back as `Err`.
 #[derive(Clone, Copy)]
 struct Json;
 
@@ -73,7 +83,7 @@ impl<'de> Visitor<'de> for Json {
         // Struct numbers are doubles, but NaN and infinities have no JSON form.
         Ok(serde_json::Number::from_f64(v)
             .map(Value::Number)
-            .ok_or_else(|| format!("invalid number {}", super::yaml::go_float(v))))
+            .ok_or_else(|| MetadataError::Number(super::yaml::go_float(v))))
     }
     fn visit_str<E: de::Error>(self, v: &str) -> Result<Converted, E> {
         Ok(Ok(Value::String(v.to_owned())))
@@ -108,7 +118,7 @@ impl<'de> Visitor<'de> for Json {
                 (Ok(Value::String(k)), Ok(v)) => {
                     obj.insert(k, v);
                 }
-                (Ok(k), Ok(_)) => out = Err(format!("key is not of type string: {k}")),
+                (Ok(k), Ok(_)) => out = Err(MetadataError::Key(k)),
                 (Err(e), _) | (_, Err(e)) => out = Err(e),
             }
         }

@@ -55,6 +55,7 @@ use serde::Deserialize;
 use crate::limit::{LimitSpec, StateTag};
 
 pub use discover::{DEFAULT_MAX_FILE_BYTES, Fingerprint, discover, fingerprint};
+pub use metadata::MetadataError;
 pub use raw::{RawDescriptor, RawLimit, RawResponse, RawRoot};
 pub use response::RuleResponse;
 pub use stats::{push_fragment, push_shown, shown};

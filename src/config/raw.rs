@@ -11,9 +11,10 @@ use serde::de::{self, DeserializeSeed, Deserializer, IgnoredAny, MapAccess, SeqA
 use serde_json::{Map, Value};
 
 use super::keys::static_key;
-use super::metadata::Metadata;
-use super::scalars::{FLAG, Flag, INT, Int, Optional, STRING, Str};
+use super::metadata::{Metadata, MetadataError};
+use super::scalars::{FLAG, Flag, Int, Optional, STRING, Str};
 use super::yaml::{ALIAS_BUDGET, Ctx, Seg, first_document, load};
+use crate::limit::MAX_BUDGET;
 
 #[derive(Debug, Default)]
 pub struct RawRoot {
@@ -36,7 +37,7 @@ pub struct RawDescriptor {
     /// `consistency` as written (`strict` or `batched`), checked by validation.
     pub consistency: Option<String>,
     /// `Err` holds the conversion problem, reported later in their pipeline order.
-    pub metadata: Option<Result<Map<String, Value>, String>>,
+    pub metadata: Option<Result<Map<String, Value>, MetadataError>>,
     /// `response` (sluice extension), checked by validation (`response.rs`).
     pub response: Option<RawResponse>,
 }
@@ -55,17 +56,28 @@ pub struct RawResponse {
 
 #[derive(Debug, Default)]
 pub struct RawLimit {
-    pub requests_per_unit: u32,
+    /// At most [`MAX_BUDGET`] (the typed decode refuses more).
+    pub requests_per_unit: u64,
     pub unit: String,
     pub unlimited: bool,
     pub name: String,
     pub replaces: Vec<String>,
     pub algorithm: Option<String>,
-    pub burst: Option<u32>,
+    /// At most [`MAX_BUDGET`].
+    pub burst: Option<u64>,
     pub buckets: Option<u32>,
     pub overdraft: Option<bool>,
     pub penalty_seconds: Option<u32>,
     pub unit_multiplier: Option<u32>,
+    /// `calendar` (sluice extension), checked by validation: `Some` for `calendar: {}` too
+    /// (UTC), `None` when absent or null.
+    pub calendar: Option<RawCalendar>,
+}
+
+/// A limit's `calendar`: the IANA time zone its periods follow (empty: UTC).
+#[derive(Debug, Default)]
+pub struct RawCalendar {
+    pub time_zone: String,
 }
 
 pub(super) fn decode(content: &str, ctx: &Ctx) -> Result<RawRoot, serde_yaml::Error> {
@@ -321,9 +333,18 @@ impl Fields for RawLimit {
         map: &mut A,
         ctx: &Ctx,
     ) -> Result<(), A::Error> {
-        let int = |map: &mut A| field(map, ctx, Int { ctx, key }, key, INT);
+        // A u32 field, and a count of up to 2^53.
+        let int = |map: &mut A| {
+            let max = u64::from(u32::MAX);
+            let n = field(map, ctx, Int { ctx, key, max }, key, Int::should(max))?;
+            Ok(n.and_then(|n| u32::try_from(n).ok()))
+        };
+        let count = |map: &mut A| {
+            let max = MAX_BUDGET;
+            field(map, ctx, Int { ctx, key, max }, key, Int::should(max))
+        };
         match key {
-            "requests_per_unit" => self.requests_per_unit = int(map)?.unwrap_or_default(),
+            "requests_per_unit" => self.requests_per_unit = count(map)?.unwrap_or_default(),
             "unit" => self.unit = field(map, ctx, Str, key, STRING)?,
             "unlimited" => {
                 self.unlimited = field(map, ctx, Flag { ctx, key }, key, FLAG)?.unwrap_or_default()
@@ -342,14 +363,43 @@ impl Fields for RawLimit {
             "algorithm" => {
                 self.algorithm = Some(field(map, ctx, Str, key, STRING)?).filter(|a| !a.is_empty())
             }
-            "burst" => self.burst = int(map)?,
+            "burst" => self.burst = count(map)?,
             "buckets" => self.buckets = int(map)?,
             "overdraft" => self.overdraft = field(map, ctx, Flag { ctx, key }, key, FLAG)?,
             "penalty_seconds" => self.penalty_seconds = int(map)?,
             "unit_multiplier" => self.unit_multiplier = int(map)?,
+            "calendar" => self.calendar = field(map, ctx, node(ctx), key, "a mapping")?,
             _ => skip(map)?,
         }
         Ok(())
+    }
+}
+
+impl Fields for RawCalendar {
+    fn read<'de, A: MapAccess<'de>>(
+        &mut self,
+        key: &str,
+        map: &mut A,
+        ctx: &Ctx,
+    ) -> Result<(), A::Error> {
+        one_string(&mut self.time_zone, "time_zone", key, map, ctx)
+    }
+}
+
+/// A map whose one field is the string `name` (a `calendar`, a `replaces` entry): its value
+/// into `value` when `key` is it.
+fn one_string<'de, A: MapAccess<'de>>(
+    value: &mut String,
+    name: &str,
+    key: &str,
+    map: &mut A,
+    ctx: &Ctx,
+) -> Result<(), A::Error> {
+    if key == name {
+        *value = field(map, ctx, Str, key, STRING)?;
+        Ok(())
+    } else {
+        skip(map)
     }
 }
 
@@ -364,11 +414,7 @@ impl Fields for Replace {
         map: &mut A,
         ctx: &Ctx,
     ) -> Result<(), A::Error> {
-        match key {
-            "name" => self.0 = field(map, ctx, Str, key, STRING)?,
-            _ => skip(map)?,
-        }
-        Ok(())
+        one_string(&mut self.0, "name", key, map, ctx)
     }
 }
 

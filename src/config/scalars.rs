@@ -1,6 +1,7 @@
 //! Scalar fields of the typed decode, read the way Go's yaml.v2 fills Go fields: null is
 //! the zero value, a `string` takes the literal text of any scalar, a `bool` takes YAML
-//! 1.1's words, a `uint32` takes only integers in range.
+//! 1.1's words, a `uint32` takes only integers in range (and so do the counts sluice takes
+//! up to 2^53: `requests_per_unit`, `burst`).
 
 use std::fmt;
 
@@ -11,6 +12,8 @@ use super::yaml::{Ctx, load};
 pub(super) const STRING: &str = "a string";
 pub(super) const FLAG: &str = "true or false";
 pub(super) const INT: &str = "an integer between 0 and 4294967295";
+/// What `requests_per_unit` and `burst` take: up to 2^53 ([`crate::limit::MAX_BUDGET`]).
+pub(super) const COUNT: &str = "an integer between 0 and 9007199254740992";
 
 /// `None` for null, else the inner seed's value.
 pub(super) struct Optional<S>(pub S);
@@ -114,49 +117,72 @@ impl Visitor<'_> for FlagText<'_, '_> {
     }
 }
 
-/// A `u32` field (`requests_per_unit`, `burst`, …); null is `None`.
+/// An integer field of `0..=max`: a `u32` (`penalty_seconds`, `unit_multiplier`, …, `max`
+/// `u32::MAX`, message [`INT`]) or a count (`requests_per_unit`, `burst`: `max` 2^53,
+/// message [`COUNT`]); null is `None`.
 pub(super) struct Int<'c, 'k> {
     pub ctx: &'c Ctx,
     pub key: &'k str,
+    pub max: u64,
 }
 
 impl<'de> DeserializeSeed<'de> for Int<'_, '_> {
-    type Value = Option<u32>;
-    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Option<u32>, D::Error> {
+    type Value = Option<u64>;
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Option<u64>, D::Error> {
         d.deserialize_any(self)
     }
 }
 
 impl Int<'_, '_> {
+    /// What the field must be, as the error says it.
+    pub fn should(max: u64) -> &'static str {
+        if max == u64::from(u32::MAX) {
+            INT
+        } else {
+            COUNT
+        }
+    }
+
     fn bad<E: de::Error>(&self, found: impl fmt::Display) -> E {
         self.ctx.fail(load(format_args!(
-            "'{}' must be {INT}, found '{found}'",
-            self.key
+            "'{}' must be {}, found '{found}'",
+            self.key,
+            Self::should(self.max)
         )))
+    }
+
+    fn within<E: de::Error>(
+        &self,
+        v: impl TryInto<u64> + fmt::Display + Copy,
+    ) -> Result<Option<u64>, E> {
+        match v.try_into() {
+            Ok(n) if n <= self.max => Ok(Some(n)),
+            _ => Err(self.bad(v)),
+        }
     }
 }
 
 impl<'de> Visitor<'de> for Int<'_, '_> {
-    type Value = Option<u32>;
+    type Value = Option<u64>;
     fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-        f.write_str(INT)
+        f.write_str(Self::should(self.max))
     }
-    fn visit_u64<E: de::Error>(self, v: u64) -> Result<Option<u32>, E> {
-        u32::try_from(v).map(Some).map_err(|_| self.bad(v))
+    fn visit_u64<E: de::Error>(self, v: u64) -> Result<Option<u64>, E> {
+        self.within(v)
     }
-    fn visit_i64<E: de::Error>(self, v: i64) -> Result<Option<u32>, E> {
-        u32::try_from(v).map(Some).map_err(|_| self.bad(v))
+    fn visit_i64<E: de::Error>(self, v: i64) -> Result<Option<u64>, E> {
+        self.within(v)
     }
-    fn visit_str<E: de::Error>(self, v: &str) -> Result<Option<u32>, E> {
+    fn visit_str<E: de::Error>(self, v: &str) -> Result<Option<u64>, E> {
         Err(self.bad(v))
     }
-    fn visit_bool<E: de::Error>(self, v: bool) -> Result<Option<u32>, E> {
+    fn visit_bool<E: de::Error>(self, v: bool) -> Result<Option<u64>, E> {
         Err(self.bad(v))
     }
-    fn visit_unit<E: de::Error>(self) -> Result<Option<u32>, E> {
+    fn visit_unit<E: de::Error>(self) -> Result<Option<u64>, E> {
         Ok(None)
     }
-    fn visit_none<E: de::Error>(self) -> Result<Option<u32>, E> {
+    fn visit_none<E: de::Error>(self) -> Result<Option<u64>, E> {
         Ok(None)
     }
 }

@@ -185,10 +185,14 @@ pub(super) fn dump(config: &RateLimitConfig) -> String {
         for l in rule.limits.iter() {
             // A window of several units says so next to its unit, where a reader of
             // their format looks (`unit=MINUTE unit_multiplier=5 requests_per_unit=100`).
-            let multiplier = match l.unit_multiplier {
+            let mut multiplier = match l.unit_multiplier {
                 0 | 1 => String::new(),
                 m => format!(" unit_multiplier={m}"),
             };
+            // So does a calendar window (`unit=MONTH calendar=Asia/Kolkata`).
+            if let Some(c) = &l.calendar {
+                multiplier.push_str(&format!(" calendar={}", c.zone()));
+            }
             let mut line = format!(
                 "{}: unit={}{multiplier} requests_per_unit={}, {flags}, algorithm={}",
                 rule.full_key, l.unit, l.requests_per_unit, l.algorithm

@@ -19,7 +19,7 @@ use serde::Serialize;
 
 use crate::config::{Match, RateLimitConfig, Rule};
 use crate::limit::{Descriptor, LimitSpec};
-use crate::store::redis;
+use crate::store::redis::{lock_key, state_key};
 
 pub use text::render;
 pub use walk::StepExplanation;
@@ -120,9 +120,13 @@ pub struct LimitHead {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub name: Option<String>,
     pub algorithm: &'static str,
-    pub requests_per_unit: u32,
+    /// Exact (up to 2^53; a response's `current_limit` clamps at 4294967295).
+    pub requests_per_unit: u64,
     pub unit: &'static str,
     pub unit_multiplier: u32,
+    /// A calendar window's zone (`Asia/Kolkata`): the unit is that calendar's.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub time_zone: Option<String>,
 }
 
 impl LimitHead {
@@ -134,6 +138,7 @@ impl LimitHead {
             requests_per_unit: spec.requests_per_unit,
             unit: spec.unit.name(),
             unit_multiplier: spec.unit_multiplier,
+            time_zone: spec.calendar.as_ref().map(|c| c.zone().to_owned()),
         }
     }
 }
@@ -145,7 +150,7 @@ pub struct LimitExplanation {
     pub window_seconds: u64,
     /// Capacity (`burst`) of the bucket algorithms.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub burst: Option<u32>,
+    pub burst: Option<u64>,
     /// Sub-windows of a `sliding_window`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub buckets: Option<u32>,
@@ -313,11 +318,11 @@ fn limit(spec: &LimitSpec, prefix: &str, tag: crate::limit::StateTag) -> LimitEx
         overdraft: spec.overdraft,
         penalty_seconds: spec.penalty_ms / 1000,
         current_limit: CurrentLimit {
-            requests_per_unit: rpu,
+            requests_per_unit: crate::limit::wire_count(rpu),
             unit: unit.name(),
         },
-        redis_key: redis::state_key(prefix, tag, spec),
-        redis_lock_key: (spec.penalty_ms > 0).then(|| redis::lock_key(prefix, tag, spec)),
+        redis_key: state_key(prefix, tag, spec),
+        redis_lock_key: (spec.penalty_ms > 0).then(|| lock_key(prefix, tag, spec)),
     }
 }
 

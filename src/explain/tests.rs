@@ -89,7 +89,7 @@ fn exact_levels_and_the_limit_with_its_redis_key() {
     );
     assert_eq!(
         l.redis_key,
-        redis::state_key("rl:", tag, &c_limits(&c, "a=1,b=2")[0])
+        state_key("rl:", tag, &c_limits(&c, "a=1,b=2")[0])
     );
     assert_eq!(l.redis_lock_key, None, "no penalty, no lock key");
 }

@@ -105,12 +105,17 @@ fn limit(out: &mut String, l: &LimitExplanation) {
         0 | 1 => unit,
         m => format!("{m} {unit}s"),
     };
+    let window = match &h.time_zone {
+        Some(tz) => format!("calendar {window} in {tz}"),
+        None => window,
+    };
     let name = h
         .name
         .as_deref()
         .map(|n| format!(" {n}"))
         .unwrap_or_default();
     let mut how = match h.algorithm {
+        "fixed_window" if h.time_zone.is_some() => "calendar periods".to_owned(),
         "fixed_window" => "epoch-aligned windows".to_owned(),
         "sliding_window" => format!(
             "trailing window in {} sub-windows",

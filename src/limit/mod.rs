@@ -1,8 +1,9 @@
 //! The vocabulary of limits, shared by `config`, `store` and `limiter`, and depending on
 //! none of them: what a limit is ([`LimitSpec`], [`Unit`], [`Algorithm`]), whose state it
 //! counts ([`StateTag`]), what a store is asked ([`Check`]) and answers ([`LimitResult`]),
-//! the clock, the native algorithms, and a request descriptor written as text
-//! ([`Descriptor`], the operator tools' `k=v,k2=v2`).
+//! the clock, calendar windows ([`Calendar`]), the native algorithms, a request descriptor
+//! written as text ([`Descriptor`], the operator tools' `k=v,k2=v2`), the one sharded map
+//! (`sharded`) and the one source of random numbers (`random`).
 //!
 //! The algorithm semantics are defined once in `docs/explanation/algorithms.md`; [`algorithm`]
 //! implements them natively (memory store) and `src/store/lua/*.lua` in Redis. Nothing here
@@ -12,19 +13,24 @@
 //! would scatter what every layer reads together.
 
 pub mod algorithm;
+pub mod calendar;
 pub mod clock;
 pub mod descriptor;
+pub mod random;
+pub mod sharded;
 #[cfg(test)]
 mod tests;
 
 use std::fmt;
 use std::sync::Arc;
 
+pub use calendar::{Calendar, Periods};
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use descriptor::{Descriptor, parse_bucket, parse_descriptor};
 
 /// A window length as envoyproxy/ratelimit defines it: epoch-aligned, week = 7 days,
-/// month = 30 days, year = 365 days.
+/// month = 30 days, year = 365 days (a limit with a [`Calendar`] counts the calendar's days,
+/// weeks, months and years instead).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Unit {
     Second,
@@ -91,69 +97,89 @@ impl fmt::Display for Unit {
     }
 }
 
-/// The algorithm a limit runs. Semantics: `docs/explanation/algorithms.md`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
-pub enum Algorithm {
+/// The algorithms, one row each: variant, code, name in rule files, family, whether
+/// `overdraft` is on by default, whether `batched` may decide it. Everything that must know
+/// every algorithm matches on [`Algorithm`] exhaustively or walks [`Algorithm::ALL`]; the Lua
+/// code table (`store/lua/header.lua`) is held to this one by a test
+/// (`integration/architecture/algorithms.rs`). Adding one: ARCHITECTURE.md, "Add an
+/// algorithm".
+///
+/// - code: used in Redis keys and as the Lua dispatch number, part of the state identity:
+///   never renumbered, never reused.
+/// - overdraft: envoyproxy/ratelimit charges every hit of a fixed window, allowed or not;
+///   the other algorithms charge only admitted hits.
+/// - batched: the batch charges a key's hits at once, at flush time, with overdraft. A
+///   `sliding_log` records each admitted hit's own time and takes no overdraft, so a batch
+///   would misplace every hit in its log; every other algorithm keeps counts (or a level)
+///   that a sum of hits charges exactly.
+macro_rules! algorithms {
+    ($($(#[$m:meta])* $v:ident = $code:literal, $name:literal, $family:ident, $overdraft:literal, $batched:literal;)+) => {
+        /// The algorithm a limit runs. Semantics: `docs/explanation/algorithms.md`.
+        #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
+        pub enum Algorithm {
+            $($(#[$m])* $v),+
+        }
+
+        impl Algorithm {
+            pub const ALL: [Algorithm; [$($code),+].len()] = [$(Algorithm::$v),+];
+
+            /// Name as written in rule files.
+            pub const fn name(self) -> &'static str {
+                match self { $(Algorithm::$v => $name),+ }
+            }
+
+            /// Code in Redis keys and the Lua dispatch.
+            pub const fn code(self) -> u8 {
+                match self { $(Algorithm::$v => $code),+ }
+            }
+
+            pub const fn family(self) -> Family {
+                match self { $(Algorithm::$v => Family::$family),+ }
+            }
+
+            /// Default of the `overdraft` option.
+            pub const fn default_overdraft(self) -> bool {
+                match self { $(Algorithm::$v => $overdraft),+ }
+            }
+
+            /// Whether `consistency: batched` may decide it.
+            pub const fn batchable(self) -> bool {
+                match self { $(Algorithm::$v => $batched),+ }
+            }
+        }
+    };
+}
+
+algorithms! {
     #[default]
-    FixedWindow,
-    SlidingWindow,
-    SlidingLog,
-    TokenBucket,
-    LeakyBucket,
-    Gcra,
+    FixedWindow   = 1, "fixed_window",   Counts, true,  true;
+    SlidingWindow = 2, "sliding_window", Counts, false, true;
+    SlidingLog    = 3, "sliding_log",    Counts, false, false;
+    TokenBucket   = 4, "token_bucket",   Level,  false, true;
+    LeakyBucket   = 5, "leaky_bucket",   Level,  false, true;
+    Gcra          = 6, "gcra",           Level,  false, true;
+}
+
+/// How an algorithm keeps a limit's usage.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Family {
+    /// Requests counted in windows or a log: `fixed_window`, `sliding_window`, `sliding_log`.
+    Counts,
+    /// A scaled level that drains at the rate, up to `burst`: the buckets.
+    Level,
 }
 
 impl Algorithm {
-    pub const ALL: [Algorithm; 6] = [
-        Algorithm::FixedWindow,
-        Algorithm::SlidingWindow,
-        Algorithm::SlidingLog,
-        Algorithm::TokenBucket,
-        Algorithm::LeakyBucket,
-        Algorithm::Gcra,
-    ];
-
-    /// Name as written in rule files.
-    pub const fn name(self) -> &'static str {
-        match self {
-            Algorithm::FixedWindow => "fixed_window",
-            Algorithm::SlidingWindow => "sliding_window",
-            Algorithm::SlidingLog => "sliding_log",
-            Algorithm::TokenBucket => "token_bucket",
-            Algorithm::LeakyBucket => "leaky_bucket",
-            Algorithm::Gcra => "gcra",
-        }
-    }
-
-    /// Short code used in Redis keys and as the Lua dispatch number. Part of the state
-    /// identity: never renumber.
-    pub const fn code(self) -> u8 {
-        match self {
-            Algorithm::FixedWindow => 1,
-            Algorithm::SlidingWindow => 2,
-            Algorithm::SlidingLog => 3,
-            Algorithm::TokenBucket => 4,
-            Algorithm::LeakyBucket => 5,
-            Algorithm::Gcra => 6,
-        }
-    }
-
     pub fn parse(s: &str) -> Option<Algorithm> {
         Algorithm::ALL.into_iter().find(|a| a.name() == s)
     }
 
     /// `burst` means something only for the bucket family.
     pub const fn has_burst(self) -> bool {
-        matches!(
-            self,
-            Algorithm::TokenBucket | Algorithm::LeakyBucket | Algorithm::Gcra
-        )
-    }
-
-    /// Default of the `overdraft` option: envoyproxy/ratelimit charges every hit of a fixed
-    /// window, allowed or not; the other algorithms charge only admitted hits.
-    pub const fn default_overdraft(self) -> bool {
-        matches!(self, Algorithm::FixedWindow)
+        match self.family() {
+            Family::Level => true,
+            Family::Counts => false,
+        }
     }
 }
 
@@ -187,12 +213,9 @@ impl Consistency {
             .find(|c| c.name() == s)
     }
 
-    /// Whether `batched` is sound for `algorithm`: the batch charges a key's hits at once,
-    /// at flush time, with overdraft. A `sliding_log` records each admitted hit's own time
-    /// and takes no overdraft, so a batch would misplace every hit in its log; every other
-    /// algorithm keeps counts (or a level) that a sum of hits charges exactly.
+    /// Whether `batched` is sound for `algorithm` ([`Algorithm::batchable`]).
     pub const fn sound_for(algorithm: Algorithm) -> bool {
-        !matches!(algorithm, Algorithm::SlidingLog)
+        algorithm.batchable()
     }
 }
 
@@ -203,7 +226,7 @@ pub const BUCKETS_RANGE: std::ops::RangeInclusive<u32> = 2..=1000;
 /// Largest `requests_per_unit` a `sliding_log` accepts: the log keeps one run per distinct
 /// millisecond with admitted hits (about 60 bytes each in Redis), so this caps a key at
 /// roughly 0.6 MB.
-pub const SLIDING_LOG_MAX: u32 = 10_000;
+pub const SLIDING_LOG_MAX: u64 = 10_000;
 /// A `sliding_log` or `sliding_window` refund takes from at most this many of the newest runs
 /// (distinct timestamps / sub-windows), so its work is bounded whatever its cost
 /// (docs/explanation/algorithms.md).
@@ -215,11 +238,23 @@ pub const MAX_WINDOW_SECONDS: u64 = 100 * Unit::Year.seconds();
 /// Largest `capacity × unit` (in request-milliseconds) for which the bucket algorithms'
 /// integer arithmetic stays exact in Redis Lua's doubles (2^53).
 pub const MAX_EXACT_SCALED: u64 = 1 << 53;
+/// Largest `requests_per_unit`, `burst` and `hits_addend`: 2^53 = 9 007 199 254 740 992, the
+/// largest count every store keeps exact (Redis Lua's numbers are doubles). A budget of
+/// tokens fits many times over (30 billion a month is 2^35).
+pub const MAX_BUDGET: u64 = MAX_EXACT_SCALED;
+
+/// A count as the protocol's `uint32` fields carry it (`current_limit.requests_per_unit`,
+/// `limit_remaining`): clamped at 4 294 967 295. Decision metadata, `/state` and `explain`
+/// carry the exact count.
+pub fn wire_count(n: u64) -> u32 {
+    u32::try_from(n).unwrap_or(u32::MAX)
+}
 
 /// One configured limit.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct LimitSpec {
-    pub requests_per_unit: u32,
+    /// At most [`MAX_BUDGET`].
+    pub requests_per_unit: u64,
     pub unit: Unit,
     /// The window is this many units (`unit_multiplier`, at least 1): `unit: minute`,
     /// `unit_multiplier: 5` is `requests_per_unit` per 5 minutes. Config keeps
@@ -228,7 +263,7 @@ pub struct LimitSpec {
     pub algorithm: Algorithm,
     /// Capacity of `token_bucket`, `leaky_bucket`, `gcra` (defaults to `requests_per_unit`).
     /// Equals `requests_per_unit` for the window algorithms.
-    pub burst: u32,
+    pub burst: u64,
     /// Sub-windows of a `sliding_window`; 0 for every other algorithm.
     pub buckets: u32,
     /// Charge every hit, allowed or not.
@@ -240,12 +275,16 @@ pub struct LimitSpec {
     /// Position in the rule's `rate_limits` list (0 for `rate_limit`): part of the state
     /// identity so two limits of one descriptor never share state.
     pub slot: u8,
+    /// `calendar`: the windows are the periods of `unit × unit_multiplier` in this zone's
+    /// calendar (config allows it for day, week, month and year with `fixed_window` and
+    /// `sliding_window`); `None`: epoch-aligned windows of `W`.
+    pub calendar: Option<Calendar>,
 }
 
 impl LimitSpec {
     /// The limit a request `limit` override (RateLimitOverride) asks for: their semantics,
     /// a fixed window.
-    pub fn fixed_window(requests_per_unit: u32, unit: Unit) -> LimitSpec {
+    pub fn fixed_window(requests_per_unit: u64, unit: Unit) -> LimitSpec {
         LimitSpec {
             requests_per_unit,
             unit,
@@ -257,20 +296,29 @@ impl LimitSpec {
             penalty_ms: 0,
             name: None,
             slot: 0,
+            calendar: None,
         }
     }
 
     /// `C` of `docs/explanation/algorithms.md`: the most usage a key may hold.
     pub fn capacity(&self) -> u64 {
         if self.algorithm.has_burst() {
-            u64::from(self.burst)
+            self.burst
         } else {
-            u64::from(self.requests_per_unit)
+            self.requests_per_unit
         }
     }
 
+    /// The calendar periods around `now_ms` of a calendar limit (`None` for epoch-aligned
+    /// windows).
+    pub fn periods(&self, now_ms: u64) -> Option<Periods> {
+        let c = self.calendar.as_ref()?;
+        Some(c.periods(self.unit, self.unit_multiplier, now_ms))
+    }
+
     /// `W` of `docs/explanation/algorithms.md` in seconds: `unit × unit_multiplier` (a multiplier of 0,
-    /// which config never produces, reads as 1).
+    /// which config never produces, reads as 1). A calendar limit's periods vary around this
+    /// nominal length (a month of 30 days): its own are [`LimitSpec::periods`].
     pub fn window_seconds(&self) -> u64 {
         self.unit
             .seconds()
@@ -282,12 +330,16 @@ impl LimitSpec {
         self.window_seconds().saturating_mul(1000)
     }
 
-    /// The window in words: `minute`, `5 minutes`.
+    /// The window in words: `minute`, `5 minutes`, `calendar month in Asia/Kolkata`.
     pub fn window_name(&self) -> String {
         let unit = self.unit.name().to_ascii_lowercase();
-        match self.unit_multiplier {
+        let window = match self.unit_multiplier {
             0 | 1 => unit,
             m => format!("{m} {unit}s"),
+        };
+        match &self.calendar {
+            Some(c) => format!("calendar {window} in {}", c.zone()),
+            None => window,
         }
     }
 
@@ -298,9 +350,10 @@ impl LimitSpec {
     /// the configured one up, in which the rate is a whole number (100 per 5 minutes → 20
     /// per `MINUTE`, 1000 per 6 hours → 4000 per `DAY`). When no unit makes it whole, the
     /// configured unit with the rate rounded down, at least 1 (`docs/reference/limits.md`,
-    /// "Windows of N units").
-    pub fn reported(&self) -> (u32, Unit) {
-        let (rpu, w) = (u64::from(self.requests_per_unit), self.window_seconds());
+    /// "Windows of N units"). A calendar window is reported in its unit (a calendar month is a
+    /// `MONTH`). The protocol's field is a `uint32`: the service clamps what this returns.
+    pub fn reported(&self) -> (u64, Unit) {
+        let (rpu, w) = (self.requests_per_unit, self.window_seconds());
         if self.unit_multiplier <= 1 {
             return (self.requests_per_unit, self.unit);
         }
@@ -313,13 +366,13 @@ impl LimitSpec {
             .find_map(|u| {
                 let scaled = u128::from(rpu) * u128::from(u.seconds());
                 let whole = scaled % u128::from(w) == 0;
-                let n = u32::try_from(scaled / u128::from(w)).ok()?;
+                let n = u64::try_from(scaled / u128::from(w)).ok()?;
                 whole.then_some((n, u))
             });
         exact.unwrap_or_else(|| {
             let n = rpu / u64::from(self.unit_multiplier);
             let n = if rpu > 0 { n.max(1) } else { 0 };
-            (u32::try_from(n).unwrap_or(u32::MAX), self.unit)
+            (n, self.unit)
         })
     }
 
@@ -327,13 +380,18 @@ impl LimitSpec {
     /// descriptor: algorithm, window length, buckets and slot. `requests_per_unit` and
     /// `burst` are deliberately absent, so changing them keeps the state (ARCHITECTURE.md, "State identity");
     /// the window is its length, so `unit_multiplier` is part of it and one hour keeps its
-    /// state whether written `hour` or `minute × 60`.
+    /// state whether written `hour` or `minute × 60`. A calendar window is its unit,
+    /// multiplier and zone: never the state of an epoch-aligned window of any length.
     pub fn identity(&self) -> StateIdentity {
         StateIdentity {
             algorithm: self.algorithm,
             window_seconds: self.window_seconds(),
             buckets: self.buckets,
             slot: self.slot,
+            calendar: self
+                .calendar
+                .as_ref()
+                .map(|c| (self.unit, self.unit_multiplier.max(1), c.clone())),
         }
     }
 
@@ -350,13 +408,16 @@ impl LimitSpec {
             h.update(&l.buckets.to_le_bytes());
             h.update(&l.window_ms().to_le_bytes());
             h.update(&l.penalty_ms.to_le_bytes());
+            let zone = l.calendar.as_ref().map_or("", Calendar::zone);
+            h.update(&(zone.len() as u64).to_le_bytes());
+            h.update(zone.as_bytes());
         }
         h.digest()
     }
 }
 
 /// See [`LimitSpec::identity`].
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct StateIdentity {
     pub algorithm: Algorithm,
     /// `unit × unit_multiplier` in seconds (with a multiplier of 1, the unit's seconds: keys
@@ -364,18 +425,41 @@ pub struct StateIdentity {
     pub window_seconds: u64,
     pub buckets: u32,
     pub slot: u8,
+    /// A calendar window's unit, multiplier and zone (which replace the window's length).
+    pub calendar: Option<(Unit, u32, Calendar)>,
 }
 
 impl StateIdentity {
-    /// Stable key suffix, e.g. `:4:60:0:0` (algorithm code, window seconds, buckets, slot).
+    /// Stable key suffix, e.g. `:4:60:0:0` (algorithm code, window seconds, buckets, slot);
+    /// a calendar window names itself instead of its length: `:1:month@Asia/Kolkata:0:0`,
+    /// `:2:3month@UTC:10:0`.
     pub fn suffix(&self) -> String {
-        format!(
-            ":{}:{}:{}:{}",
-            self.algorithm.code(),
-            self.window_seconds,
-            self.buckets,
-            self.slot
-        )
+        let code = self.algorithm.code();
+        let (buckets, slot) = (self.buckets, self.slot);
+        match &self.calendar {
+            Some((unit, m, c)) => {
+                let unit = unit.name().to_ascii_lowercase();
+                let m = if *m > 1 { m.to_string() } else { String::new() };
+                format!(":{code}:{m}{unit}@{}:{buckets}:{slot}", c.zone())
+            }
+            None => format!(":{code}:{}:{buckets}:{slot}", self.window_seconds),
+        }
+    }
+
+    /// The window part of the identity as one number, for stores that key by numbers (the
+    /// memory store): the length in seconds, or for a calendar window a hash of its unit,
+    /// multiplier and zone with the top bit set (no length reaches it).
+    pub fn window_key(&self) -> u64 {
+        match &self.calendar {
+            Some((unit, m, c)) => {
+                let mut h = xxhash_rust::xxh3::Xxh3::new();
+                h.update(unit.name().as_bytes());
+                h.update(&m.to_le_bytes());
+                h.update(c.zone().as_bytes());
+                h.digest() | 1 << 63
+            }
+            None => self.window_seconds,
+        }
     }
 }
 

@@ -3,7 +3,7 @@
 
 use super::{LimitSpec, MAX_WINDOW_SECONDS, Unit};
 
-fn every(rpu: u32, unit: Unit, unit_multiplier: u32) -> LimitSpec {
+fn every(rpu: u64, unit: Unit, unit_multiplier: u32) -> LimitSpec {
     LimitSpec {
         unit_multiplier,
         ..LimitSpec::fixed_window(rpu, unit)

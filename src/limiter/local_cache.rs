@@ -22,13 +22,12 @@
 //!
 //! Bounded by bytes (an estimate per entry: key, results, bookkeeping); past the budget,
 //! expired entries are swept, then the oldest entries evicted. Sharded by the descriptor's
-//! tag, one `parking_lot` mutex per shard, never held across an await.
+//! tag (`limit::sharded`).
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
 
-use parking_lot::Mutex;
-
+use crate::limit::sharded::Sharded;
 use crate::limit::{Algorithm, Clock, LimitResult, LimitSpec, StateTag};
 
 const SHARDS: usize = 16;
@@ -36,7 +35,7 @@ const SHARDS: usize = 16;
 /// See the module documentation.
 pub struct OverLimitCache {
     clock: Arc<dyn Clock>,
-    shards: Box<[Mutex<Shard>]>,
+    shards: Sharded<Shard>,
     budget: usize,
 }
 
@@ -103,7 +102,7 @@ impl OverLimitCache {
     pub fn new(bytes: usize, clock: Arc<dyn Clock>) -> Option<OverLimitCache> {
         (bytes > 0).then(|| OverLimitCache {
             clock,
-            shards: (0..SHARDS).map(|_| Mutex::new(Shard::default())).collect(),
+            shards: Sharded::new(SHARDS, Shard::default),
             budget: (bytes / SHARDS).max(1),
         })
     }
@@ -111,11 +110,6 @@ impl OverLimitCache {
     /// The local clock the cache measures denials with.
     pub fn now_ms(&self) -> u64 {
         self.clock.now_ms()
-    }
-
-    fn shard(&self, tag: StateTag) -> &Mutex<Shard> {
-        // The tag is already a hash.
-        &self.shards[(tag.0 as usize) % SHARDS]
     }
 
     /// The denial of `tag` for these limits and `cost` at `now_ms`, aged to now (results as
@@ -128,7 +122,7 @@ impl OverLimitCache {
         now_ms: u64,
         out: &mut Vec<LimitResult>,
     ) -> bool {
-        let mut shard = self.shard(tag).lock();
+        let mut shard = self.shards.of(tag).lock();
         let Some(e) = shard.map.get(&tag.0) else {
             return false;
         };
@@ -174,7 +168,7 @@ impl OverLimitCache {
         if size > self.budget {
             return;
         }
-        let mut shard = self.shard(tag).lock();
+        let mut shard = self.shards.of(tag).lock();
         let shard = &mut *shard;
         if shard.bytes + size > self.budget {
             let now = self.clock.now_ms();
@@ -203,7 +197,7 @@ impl OverLimitCache {
 
     /// Drop the entry of `tag` (a refund may lift its denial early).
     pub fn forget(&self, tag: StateTag) {
-        let mut shard = self.shard(tag).lock();
+        let mut shard = self.shards.of(tag).lock();
         if let Some(e) = shard.map.remove(&tag.0) {
             shard.bytes = shard.bytes.saturating_sub(e.bytes());
         }
@@ -211,7 +205,7 @@ impl OverLimitCache {
 
     /// Entries held (tests).
     pub fn len(&self) -> usize {
-        self.shards.iter().map(|s| s.lock().map.len()).sum()
+        self.shards.sum(|s| s.map.len())
     }
 
     pub fn is_empty(&self) -> bool {
@@ -220,7 +214,7 @@ impl OverLimitCache {
 
     /// Bytes held, as estimated against the budget (tests).
     pub fn bytes(&self) -> usize {
-        self.shards.iter().map(|s| s.lock().bytes).sum()
+        self.shards.sum(|s| s.bytes)
     }
 }
 

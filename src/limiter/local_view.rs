@@ -33,8 +33,8 @@
 //! call whose answer has not come back, or in an unsettled call: see `write_back.rs`); both
 //! count against its room.
 //!
-//! Memory: at most `max_keys` descriptors in all (sharded, one `parking_lot` mutex per
-//! shard, never held across an await; the bound is one count over every shard). Past it,
+//! Memory: at most `max_keys` descriptors in all (sharded by tag, `limit::sharded`; the
+//! bound is one count over every shard). Past it,
 //! new descriptors are decided by the store (batched) or, while the store is down, from the
 //! share without keeping their hits (counted in [`ViewStats::overflow`], logged). No I/O
 //! except through [`Store`].
@@ -49,6 +49,7 @@ use std::sync::{Arc, OnceLock};
 use parking_lot::Mutex;
 
 use super::local_cache::cacheable_for;
+use crate::limit::sharded::Sharded;
 use crate::limit::{Algorithm, Clock, LimitResult, LimitSpec, StateTag};
 use crate::store::{CallId, Store, StoreError};
 
@@ -100,7 +101,7 @@ pub type DegradedObserver = Box<dyn Fn(bool) + Send + Sync>;
 pub struct LocalView {
     clock: Arc<dyn Clock>,
     opts: ViewOptions,
-    shards: Box<[Mutex<Shard>]>,
+    shards: Sharded<Shard>,
     /// Descriptors held over every shard: the one bound of `max_keys`.
     keys: AtomicUsize,
     degraded: AtomicBool,
@@ -215,13 +216,16 @@ pub enum Keep {
 }
 
 /// When a fresh window of `l` would end, counted from `now` (fixed windows are
-/// epoch-aligned; the other algorithms are back to empty one window after their last hit).
+/// epoch-aligned, or calendar periods; the other algorithms are back to empty one window
+/// after their last hit: a calendar `sliding_window`, one period of the current length).
 fn reset_in(l: &LimitSpec, now: u64) -> u64 {
     let w = l.window_ms().max(1);
-    if l.algorithm == Algorithm::FixedWindow {
-        w - now % w
-    } else {
-        w
+    let fixed = l.algorithm == Algorithm::FixedWindow;
+    match l.periods(now).map(|p| p.period(now)) {
+        Some((_, end)) if fixed => end.saturating_sub(now).max(1),
+        Some((start, end)) => end.saturating_sub(start).max(1),
+        None if fixed => w - now % w,
+        None => w,
     }
 }
 
@@ -320,7 +324,7 @@ impl LocalView {
         LocalView {
             clock,
             opts,
-            shards: (0..SHARDS).map(|_| Mutex::new(Shard::default())).collect(),
+            shards: Sharded::new(SHARDS, Shard::default),
             keys: AtomicUsize::new(0),
             degraded: AtomicBool::new(false),
             observer: OnceLock::new(),
@@ -364,19 +368,7 @@ impl LocalView {
     /// Hits admitted here and not yet in the store (pending and in flight).
     pub fn unwritten(&self) -> u64 {
         self.shards
-            .iter()
-            .map(|s| {
-                s.lock()
-                    .map
-                    .values()
-                    .map(|k| k.pending + k.inflight)
-                    .sum::<u64>()
-            })
-            .sum()
-    }
-
-    fn shard(&self, tag: StateTag) -> &Mutex<Shard> {
-        &self.shards[(tag.0 as usize) % SHARDS]
+            .sum(|s| s.map.values().map(|k| k.pending + k.inflight).sum::<u64>())
     }
 
     /// Room for one more descriptor under `max_keys` (taken if so). Called with the shard
@@ -419,7 +411,7 @@ impl LocalView {
         out: &mut Vec<LimitResult>,
     ) -> Local {
         let now = self.now_ms();
-        let mut shard = self.shard(tag).lock();
+        let mut shard = self.shards.of(tag).lock();
         let Some(k) = shard.map.get_mut(&tag.0) else {
             return Local::Store { carry: 0 };
         };
@@ -473,7 +465,7 @@ impl LocalView {
     /// The limits a write-back of `tag`'s hits is charged with (`overdraft`: they were
     /// admitted already).
     pub fn forced_limits(&self, tag: StateTag, limits: &[LimitSpec]) -> Arc<[LimitSpec]> {
-        let shard = self.shard(tag).lock();
+        let shard = self.shards.of(tag).lock();
         match shard.map.get(&tag.0) {
             Some(k) if k.fingerprint == LimitSpec::fingerprint(limits) => k.forced.clone(),
             _ => forced(limits),
@@ -485,7 +477,7 @@ impl LocalView {
         if carry == 0 {
             return;
         }
-        if let Some(k) = self.shard(tag).lock().map.get_mut(&tag.0) {
+        if let Some(k) = self.shards.of(tag).lock().map.get_mut(&tag.0) {
             k.inflight = k.inflight.saturating_sub(carry);
         }
         self.stats.written_back.fetch_add(carry, Ordering::Relaxed);
@@ -497,7 +489,7 @@ impl LocalView {
         if hits == 0 {
             return;
         }
-        let mut shard = self.shard(tag).lock();
+        let mut shard = self.shards.of(tag).lock();
         let shard = &mut *shard;
         if let Some(k) = shard.map.get_mut(&tag.0) {
             k.inflight = k.inflight.saturating_sub(hits);
@@ -522,7 +514,7 @@ impl LocalView {
         if results.len() != limits.len() {
             return;
         }
-        let mut shard = self.shard(tag).lock();
+        let mut shard = self.shards.of(tag).lock();
         let k = match shard.map.entry(tag.0) {
             Entry::Occupied(k) => k.into_mut(),
             Entry::Vacant(v) => {
@@ -619,7 +611,7 @@ impl LocalView {
         out: &mut Vec<LimitResult>,
     ) -> u64 {
         let now = self.now_ms();
-        let mut shard = self.shard(tag).lock();
+        let mut shard = self.shards.of(tag).lock();
         let shard = &mut *shard;
         let k = match shard.map.entry(tag.0) {
             Entry::Occupied(k) => k.into_mut(),

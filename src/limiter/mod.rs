@@ -97,8 +97,9 @@ pub struct Verdict {
     /// Index (within the plan's limits) of the limit the status reports: the first denying
     /// one, else the binding one (least remaining; on a tie, the longest reset).
     pub reported: usize,
-    /// `limit_remaining` (0 when OVER_LIMIT), clamped to u32.
-    pub remaining: u32,
+    /// `limit_remaining` (0 when OVER_LIMIT), exact (the response clamps it to the
+    /// protocol's `uint32`; decision metadata carries this).
+    pub remaining: u64,
     /// `duration_until_reset` in milliseconds (whole seconds for fixed windows): when OVER_LIMIT
     /// the longest wait among the denying limits, else the reported limit's reset; never
     /// above [`MAX_DURATION_MS`].
@@ -365,11 +366,7 @@ fn limited_status(
         over_limit: denied,
         shadowed,
         reported,
-        remaining: if denied {
-            0
-        } else {
-            u32::try_from(r.remaining).unwrap_or(u32::MAX)
-        },
+        remaining: if denied { 0 } else { r.remaining },
         duration_ms,
         results: range,
         cached: false,

@@ -1,7 +1,7 @@
 use super::*;
 use crate::limit::Unit;
 
-fn spec(algorithm: Algorithm, rpu: u32) -> LimitSpec {
+fn spec(algorithm: Algorithm, rpu: u64) -> LimitSpec {
     LimitSpec {
         algorithm,
         burst: rpu,

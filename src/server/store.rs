@@ -7,11 +7,11 @@ use std::sync::Arc;
 
 use super::ServerError;
 use crate::limit::Clock;
-use crate::settings::{RedisSettings, RedisTlsFiles, RedisType, Settings};
+use crate::settings::{RedisTlsFiles, Settings};
 use crate::store::Backend;
 use crate::store::memory::{MemoryOptions, MemoryStore};
-use crate::store::per_second::{PER_SECOND, PerSecond};
-use crate::store::redis::{RedisConfig, RedisStore, RedisTls, SentinelConfig};
+use crate::store::per_second::PerSecond;
+use crate::store::redis::{RedisConfig, RedisStore, RedisTls};
 use crate::tls::{PemKind, read_pem};
 
 pub(super) fn build(settings: &Settings, clock: &Arc<dyn Clock>) -> Result<Backend, ServerError> {
@@ -26,15 +26,21 @@ pub(super) fn build(settings: &Settings, clock: &Arc<dyn Clock>) -> Result<Backe
         )));
     };
     let tls = tls(&r.tls)?;
-    let main = redis(r, "redis", &tls, clock)?;
+    let redis = |c: &RedisConfig| {
+        let cfg = RedisConfig {
+            tls: tls.clone(),
+            ..c.clone()
+        };
+        RedisStore::new(cfg, clock.clone()).map_err(ServerError::Redis)
+    };
+    let main = redis(&r.main)?;
     let Some(p) = &r.per_second else {
         return Ok(Backend::Redis(main));
     };
-    let per_second = redis(p, PER_SECOND, &tls, clock)?;
     // One id on two stores: the pair's fate is not tracked (`Backend::fate`).
     Ok(Backend::RedisPerSecond(Box::new(PerSecond {
         main: main.untracked(),
-        per_second: per_second.untracked(),
+        per_second: redis(p)?.untracked(),
     })))
 }
 
@@ -56,42 +62,4 @@ fn tls(files: &RedisTlsFiles) -> Result<RedisTls, ServerError> {
         client_identity,
         skip_hostname_verification: files.skip_hostname_verification,
     })
-}
-
-fn redis(
-    r: &RedisSettings,
-    name: &'static str,
-    tls: &RedisTls,
-    clock: &Arc<dyn Clock>,
-) -> Result<RedisStore, ServerError> {
-    let mut cfg = RedisConfig {
-        name,
-        pool_size: r.pool_size,
-        connect_timeout: r.connect_timeout,
-        request_timeout: r.request_timeout,
-        time_source: r.time_source,
-        tls: tls.clone(),
-        refusal_grace: r.refusal_grace,
-        ..RedisConfig::default()
-    };
-    if let Some(p) = &r.key_prefix {
-        cfg.key_prefix = p.clone();
-    }
-    if r.reference_keys {
-        // Their CACHE_KEY_PREFIX as set (their default: none) before their keys.
-        cfg.reference_prefix = Some(r.key_prefix.clone().unwrap_or_default());
-    }
-    match r.redis_type {
-        RedisType::Single => cfg.url = r.urls.first().cloned().unwrap_or_default(),
-        RedisType::Cluster => cfg.cluster_nodes = r.urls.clone(),
-        RedisType::Sentinel => {
-            cfg.sentinel = Some(SentinelConfig {
-                master: r.sentinel_master.clone().unwrap_or_default(),
-                sentinels: r.urls.clone(),
-                master_auth: r.master_auth.clone(),
-                db: 0,
-            });
-        }
-    }
-    RedisStore::new(cfg, clock.clone()).map_err(ServerError::Redis)
 }

@@ -157,7 +157,10 @@ impl Service<http::Request<Body>> for RateLimitServer {
             } else {
                 deadline
             };
-            let (_permit, store_deadline) = match service.admission().admit(arrived, admit_by).await
+            let (_permit, store_deadline) = match service
+                .admission()
+                .admit(arrived.into(), admit_by.map(Into::into))
+                .await
             {
                 Ok(permit) => (Some(permit), store_by),
                 // With the local fallback, a call that cannot get a timely store answer is

@@ -8,7 +8,6 @@
 //! through `Retry-After`). The upstream is not the client: its headers include every rule.
 
 use envoy_types::pb::envoy::config::core::v3::HeaderValue;
-use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_response::DescriptorStatus;
 
 use super::plan::Matched;
 use crate::config::Match;
@@ -36,7 +35,7 @@ fn hidden(matched: &[Matched<'_>], i: usize) -> bool {
 /// remaining (first wins ties), overridden by any non-quota OVER_LIMIT status (last wins);
 /// descriptors `skip` says are not candidates.
 fn chosen(plans: &[Plan<'_>], decision: &Decision, skip: impl Fn(usize) -> bool) -> Option<usize> {
-    let mut best: Option<(usize, u32)> = None;
+    let mut best: Option<(usize, u64)> = None;
     let mut over = None;
     for (i, (plan, status)) in plans.iter().zip(&decision.outcomes).enumerate() {
         let (Plan::Metered(l), Outcome::Metered(s)) = (plan, status) else {
@@ -83,7 +82,6 @@ fn seconds_ceil(ms: u64) -> u64 {
 pub(super) fn to_client(
     plans: &[Plan<'_>],
     decision: &Decision,
-    statuses: &[DescriptorStatus],
     matched: &[Matched<'_>],
     settings: &DecisionSettings,
 ) -> Vec<HeaderValue> {
@@ -94,7 +92,8 @@ pub(super) fn to_client(
         && let Some(i) = chosen(plans, decision, skip)
         && let Some((limit, s)) = reported(plans, decision, i)
     {
-        let remaining = statuses.get(i).map_or(s.remaining, |st| st.limit_remaining);
+        // Exact: a header is text, not the status's uint32 (which clamps at 4294967295).
+        let remaining = s.remaining;
         match h.style {
             HeaderStyle::Draft03 => {
                 out.push(header(&h.limit_header, limit.requests_per_unit.to_string()));

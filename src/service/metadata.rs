@@ -9,7 +9,8 @@
 //! `--decision-metadata` adds what was decided, for "which rule denied this request?":
 //! each descriptor gets `code` (`OK`/`OVER_LIMIT`) and `limitName` (their pull request
 //! #1239's names, so one access-log format serves both servers), `rule` (the stats key),
-//! `unit` and `remaining` of the limit its status reports, and `shadowed: true` when shadow
+//! `unit`, `remaining` and `requestsPerUnit` of the limit its status reports (the last two
+//! exact, where the status clamps them at 4294967295), and `shadowed: true` when shadow
 //! mode turned its OVER_LIMIT into OK; the struct gets `overallCode`, and on OVER_LIMIT
 //! `decidingRule`, the rule of the descriptor that denied (`response.rs` says which). Unlike
 //! #1239 (still open), these are filled on every response, not only when something is
@@ -178,7 +179,11 @@ fn descriptor_decision(i: &Inputs<'_, '_>, n: usize, f: &mut Fields) {
         f.insert("limitName".to_string(), string(&**name));
     }
     f.insert("unit".to_string(), string(limit.unit.name()));
-    f.insert("remaining".to_string(), number(f64::from(v.remaining)));
+    // Exact counts (a Struct number is a double: exact up to 2^53, the largest budget),
+    // where the status's uint32 fields clamp at 4294967295.
+    f.insert("remaining".to_string(), number(v.remaining as f64));
+    let (per_unit, _) = limit.reported();
+    f.insert("requestsPerUnit".to_string(), number(per_unit as f64));
     if v.shadowed {
         f.insert(
             "shadowed".to_string(),

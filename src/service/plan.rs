@@ -36,7 +36,10 @@ impl RateLimitService {
             // Their semantics: an override bypasses the tree and is a fixed window.
             let unit = override_unit(o.unit)?;
             let plan = Plan::Metered(Metered {
-                limits: LimitSet::Override(LimitSpec::fixed_window(o.requests_per_unit, unit)),
+                limits: LimitSet::Override(LimitSpec::fixed_window(
+                    u64::from(o.requests_per_unit),
+                    unit,
+                )),
                 tag: config::override_state_tag(domain_name, &d.entries),
                 cost,
                 refund: d.is_negative_hits,

@@ -21,7 +21,7 @@ use super::metadata::{self, Inputs};
 use super::plan::Matched;
 use super::proto::RateLimitRequest;
 use crate::config::RuleResponse;
-use crate::limit::{LimitSpec, Unit};
+use crate::limit::{LimitSpec, Unit, wire_count};
 use crate::limiter::{Code, Decision, Outcome, Plan};
 use crate::settings::DecisionSettings;
 
@@ -43,8 +43,7 @@ pub(super) fn build(
         ..Default::default()
     };
     if settings.headers.enabled || settings.headers.retry_after {
-        resp.response_headers_to_add =
-            headers::to_client(plans, decision, &statuses, matched, settings);
+        resp.response_headers_to_add = headers::to_client(plans, decision, matched, settings);
     }
     if settings.request_headers.enabled {
         resp.request_headers_to_add =
@@ -154,7 +153,7 @@ fn descriptor_status(plan: &Plan<'_>, status: &Outcome, m: &Matched<'_>) -> Desc
             DescriptorStatus {
                 code: pb_code(s.code) as i32,
                 current_limit: (!hide).then(|| current_limit(limit)),
-                limit_remaining: s.remaining,
+                limit_remaining: wire_count(s.remaining),
                 duration_until_reset: Some(duration(s.duration_ms)),
                 quota: None,
             }
@@ -173,12 +172,13 @@ fn descriptor_status(plan: &Plan<'_>, status: &Outcome, m: &Matched<'_>) -> Desc
 
 /// `current_limit` has a unit enum and a count: a window of several units is reported as
 /// its exact rate (`LimitSpec::reported`); `limit_remaining` and `duration_until_reset`
-/// stay those of the real window.
+/// stay those of the real window. Both counts are `uint32`s, clamped at 4294967295
+/// (`docs/reference/responses.md`); decision metadata carries them exactly.
 fn current_limit(limit: &LimitSpec) -> PbRateLimit {
     let (requests_per_unit, unit) = limit.reported();
     PbRateLimit {
         name: limit.name.as_deref().unwrap_or_default().to_string(),
-        requests_per_unit,
+        requests_per_unit: wire_count(requests_per_unit),
         unit: pb_unit(unit) as i32,
     }
 }

@@ -5,7 +5,9 @@
 
 use super::decl::Setting;
 use super::declare::settings;
+use super::resolver::defaults;
 use super::values::{number, positive};
+use crate::store::memory::MemoryOptions;
 
 /// `--max-config-file-bytes`, which `sluice check` reads too (the same default as
 /// `config::DEFAULT_MAX_FILE_BYTES`).
@@ -41,10 +43,18 @@ settings! {
             Setting::value("memory-max-bytes", "BYTES", memory_bytes)
                 .default("268435456")
                 .shown_default("256 MiB")
-                .readme(
-                    "memory store: most bytes of limit state held (at least 1 MiB); see \
-                     [Caps and limits](caps-and-limits.md)",
-                )
+                .see("[Caps and limits](caps-and-limits.md)")
         ),
+    }
+}
+
+/// The memory store's defaults are the declaration's (`--memory-max-bytes`) and its own tuning.
+impl Default for MemoryOptions {
+    fn default() -> Self {
+        MemoryOptions {
+            shards: 64,
+            min_sweep_len: 1024,
+            max_bytes: defaults::<Caps>().memory_max_bytes,
+        }
     }
 }

@@ -11,6 +11,7 @@ use clap::{Args, CommandFactory, FromArgMatches, Parser, Subcommand};
 
 use super::Settings;
 use super::caps::MAX_CONFIG_FILE_BYTES;
+use super::decl::Shape;
 use super::declare::settings;
 use super::env::Env;
 use super::explain::{ExplainArgs, ExplainSettings};
@@ -167,11 +168,13 @@ fn flags<G: Group>(switch_requires_equals: bool) -> Vec<clap::Arg> {
         .iter()
         .filter_map(|d| {
             let arg = d.arg()?;
-            Some(if switch_requires_equals && d.is_switch() {
-                arg.require_equals(true)
-            } else {
-                arg
-            })
+            Some(
+                if switch_requires_equals && d.face().shape == Shape::Switch {
+                    arg.require_equals(true)
+                } else {
+                    arg
+                },
+            )
         })
         .collect()
 }

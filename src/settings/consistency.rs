@@ -56,11 +56,7 @@ settings! {
             Setting::value("consistency", "MODE", consistency)
                 .values(&["strict", "batched"])
                 .default("strict")
-                .readme(
-                    "`consistency` of every rule that does not set it (`strict` or `batched`; \
-                     `batched` only where sound, never `sliding_log`); see \
-                     [Consistency](../how-to/choose-consistency.md)",
-                )
+                .see("[Consistency](../how-to/choose-consistency.md)")
         ),
         /// Batched mode: how often this instance's hits are written to the store (1ms to 60s)
         pub batch_interval: Duration = setting(

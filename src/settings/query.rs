@@ -23,10 +23,11 @@ pub struct QueryArgs {
         value_parser = parse_descriptor
     )]
     pub descriptors: Vec<Descriptor>,
-    /// Hits to charge (request hits_addend); 0 asks without charging (descriptor
+    /// Hits to charge (request hits_addend; above 4294967295, the request field's
+    /// maximum, each descriptor's hits_addend); 0 asks without charging (descriptor
     /// hits_addend 0, where the server supports it)
     #[arg(long, value_name = "N", default_value_t = 1)]
-    pub hits: u32,
+    pub hits: u64,
     /// Connect with TLS (implied by https:// and by --ca, --cert, --server-name)
     #[arg(long)]
     pub tls: bool,

@@ -8,7 +8,7 @@ use std::path::PathBuf;
 
 use super::ListenSettings;
 use super::Settings;
-use super::decl::{Decl, sluice_var};
+use super::decl::{Decl, Face, sluice_var};
 use super::resolver::table;
 
 /// A help text as a table cell starts it: `Never deny` → `never deny`, `A new` → `a new`;
@@ -30,6 +30,23 @@ pub(super) fn cell(s: &str) -> String {
     s.replace('|', "\\|")
 }
 
+/// The settings page's default cell: the shown default, else the declared one (booleans,
+/// numbers and durations as they are; anything else a literal value).
+pub(super) fn shown_default(f: &Face) -> Option<String> {
+    if let Some(s) = f.shown_default {
+        return Some(s.to_owned());
+    }
+    let d = f.default?;
+    let plain = matches!(d, "true" | "false")
+        || d.parse::<f64>().is_ok()
+        || humantime::parse_duration(d).is_ok();
+    Some(if plain {
+        d.to_owned()
+    } else {
+        format!("`{d}`")
+    })
+}
+
 /// The table of `decls`, one row each.
 fn render(decls: &[&'static dyn Decl]) -> String {
     let mut out = String::from(
@@ -37,18 +54,30 @@ fn render(decls: &[&'static dyn Decl]) -> String {
          |---|---|---|---|\n",
     );
     for d in decls {
-        let flag = d
-            .flag()
+        let f = d.face();
+        let flag = f
+            .flag
             .map(|f| {
                 let var = sluice_var(f);
                 format!("`--{f}` (`{}`)", &var["SLUICE_".len()..])
             })
             .unwrap_or_default();
+        let vars = f.shown_vars.map(str::to_owned).unwrap_or_else(|| {
+            let names: Vec<_> = f
+                .ref_vars()
+                .iter()
+                .map(|t| format!("`{}`", t.name))
+                .collect();
+            names.join(", ")
+        });
+        let meaning = match f.see {
+            Some(link) => format!("{}; see {link}", f.help),
+            None => f.help.to_owned(),
+        };
         out.push_str(&format!(
-            "| {flag} | {} | {} | {} |\n",
-            d.shown_theirs().unwrap_or_default(),
-            cell(&d.shown_default().unwrap_or_default()),
-            cell(&lower_first(d.readme())),
+            "| {flag} | {vars} | {} | {} |\n",
+            cell(&shown_default(f).unwrap_or_default()),
+            cell(&lower_first(&meaning)),
         ));
     }
     out

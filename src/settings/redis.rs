@@ -1,7 +1,7 @@
 //! The Redis settings: the `--redis-*` flags and `SLUICE_REDIS_*` variables, or
 //! envoyproxy/ratelimit's `REDIS_*` variables (their URL format, socket type, auth, TLS,
-//! sentinel and per-second pool; declared in `redis_input.rs`), resolved into one
-//! [`RedisSettings`]. URL forms are in `redis_url.rs`.
+//! sentinel and per-second pool; declared in `redis_input.rs`), resolved into the stores'
+//! own [`RedisConfig`]s. URL forms are in `redis_url.rs`.
 //!
 //! One TLS configuration (CA, client certificate, hostname check) serves every Redis
 //! connection, main and per-second, as in theirs.
@@ -11,8 +11,12 @@ use std::time::Duration;
 
 use super::parse::{SettingsError, err};
 use super::redis_input::{Backend, PerSecondInput, RedisInput};
-use super::redis_url::{RedisType, Target, check_url, target_urls};
-use super::resolver::{Given, Group, Resolver, Source};
+use super::redis_url::{RedisType, Target, Urls, check_url, target_urls};
+use super::resolver::{Given, Group, Resolver, Source, defaults};
+use crate::store::per_second::PER_SECOND;
+use crate::store::redis::{
+    DEFAULT_DEAD_AFTER, DEFAULT_KEY_PREFIX, RedisConfig, RedisTls, SentinelConfig,
+};
 
 pub use crate::store::redis::TimeSource;
 
@@ -25,48 +29,87 @@ pub struct RedisTlsFiles {
     pub skip_hostname_verification: bool,
 }
 
+/// The Redis stores, as their configs (TLS aside: the server reads the files).
 #[derive(Clone, Debug, PartialEq)]
 pub struct RedisSettings {
-    /// Single: one URL; cluster: the seed nodes; sentinel: the sentinels' URLs.
-    pub urls: Vec<String>,
-    pub redis_type: RedisType,
-    /// Sentinel: the master's name and auth.
-    pub sentinel_master: Option<String>,
-    pub master_auth: Option<String>,
-    pub pool_size: usize,
-    pub request_timeout: Duration,
-    pub connect_timeout: Duration,
-    pub time_source: TimeSource,
-    /// `None`: the store's default (`sluice:`).
-    pub key_prefix: Option<String>,
-    /// `--redis-reference-keys` (time source local, no per-second Redis).
-    pub reference_keys: bool,
-    pub tls: RedisTlsFiles,
-    pub refusal_grace: Duration,
+    pub main: RedisConfig,
     /// The Redis of per-second limits (`REDIS_PERSECOND`); it shares the key prefix, time
     /// source, request timeout and TLS files of the main one.
-    pub per_second: Option<Box<RedisSettings>>,
+    pub per_second: Option<RedisConfig>,
+    pub tls: RedisTlsFiles,
 }
 
-/// Their default addresses when the backend is Redis but no URL is set.
+/// The store's defaults are the declarations': a store made without settings (tests, tools)
+/// is the one `serve` makes from none but a URL.
+impl Default for RedisConfig {
+    fn default() -> Self {
+        config(&defaults())
+    }
+}
+
+/// A store's config from the Redis settings, at the default address.
+fn config(i: &RedisInput) -> RedisConfig {
+    RedisConfig {
+        name: "redis",
+        url: "redis://127.0.0.1:6379".to_owned(),
+        cluster_nodes: Vec::new(),
+        sentinel: None,
+        tls: RedisTls::default(),
+        refusal_grace: i.refusal_grace,
+        pool_size: i.pool_size,
+        connect_timeout: i.connect_timeout,
+        request_timeout: i.timeout,
+        key_prefix: (i.cache_key_prefix.as_deref())
+            .unwrap_or(DEFAULT_KEY_PREFIX)
+            .to_owned(),
+        time_source: i.time_source,
+        ttl_slack_ms: None,
+        // Not settings: the ring's own pacing and silence limit.
+        reconnect_backoff_min: Duration::from_millis(50),
+        reconnect_backoff_max: Duration::from_secs(2),
+        dead_after: DEFAULT_DEAD_AFTER,
+        // The reference's CACHE_KEY_PREFIX as set (their default: none) before their keys.
+        reference_prefix: (i.reference_keys)
+            .then(|| i.cache_key_prefix.clone().unwrap_or_default()),
+    }
+}
+
+/// `cfg` at the addresses `urls` name.
+fn at(mut cfg: RedisConfig, urls: Urls) -> RedisConfig {
+    match urls.redis_type {
+        RedisType::Single => cfg.url = urls.urls.into_iter().next().unwrap_or_default(),
+        RedisType::Cluster => cfg.cluster_nodes = urls.urls,
+        RedisType::Sentinel => {
+            cfg.sentinel = Some(SentinelConfig {
+                master: urls.sentinel_master.unwrap_or_default(),
+                sentinels: urls.urls,
+                master_auth: urls.master_auth,
+                db: 0,
+            })
+        }
+    }
+    cfg
+}
+
+/// The reference's default addresses when the backend is Redis but no URL is set.
 const DEFAULT_SOCKET: &str = "/var/run/nutcracker/ratelimit.sock";
 const DEFAULT_PER_SECOND_SOCKET: &str = "/var/run/nutcracker/ratelimitpersecond.sock";
 
 /// The Redis store, when a URL is given (or their `BACKEND_TYPE=redis`); `None`: memory.
 pub(super) fn resolve(r: &Resolver<'_>) -> Result<Option<RedisSettings>, SettingsError> {
     let i = RedisInput::from_resolver(r)?;
-    let url = match i.url.value {
-        None if i.backend == Some(Backend::Redis) => their_default(DEFAULT_SOCKET, "REDIS_URL"),
-        _ => i.url,
+    let url = match &i.url.value {
+        None if i.backend == Some(Backend::Redis) => ref_default(DEFAULT_SOCKET, "REDIS_URL"),
+        _ => i.url.clone(),
     };
     let main = Target {
         flag: "--redis",
         env: "REDIS",
         url,
         redis_type: i.redis_type.unwrap_or(RedisType::Single),
-        auth: i.auth,
+        auth: i.auth.clone(),
         tls: i.tls,
-        sentinel_auth: i.sentinel_auth,
+        sentinel_auth: i.sentinel_auth.clone(),
         socket: i.socket,
     };
     let Some(main) = target_urls(main)? else {
@@ -78,38 +121,19 @@ pub(super) fn resolve(r: &Resolver<'_>) -> Result<Option<RedisSettings>, Setting
             "a client certificate and its key go together (REDIS_TLS_CLIENT_CERT and REDIS_TLS_CLIENT_KEY)",
         ));
     }
-    let mut settings = RedisSettings {
-        urls: main.urls,
-        redis_type: main.redis_type,
-        sentinel_master: main.sentinel_master,
-        master_auth: main.master_auth,
-        pool_size: i.pool_size,
-        request_timeout: i.timeout,
-        connect_timeout: i.connect_timeout,
-        time_source: i.time_source,
-        key_prefix: i.cache_key_prefix,
-        reference_keys: i.reference_keys,
-        tls: RedisTlsFiles {
-            ca_cert: i.ca_cert,
-            client_cert: i.client_cert,
-            client_key: i.client_key,
-            skip_hostname_verification: i.skip_hostname_verification,
-        },
-        refusal_grace: i.refusal_grace,
-        per_second: None,
-    };
-    settings.per_second = per_second(i.per_second, &settings)?.map(Box::new);
-    if settings.reference_keys {
-        // Their clock is the server's own: a count shared with their pods must start its
-        // windows at the same instants, which the Redis clock inside a script would not.
-        if settings.time_source != TimeSource::Local {
+    let per_second = per_second(&i.per_second)?;
+    if i.reference_keys {
+        // The reference's clock is the server's own: a count shared with their pods must
+        // start its windows at the same instants, which the Redis clock inside a script
+        // would not.
+        if i.time_source != TimeSource::Local {
             return Err(err(
                 "--redis-reference-keys",
                 "requires --redis-time-source local (envoyproxy/ratelimit reads its own \
                  clock, so windows shared with it must be timed by sluice's)",
             ));
         }
-        if settings.per_second.is_some() {
+        if per_second.is_some() {
             return Err(err(
                 "--redis-reference-keys",
                 "is not supported with a per-second Redis (--redis-per-second-url, \
@@ -117,67 +141,73 @@ pub(super) fn resolve(r: &Resolver<'_>) -> Result<Option<RedisSettings>, Setting
             ));
         }
     }
+    let tls = RedisTlsFiles {
+        ca_cert: i.ca_cert.clone(),
+        client_cert: i.client_cert.clone(),
+        client_key: i.client_key.clone(),
+        skip_hostname_verification: i.skip_hostname_verification,
+    };
+    let base = config(&i);
+    let settings = RedisSettings {
+        per_second: per_second.map(|(urls, p)| {
+            let cfg = RedisConfig {
+                name: PER_SECOND,
+                pool_size: p.pool_size,
+                connect_timeout: p.connect_timeout.unwrap_or(base.connect_timeout),
+                ..base.clone()
+            };
+            at(cfg, urls)
+        }),
+        main: at(base, main),
+        tls,
+    };
     check_tls(&settings)?;
     Ok(Some(settings))
 }
 
-fn their_default(socket: &str, name: &str) -> Given<Option<String>> {
+fn ref_default(socket: &str, name: &str) -> Given<Option<String>> {
     Given {
         value: Some(socket.to_owned()),
-        source: Source::Theirs,
+        source: Source::RefVar,
         name: name.to_owned(),
     }
 }
 
 /// The per-second Redis: `--redis-per-second-url`, or `REDIS_PERSECOND=true` with their
 /// `REDIS_PERSECOND_*` variables (their default socket when no URL is given).
-fn per_second(
-    p: PerSecondInput,
-    main: &RedisSettings,
-) -> Result<Option<RedisSettings>, SettingsError> {
-    let url = match p.url {
-        u if u.by_sluice() => u,
+fn per_second(p: &PerSecondInput) -> Result<Option<(Urls, &PerSecondInput)>, SettingsError> {
+    let url = match &p.url {
+        u if u.by_sluice() => u.clone(),
         _ if !p.on => return Ok(None),
-        u if u.value.is_some() => u,
-        _ => their_default(DEFAULT_PER_SECOND_SOCKET, "REDIS_PERSECOND_URL"),
+        u if u.value.is_some() => u.clone(),
+        _ => ref_default(DEFAULT_PER_SECOND_SOCKET, "REDIS_PERSECOND_URL"),
     };
     let target = Target {
         flag: "--redis-per-second",
         env: "REDIS_PERSECOND",
         url,
         redis_type: p.redis_type.unwrap_or(RedisType::Single),
-        auth: p.auth,
+        auth: p.auth.clone(),
         tls: p.tls,
-        sentinel_auth: p.sentinel_auth,
+        sentinel_auth: p.sentinel_auth.clone(),
         socket: p.socket,
     };
-    let Some(urls) = target_urls(target)? else {
-        return Ok(None);
-    };
-    Ok(Some(RedisSettings {
-        urls: urls.urls,
-        redis_type: urls.redis_type,
-        sentinel_master: urls.sentinel_master,
-        master_auth: urls.master_auth,
-        pool_size: p.pool_size,
-        connect_timeout: p.connect_timeout.unwrap_or(main.connect_timeout),
-        per_second: None,
-        ..main.clone()
-    }))
+    Ok(target_urls(target)?.map(|urls| (urls, p)))
 }
 
 /// TLS files without any TLS connection are a mistake worth stopping for (a private CA that
 /// is silently unused is how plaintext goes to production); `#insecure` is refused.
 fn check_tls(s: &RedisSettings) -> Result<(), SettingsError> {
-    let all: Vec<&String> = s
-        .urls
-        .iter()
-        .chain(s.per_second.iter().flat_map(|p| p.urls.iter()))
-        .collect();
-    for u in &all {
+    let mut tls = false;
+    for u in s
+        .main
+        .urls()
+        .into_iter()
+        .chain(s.per_second.iter().flat_map(RedisConfig::urls))
+    {
         check_url(u)?;
+        tls |= u.starts_with("rediss://");
     }
-    let tls = all.iter().any(|u| u.starts_with("rediss://"));
     let files = &s.tls;
     if !tls
         && (files.ca_cert.is_some()

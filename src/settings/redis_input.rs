@@ -5,7 +5,7 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use super::decl::{Setting, Their};
+use super::decl::{RefVar, Setting};
 use super::declare::settings;
 use super::redis_url::{RedisType, SocketType, redis_type, socket_type};
 use super::resolver::{Given, Value};
@@ -21,7 +21,7 @@ fn time_source(s: &str) -> Result<TimeSource, String> {
     one_of(s, &names).ok_or_else(|| format!("'{s}' is not redis or local"))
 }
 
-/// Their `BACKEND_TYPE`.
+/// The reference's `BACKEND_TYPE`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(super) enum Backend {
     Redis,
@@ -59,7 +59,7 @@ pub(super) static CACHE_KEY_PREFIX: Setting<Option<String>> =
         .shown_default("`sluice:`")
         .help("Prefix of every Redis key (several deployments on one Redis)")
         .same(
-            Their::new("CACHE_KEY_PREFIX", "rl:")
+            RefVar::new("CACHE_KEY_PREFIX", "rl:")
                 .with(REDIS)
                 .does("prefix of every Redis key (`--cache-key-prefix`); unset: `sluice:`"),
         );
@@ -89,7 +89,7 @@ const PER_SECOND_SENTINEL: &[(&str, &str)] = &[
 ];
 
 settings! {
-    /// The Redis flags and their variables, before they become a
+    /// The Redis flags and the reference's variables, before they become a
     /// [`RedisSettings`](super::RedisSettings).
     pub(super) struct RedisInput {
         /// Redis URL: redis://host:port/db, rediss://… (TLS), unix:///path; comma-separated
@@ -98,12 +98,8 @@ settings! {
         pub(super) url: Given<Option<String>> = setting(
             Setting::value("redis-url", "URL", some_text)
                 .shown_default("none (memory store)")
-                .readme(
-                    "`redis://[user:pass@]host:port[/db]`, `rediss://…`, `unix:///path`; \
-                     comma-separated nodes for a cluster; `master,host:port,…` for sentinel",
-                )
-                .shown_theirs("`REDIS_URL` + `REDIS_SOCKET_TYPE`, `REDIS_AUTH`, `REDIS_TLS`")
-                .same(Their::new("REDIS_URL", "redis.example:6379").does(
+                .shown_vars("`REDIS_URL` + `REDIS_SOCKET_TYPE`, `REDIS_AUTH`, `REDIS_TLS`")
+                .same(RefVar::new("REDIS_URL", "redis.example:6379").does(
                     "their forms (`host:port`, a socket path, `master,host:port,…`) or a URL \
                      (`--redis-url`); unset: the memory store",
                 ))
@@ -112,26 +108,26 @@ settings! {
         /// is refused: without server-side scripts a request's limits could not be decided
         /// atomically
         pub(super) backend: Option<Backend> = setting(
-            Setting::theirs_only(backend).same(Their::new("BACKEND_TYPE", "redis"))
+            Setting::ref_only(backend).same(RefVar::new("BACKEND_TYPE", "redis"))
         ),
         /// `tcp` or `unix`: how `REDIS_URL` is read (unset: by its form)
         pub(super) socket: Option<SocketType> = setting(
-            Setting::theirs_only(socket_type)
-                .same(Their::new("REDIS_SOCKET_TYPE", "unix").with(REDIS))
+            Setting::ref_only(socket_type)
+                .same(RefVar::new("REDIS_SOCKET_TYPE", "unix").with(REDIS))
         ),
         /// single, cluster or sentinel
         pub(super) redis_type: Option<RedisType> = setting(
             Setting::value("redis-type", "TYPE", redis_type)
                 .values(&["single", "cluster", "sentinel"])
                 .shown_default("`single`")
-                .same(Their::new("REDIS_TYPE", "cluster").with(REDIS))
+                .same(RefVar::new("REDIS_TYPE", "cluster").with(REDIS))
         ),
         /// Connections kept open to Redis (multiplexed); requests fill one connection's next
         /// batch (16 requests) before spilling to the next, so Redis reads big batches
         pub(super) pool_size: usize = setting(
             Setting::value("redis-pool-size", "N", positive)
                 .default("4")
-                .same(Their::new("REDIS_POOL_SIZE", "8").with(REDIS).does(
+                .same(RefVar::new("REDIS_POOL_SIZE", "8").with(REDIS).does(
                     "multiplexed Redis connections (`--redis-pool-size`); unset: 4",
                 ))
         ),
@@ -145,19 +141,15 @@ settings! {
         pub(super) timeout: Duration = setting(
             Setting::value("redis-timeout", "DURATION", positive_duration)
                 .default("1s")
-                .readme(
-                    "deadline of a call's Redis work when the call has no deadline of its own \
-                     (a call with `grpc-timeout`, as Envoy sends, gets what that leaves \
-                     instead), then `UNAVAILABLE`; see [Redis](../how-to/redis.md#failures-and-health)",
-                )
+                .see("[Redis](../how-to/redis.md#failures-and-health)")
         ),
         /// Deadline to establish a Redis connection
         pub(super) connect_timeout: Duration = setting(
             Setting::value("redis-connect-timeout", "DURATION", duration)
                 .default("1s")
-                .same(Their::new("REDIS_TIMEOUT", "2s").with(REDIS).does(
+                .same(RefVar::new("REDIS_TIMEOUT", "2s").with(REDIS).does(
                     "deadline to connect (`--redis-connect-timeout`), as theirs; a call's Redis \
-                     work ends by what its grpc-timeout leaves, or after `--redis-timeout` (1s) \
+                     work ends by what its grpc-timeout leaves, or after `--redis-timeout` \
                      without one",
                 ))
         ),
@@ -172,19 +164,14 @@ settings! {
         /// its pipelined INCRBY + EXPIRE under its key names, so both can share one Redis
         /// during a migration; requires --redis-time-source local
         pub(super) reference_keys: bool = setting(
-            Setting::switch("redis-reference-keys").readme(
-                "count envoy-compatible fixed windows with envoyproxy/ratelimit's own commands \
-                 and key names, for a rolling migration on one Redis; requires \
-                 `--redis-time-source local`, see [Rolling migration on one \
-                 Redis](../how-to/migrate-from-envoyproxy-ratelimit.md#rolling-migration-on-one-redis---redis-reference-keys)",
-            )
+            Setting::switch("redis-reference-keys").see("[Rolling migration on one Redis](../how-to/migrate-from-envoyproxy-ratelimit.md#rolling-migration-on-one-redis---redis-reference-keys)")
         ),
         /// `password` or `user:password` of the master found through sentinel (other URLs
         /// carry their own); their `REDIS_AUTH` is also the password of their `REDIS_URL`
         /// forms
         pub(super) auth: Option<String> = setting(
             Setting::value("redis-auth", "AUTH", some_text).same(
-                Their::new("REDIS_AUTH", "secret").with(REDIS).does(
+                RefVar::new("REDIS_AUTH", "secret").with(REDIS).does(
                     "`password` or `user:password` of Redis (of the master, for sentinel)",
                 ),
             )
@@ -192,37 +179,37 @@ settings! {
         /// TLS for `host:port` addresses (theirs, and sentinel entries); `rediss://` URLs are
         /// TLS anyway
         pub(super) tls: bool = setting(
-            Setting::switch("redis-tls").same(Their::new("REDIS_TLS", "true").with(REDIS).does(
+            Setting::switch("redis-tls").same(RefVar::new("REDIS_TLS", "true").with(REDIS).does(
                 "TLS to their `host:port` addresses (`--redis-tls`)",
             ))
         ),
         /// Password (or `user:password`) of the sentinels
         pub(super) sentinel_auth: Option<String> = setting(
             Setting::value("redis-sentinel-auth", "AUTH", some_text).same(
-                Their::new("REDIS_SENTINEL_AUTH", "secret").with(SENTINEL),
+                RefVar::new("REDIS_SENTINEL_AUTH", "secret").with(SENTINEL),
             )
         ),
         /// PEM CA bundle of a private CA that signs the Redis servers' certificates
         pub(super) ca_cert: Option<PathBuf> = setting(
             Setting::value("redis-tls-ca-cert", "PATH", some_path)
                 .shown_default("Mozilla roots")
-                .same(Their::new("REDIS_TLS_CACERT", "/redis/ca.crt").with(REDIS_TLS))
+                .same(RefVar::new("REDIS_TLS_CACERT", "/redis/ca.crt").with(REDIS_TLS))
         ),
         /// PEM client certificate chain, for Redis servers with `tls-auth-clients yes`
         pub(super) client_cert: Option<PathBuf> = setting(
             Setting::value("redis-tls-client-cert", "PATH", some_path)
-                .same(Their::new("REDIS_TLS_CLIENT_CERT", "/redis/other.crt").with(REDIS_MTLS))
+                .same(RefVar::new("REDIS_TLS_CLIENT_CERT", "/redis/other.crt").with(REDIS_MTLS))
         ),
         /// PEM private key of the client certificate
         pub(super) client_key: Option<PathBuf> = setting(
             Setting::value("redis-tls-client-key", "PATH", some_path)
-                .same(Their::new("REDIS_TLS_CLIENT_KEY", "/redis/other.key").with(REDIS_MTLS))
+                .same(RefVar::new("REDIS_TLS_CLIENT_KEY", "/redis/other.key").with(REDIS_MTLS))
         ),
         /// Accept a Redis certificate issued for another name; the chain is still verified
         /// against the CA
         pub(super) skip_hostname_verification: bool = setting(
             Setting::switch("redis-tls-skip-hostname-verification").same(
-                Their::new("REDIS_TLS_SKIP_HOSTNAME_VERIFICATION", "true").with(REDIS_TLS),
+                RefVar::new("REDIS_TLS_SKIP_HOSTNAME_VERIFICATION", "true").with(REDIS_TLS),
             )
         ),
         /// How long Redis may refuse every write (OOM, READONLY, MISCONF…) before health
@@ -230,10 +217,7 @@ settings! {
         pub(super) refusal_grace: Duration = setting(
             Setting::value("redis-refusal-grace", "DURATION", duration)
                 .default("1s")
-                .readme(
-                    "how long Redis may refuse every write before health turns NOT_SERVING \
-                     ([Redis](../how-to/redis.md))",
-                )
+                .see("[Redis](../how-to/redis.md)")
         ),
         pub(super) cache_key_prefix: Option<String> = shared(CACHE_KEY_PREFIX),
         pub(super) per_second: PerSecondInput = group(),
@@ -241,13 +225,13 @@ settings! {
 }
 
 settings! {
-    /// The per-second Redis's flags and their variables.
+    /// The per-second Redis's flags and the reference's variables.
     pub(super) struct PerSecondInput {
         /// `true`: a second Redis for descriptors whose limits are all per second
         pub(super) on: bool = setting(
-            Setting::theirs_only(boolean)
+            Setting::ref_only(boolean)
                 .default("false")
-                .same(Their::new("REDIS_PERSECOND", "true").with(REDIS).does(
+                .same(RefVar::new("REDIS_PERSECOND", "true").with(REDIS).does(
                     "`true`: a second Redis for descriptors whose limits are all per second \
                      (`--redis-per-second-url`)",
                 ))
@@ -258,49 +242,49 @@ settings! {
         pub(super) url: Given<Option<String>> = setting(
             Setting::value("redis-per-second-url", "URL", some_text)
                 .shown_default("off")
-                .shown_theirs("`REDIS_PERSECOND=true` + `REDIS_PERSECOND_URL`")
-                .same(Their::new("REDIS_PERSECOND_URL", "other.example:6380").with(PER_SECOND).does(
+                .shown_vars("`REDIS_PERSECOND=true` + `REDIS_PERSECOND_URL`")
+                .same(RefVar::new("REDIS_PERSECOND_URL", "other.example:6380").with(PER_SECOND).does(
                     "as `REDIS_URL`, for the per-second Redis; unset: their default socket",
                 ))
         ),
         /// As `REDIS_SOCKET_TYPE`, for the per-second Redis
         pub(super) socket: Option<SocketType> = setting(
-            Setting::theirs_only(socket_type)
-                .same(Their::new("REDIS_PERSECOND_SOCKET_TYPE", "unix").with(PER_SECOND))
+            Setting::ref_only(socket_type)
+                .same(RefVar::new("REDIS_PERSECOND_SOCKET_TYPE", "unix").with(PER_SECOND))
         ),
         /// Type of the per-second Redis
         pub(super) redis_type: Option<RedisType> = setting(
             Setting::value("redis-per-second-type", "TYPE", redis_type)
                 .values(&["single", "cluster", "sentinel"])
                 .shown_default("`single`")
-                .same(Their::new("REDIS_PERSECOND_TYPE", "cluster").with(PER_SECOND))
+                .same(RefVar::new("REDIS_PERSECOND_TYPE", "cluster").with(PER_SECOND))
         ),
         /// Connections to the per-second Redis
         pub(super) pool_size: usize = setting(
             Setting::value("redis-per-second-pool-size", "N", positive)
                 .default("4")
-                .same(Their::new("REDIS_PERSECOND_POOL_SIZE", "8").with(PER_SECOND))
+                .same(RefVar::new("REDIS_PERSECOND_POOL_SIZE", "8").with(PER_SECOND))
         ),
         /// Deadline to connect to the per-second Redis
         pub(super) connect_timeout: Option<Duration> = setting(
             Setting::value("redis-per-second-connect-timeout", "DURATION", some_duration)
                 .shown_default("as `--redis-connect-timeout`")
-                .same(Their::new("REDIS_PERSECOND_TIMEOUT", "2s").with(PER_SECOND))
+                .same(RefVar::new("REDIS_PERSECOND_TIMEOUT", "2s").with(PER_SECOND))
         ),
         /// Master auth of a per-second sentinel deployment, and of their URL forms
         pub(super) auth: Option<String> = setting(
             Setting::value("redis-per-second-auth", "AUTH", some_text)
-                .same(Their::new("REDIS_PERSECOND_AUTH", "secret").with(PER_SECOND))
+                .same(RefVar::new("REDIS_PERSECOND_AUTH", "secret").with(PER_SECOND))
         ),
         /// TLS for per-second `host:port` addresses (the TLS files are shared)
         pub(super) tls: bool = setting(
             Setting::switch("redis-per-second-tls")
-                .same(Their::new("REDIS_PERSECOND_TLS", "true").with(PER_SECOND))
+                .same(RefVar::new("REDIS_PERSECOND_TLS", "true").with(PER_SECOND))
         ),
         /// Sentinel auth of the per-second Redis
         pub(super) sentinel_auth: Option<String> = setting(
             Setting::value("redis-per-second-sentinel-auth", "AUTH", some_text).same(
-                Their::new("REDIS_PERSECOND_SENTINEL_AUTH", "secret").with(PER_SECOND_SENTINEL),
+                RefVar::new("REDIS_PERSECOND_SENTINEL_AUTH", "secret").with(PER_SECOND_SENTINEL),
             )
         ),
     }

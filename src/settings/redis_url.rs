@@ -44,7 +44,7 @@ pub(super) fn socket_type(s: &str) -> Result<Option<SocketType>, String> {
 }
 
 /// One Redis deployment's settings, resolved: the prefix of its flags (`--redis`,
-/// `--redis-per-second`) and of their variables (`REDIS`, `REDIS_PERSECOND`) for messages,
+/// `--redis-per-second`) and of the reference's variables (`REDIS`, `REDIS_PERSECOND`) for messages,
 /// its URL as given (sluice's URLs, or their forms), and what reads their forms.
 pub(super) struct Target {
     pub flag: &'static str,
@@ -174,7 +174,7 @@ fn userinfo(auth: Option<&str>) -> String {
     }
 }
 
-/// Their `REDIS_URL` is `host:port` (tcp) or a socket path (unix), with auth and TLS in
+/// The reference's `REDIS_URL` is `host:port` (tcp) or a socket path (unix), with auth and TLS in
 /// separate variables. Build the equivalent URL.
 fn compat_url(raw: &str, socket: Option<SocketType>, tls: bool, auth: Option<&str>) -> String {
     if raw.contains("://") {
@@ -183,7 +183,7 @@ fn compat_url(raw: &str, socket: Option<SocketType>, tls: bool, auth: Option<&st
     let unix = match socket {
         Some(SocketType::Tcp) => false,
         Some(SocketType::Unix) => true,
-        // Their default is unix; a value that looks like host:port is tcp either way.
+        // The reference's default is unix; a value that looks like host:port is tcp either way.
         None => raw.starts_with('/'),
     };
     if unix {

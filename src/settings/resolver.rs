@@ -1,7 +1,7 @@
 //! Resolution: each setting's value from its flag, else its `SLUICE_*` variable, else
 //! envoyproxy/ratelimit's variables, else its default. The environment is read here (and by
-//! the mappings of their variables this calls), through the lookup the caller passes: the
-//! process's in the binary, a map in tests, so `SLUICE_*` and their variables resolve the
+//! the mappings of the reference's variables this calls), through the lookup the caller passes: the
+//! process's in the binary, a map in tests, so `SLUICE_*` and the reference's variables resolve the
 //! same way in both.
 
 use std::cell::RefCell;
@@ -24,7 +24,7 @@ pub enum Source {
     /// sluice's `SLUICE_*` variable.
     Var,
     /// envoyproxy/ratelimit's variables.
-    Theirs,
+    RefVar,
     /// The declared default.
     Default,
 }
@@ -157,7 +157,7 @@ impl<'a> Resolver<'a> {
         }
     }
 
-    /// The environment, for what checks their variables beyond one setting (the audit).
+    /// The environment, for what checks the reference's variables beyond one setting (the audit).
     pub fn env(&self) -> Env<'a> {
         self.env
     }
@@ -176,7 +176,7 @@ impl<'a> Resolver<'a> {
     }
 
     /// The value with where it came from: the flag, else the `SLUICE_*` variable, else
-    /// their variables, else the default.
+    /// the reference's variables, else the default.
     pub fn given<T: Value>(&self, d: &Setting<T>) -> Result<Given<T>, SettingsError> {
         if let Some(g) = self.by_flag(d)? {
             return Ok(g);
@@ -184,7 +184,7 @@ impl<'a> Resolver<'a> {
         if let Some(g) = self.by_sluice_var(d)? {
             return Ok(g);
         }
-        if let Some(g) = self.by_theirs(d)? {
+        if let Some(g) = self.by_ref_vars(d)? {
             return Ok(g);
         }
         self.by_default(d)
@@ -192,7 +192,7 @@ impl<'a> Resolver<'a> {
 
     /// The parsed command line and the setting's flag, when there are both.
     fn on_command_line<T: Value>(&self, d: &Setting<T>) -> Option<(&ArgMatches, &'static str)> {
-        self.matches.zip(d.flag)
+        self.matches.zip(d.face.flag)
     }
 
     fn by_flag<T: Value>(&self, d: &Setting<T>) -> Result<Option<Given<T>>, SettingsError> {
@@ -215,7 +215,7 @@ impl<'a> Resolver<'a> {
     }
 
     fn by_sluice_var<T: Value>(&self, d: &Setting<T>) -> Result<Option<Given<T>>, SettingsError> {
-        let Some(flag) = d.flag else {
+        let Some(flag) = d.face.flag else {
             return Ok(None);
         };
         let name = sluice_var(flag);
@@ -226,8 +226,8 @@ impl<'a> Resolver<'a> {
         Ok(Some(Given::at(value, Source::Var, name)))
     }
 
-    fn by_theirs<T: Value>(&self, d: &Setting<T>) -> Result<Option<Given<T>>, SettingsError> {
-        let Some(first) = d.their_vars().first().map(|t| t.name) else {
+    fn by_ref_vars<T: Value>(&self, d: &Setting<T>) -> Result<Option<Given<T>>, SettingsError> {
+        let Some(first) = d.face.ref_vars().first().map(|t| t.name) else {
             return Ok(None);
         };
         let value = match d.map {
@@ -237,11 +237,11 @@ impl<'a> Resolver<'a> {
                 None => None,
             },
         };
-        Ok(value.map(|v| Given::at(v, Source::Theirs, first.to_owned())))
+        Ok(value.map(|v| Given::at(v, Source::RefVar, first.to_owned())))
     }
 
     fn by_default<T: Value>(&self, d: &Setting<T>) -> Result<Given<T>, SettingsError> {
-        let name = match (d.flag, d.their_vars().first()) {
+        let name = match (d.face.flag, d.face.ref_vars().first()) {
             (Some(flag), _) => format!("--{flag}"),
             (None, Some(t)) => t.name.to_owned(),
             (None, None) => String::new(),
@@ -250,7 +250,7 @@ impl<'a> Resolver<'a> {
         let parsed = self
             .on_command_line(d)
             .and_then(|(m, flag)| m.try_get_one::<T>(flag).ok().flatten().cloned());
-        let value = match (parsed, d.default) {
+        let value = match (parsed, d.face.default) {
             (Some(v), _) => v,
             (None, Some(default)) => (d.parse)(default).map_err(|m| err(&name, m))?,
             (None, None) => T::unset().ok_or_else(|| err(&name, "declares no default"))?,

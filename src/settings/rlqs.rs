@@ -1,7 +1,7 @@
 //! The quota service's settings (RLQS, `service/rlqs`): how long an assignment lives, when an
 //! idle bucket is abandoned, the floor of a share, when a changed share is resent, and how
 //! many buckets one stream may hold. envoyproxy/ratelimit has no RLQS server, so none has
-//! a variable of theirs.
+//! a variable of the reference's.
 
 use std::time::Duration;
 
@@ -27,19 +27,15 @@ settings! {
         pub assignment_ttl: Duration = setting(
             Setting::value("rlqs-assignment-ttl", "DURATION", positive_duration)
                 .default("60s")
-                .readme(
-                    "[RLQS](../how-to/rlqs.md): lifetime of an \
-                     assignment (each report extends it); keep it above Envoy's \
-                     `reporting_interval`",
-                )
+                .see("[RLQS](../how-to/rlqs.md)")
         ),
         /// RLQS: a bucket without requests for this long (reported with none, or not
         /// reported) is abandoned (the Envoy forgets it and re-subscribes on its next hit)
         pub abandon_after: Duration = setting(
             Setting::value("rlqs-abandon-after", "DURATION", positive_duration).default("5m")
         ),
-        /// RLQS: fraction of a limit every subscriber gets whatever its demand, so a quiet
-        /// Envoy can start (0 to 0.5)
+        /// RLQS: the least fraction of a limit a subscriber gets, whatever its demand, so a
+        /// quiet Envoy can start; all a new one gets until its demand is known (0 to 0.5)
         pub min_share: f64 = setting(
             Setting::value("rlqs-min-share", "RATIO", min_share).default("0.05")
         ),

@@ -4,7 +4,7 @@
 
 use std::path::PathBuf;
 
-use super::decl::{Setting, Their};
+use super::decl::{RefVar, Setting};
 use super::env::{Env, var};
 use super::parse::SettingsError;
 use super::resolver::{Resolver, Source};
@@ -15,23 +15,19 @@ pub(super) static CONFIG: Setting<Vec<PathBuf>> = Setting::repeated("config", "P
     .default("config")
     .shown_default("`./config`")
     .help("Rule file or directory; repeatable, or comma-separated")
-    .readme(
-        "rule files or directories (their layout: `ROOT/SUBDIRECTORY/APPDIRECTORY`); \
-         repeatable, or comma-separated",
-    )
     .map(runtime_dir)
-    .shown_theirs("`RUNTIME_ROOT`/`RUNTIME_SUBDIRECTORY`/`RUNTIME_APPDIRECTORY`")
-    .their(Their::new("RUNTIME_ROOT", "/srv/runtime").does(
+    .shown_vars("`RUNTIME_ROOT`/`RUNTIME_SUBDIRECTORY`/`RUNTIME_APPDIRECTORY`")
+    .ref_var(RefVar::new("RUNTIME_ROOT", "/srv/runtime").does(
         "rule files are read from `RUNTIME_ROOT/RUNTIME_SUBDIRECTORY/RUNTIME_APPDIRECTORY` \
          (`--config`)",
     ))
-    .their(Their::new("RUNTIME_SUBDIRECTORY", "ratelimit").does("see `RUNTIME_ROOT`"))
-    .their(Their::new("RUNTIME_APPDIRECTORY", "rules").does("see `RUNTIME_ROOT`; `config`"));
+    .ref_var(RefVar::new("RUNTIME_SUBDIRECTORY", "ratelimit").does("see `RUNTIME_ROOT`"))
+    .ref_var(RefVar::new("RUNTIME_APPDIRECTORY", "rules").does("see `RUNTIME_ROOT`; `config`"));
 
 /// `--merge-domains`.
 pub(super) static MERGE_DOMAINS: Setting<bool> = Setting::switch("merge-domains")
     .help("Allow one domain to be split over several files")
-    .same(Their::new("MERGE_DOMAIN_CONFIG", "true"));
+    .same(RefVar::new("MERGE_DOMAIN_CONFIG", "true"));
 
 /// `--sanitize-metric-dots`: their `SANITIZE_DESCRIPTOR_METRIC_DOTS`.
 pub(super) static SANITIZE_METRIC_DOTS: Setting<bool> = Setting::switch("sanitize-metric-dots")
@@ -39,9 +35,9 @@ pub(super) static SANITIZE_METRIC_DOTS: Setting<bool> = Setting::switch("sanitiz
         "Replace the dots of descriptor keys and values with `_` in stats keys (metric names \
          and labels), so a value like `10.0.0.1` or `foo.bar` adds no level to them",
     )
-    .same(Their::new("SANITIZE_DESCRIPTOR_METRIC_DOTS", "true"));
+    .same(RefVar::new("SANITIZE_DESCRIPTOR_METRIC_DOTS", "true"));
 
-/// Their variables that place the rule files.
+/// The reference's variables that place the rule files.
 const RUNTIME: [&str; 3] = [
     "RUNTIME_ROOT",
     "RUNTIME_SUBDIRECTORY",
@@ -77,12 +73,12 @@ pub(super) fn config_from(r: &Resolver<'_>) -> Result<String, SettingsError> {
             }
             given.name
         }
-        Source::Theirs => RUNTIME.join("/"),
+        Source::RefVar => RUNTIME.join("/"),
         Source::Default => "the default".to_owned(),
     })
 }
 
-/// Their layout: the rule files live in ROOT/SUBDIRECTORY/APPDIRECTORY, with their defaults
+/// The reference's layout: the rule files live in ROOT/SUBDIRECTORY/APPDIRECTORY, with their defaults
 /// for the parts not set.
 fn runtime_dir(env: Env<'_>) -> Result<Option<Vec<PathBuf>>, SettingsError> {
     let root = var(env, "RUNTIME_ROOT");

@@ -14,7 +14,7 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use super::decl::{Setting, Their};
+use super::decl::{RefVar, Setting};
 use super::declare::settings;
 use super::env::{Env, num_var, var};
 use super::parse::{SettingsError, err};
@@ -44,7 +44,7 @@ pub struct StatsdSettings {
     pub mogrifiers: Vec<Mogrifier>,
 }
 
-/// Their godogstats mogrifier: a regex on the stat name; the first that matches renames it
+/// The reference's godogstats mogrifier: a regex on the stat name; the first that matches renames it
 /// and adds tags, with `$n` standing for its captures.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Mogrifier {
@@ -75,11 +75,8 @@ settings! {
         pub metrics_mapper: Option<PathBuf> = setting(
             Setting::value("metrics-mapper", "PATH", some_path)
                 .shown_default("none")
-                .readme(
-                    "statsd_exporter mapping applied to `/metrics` \
-                     ([mapping](statsd-and-tracing.md#prometheus-mapping-file))",
-                )
-                .same(Their::new("PROMETHEUS_MAPPER_YAML", "/etc/mapper.yaml").does(
+                .see("[mapping](statsd-and-tracing.md#prometheus-mapping-file)")
+                .same(RefVar::new("PROMETHEUS_MAPPER_YAML", "/etc/mapper.yaml").does(
                     "statsd_exporter mapping file applied to `/metrics` (`--metrics-mapper`)",
                 ))
         ),
@@ -87,9 +84,9 @@ settings! {
         /// default Prometheus buckets (their statsd_exporter mapping without its `scale`),
         /// unless a mapping file is given
         pub response_time_ms: bool = setting(
-            Setting::theirs_only(boolean)
+            Setting::ref_only(boolean)
                 .default("false")
-                .same(Their::new("PROMETHEUS_RESPONSE_TIME_AS_MILLISECONDS", "true").does(
+                .same(RefVar::new("PROMETHEUS_RESPONSE_TIME_AS_MILLISECONDS", "true").does(
                     "`true`: `ratelimit_service_response_time_seconds` observes whole \
                      milliseconds with the default Prometheus buckets, as their legacy mapping \
                      (ignored with `PROMETHEUS_MAPPER_YAML`, as theirs)",
@@ -100,23 +97,20 @@ settings! {
 }
 
 settings! {
-    /// statsd's flags and their variables, before deciding whether a sink runs.
+    /// statsd's flags and the reference's variables, before deciding whether a sink runs.
     struct StatsdInput {
         /// Send statsd to this host:port
         addr: Given<Option<String>> = setting(
             Setting::value("statsd-addr", "HOST:PORT", some_text)
                 .shown_default("off")
-                .readme(
-                    "send statsd to `host:port` ([statsd](statsd-and-tracing.md#statsd-and-dogstatsd)); their \
-                     variables turn it on",
-                )
+                .see("[statsd](statsd-and-tracing.md#statsd-and-dogstatsd)")
                 .map(statsd_host_port)
-                .shown_theirs("`USE_STATSD`, `STATSD_HOST`, `STATSD_PORT`")
-                .their(Their::new("STATSD_HOST", "statsd.example").does(
+                .shown_vars("`USE_STATSD`, `STATSD_HOST`, `STATSD_PORT`")
+                .ref_var(RefVar::new("STATSD_HOST", "statsd.example").does(
                     "statsd target host, `localhost` (`--statsd-addr`); setting it turns statsd \
                      on unless `USE_STATSD=false`",
                 ))
-                .their(Their::new("STATSD_PORT", "9125").does(
+                .ref_var(RefVar::new("STATSD_PORT", "9125").does(
                     "statsd target port, 8125; setting it turns statsd on unless \
                      `USE_STATSD=false`",
                 ))
@@ -124,18 +118,18 @@ settings! {
         /// Send statsd; unset, statsd is off here (theirs: on) unless `STATSD_HOST` or
         /// `STATSD_PORT` is set
         use_statsd: Option<bool> = setting(
-            Setting::theirs_only(some_boolean).same(Their::new("USE_STATSD", "true"))
+            Setting::ref_only(some_boolean).same(RefVar::new("USE_STATSD", "true"))
         ),
         /// statsd transport, as theirs: tcp for statsd, udp for DogStatsD
         protocol: Option<StatsdProtocol> = setting(
             Setting::value("statsd-protocol", "PROTOCOL", statsd_protocol)
                 .values(&["udp", "tcp"])
                 .shown_default("`tcp` (statsd), `udp` (DogStatsD)")
-                .same(Their::new("STATSD_PROTOCOL", "udp").with(STATSD).library())
+                .same(RefVar::new("STATSD_PROTOCOL", "udp").with(STATSD).library())
         ),
         /// DogStatsD: tags as `|#k:v` instead of `.__k=v` name suffixes
         dogstatsd: bool = setting(
-            Setting::switch("dogstatsd").same(Their::new("USE_DOG_STATSD", "true").does(
+            Setting::switch("dogstatsd").same(RefVar::new("USE_DOG_STATSD", "true").does(
                 "send DogStatsD (`--dogstatsd`): tags as DogStatsD tags, UDP by default",
             ))
         ),
@@ -143,19 +137,19 @@ settings! {
         tags: Vec<(String, String)> = setting(
             Setting::value("statsd-tags", "TAGS", tags)
                 .shown_default("none")
-                .same(Their::new("EXTRA_TAGS", "team:rl").with(STATSD))
+                .same(RefVar::new("EXTRA_TAGS", "team:rl").with(STATSD))
         ),
         /// How often counters are sent, as deltas
         flush_interval: Duration = setting(
             Setting::value("stats-flush-interval", "DURATION", positive_duration)
                 .default("10s")
-                .same(Their::new("STATS_FLUSH_INTERVAL", "1s").with(STATSD))
+                .same(RefVar::new("STATS_FLUSH_INTERVAL", "1s").with(STATSD))
         ),
         /// No statsd is sent; Prometheus `/metrics` is still served (theirs empties it too)
         disable: bool = setting(
-            Setting::theirs_only(boolean)
+            Setting::ref_only(boolean)
                 .default("false")
-                .same(Their::new("DISABLE_STATS", "true").with(STATSD).does(
+                .same(RefVar::new("DISABLE_STATS", "true").with(STATSD).does(
                     "`true`: no statsd is sent; Prometheus `/metrics` is still served (theirs \
                      empties it too)",
                 ))
@@ -168,18 +162,18 @@ settings! {
     struct DogMogrifiers {
         /// DogStatsD renames and tags
         list: Vec<Mogrifier> = setting(
-            Setting::theirs_only(none)
+            Setting::ref_only(none)
                 .shown_default("none")
                 .map(mogrifiers)
-                .shown_theirs(
+                .shown_vars(
                     "`USE_DOG_STATSD_MOGRIFIERS`, \
                      `DOG_STATSD_MOGRIFIER_<NAME>_PATTERN`/`_NAME`/`_TAGS`",
                 )
-                .their(Their::new("USE_DOG_STATSD_MOGRIFIERS", "A").with(DOG).does(
+                .ref_var(RefVar::new("USE_DOG_STATSD_MOGRIFIERS", "A").with(DOG).does(
                     "DogStatsD: the mogrifiers applied to stat names, in the order listed",
                 ))
-                .their(
-                    Their::new("DOG_STATSD_MOGRIFIER_*", "service:$1")
+                .ref_var(
+                    RefVar::new("DOG_STATSD_MOGRIFIER_*", "service:$1")
                         .probe_as("DOG_STATSD_MOGRIFIER_A_TAGS")
                         .with(DOG_MOGRIFIED)
                         .does(
@@ -191,7 +185,7 @@ settings! {
     }
 }
 
-/// Their `STATSD_PROTOCOL` is read by its prefix (`udp4` is udp).
+/// The reference's `STATSD_PROTOCOL` is read by its prefix (`udp4` is udp).
 fn statsd_protocol(s: &str) -> Result<Option<StatsdProtocol>, String> {
     let p = s.trim().to_ascii_lowercase();
     match p {
@@ -230,7 +224,7 @@ fn statsd(r: &Resolver<'_>) -> Result<Option<StatsdSettings>, SettingsError> {
     }
     let enabled = i.addr.by_sluice()
         || i.dogstatsd
-        || i.use_statsd.unwrap_or(i.addr.source == Source::Theirs);
+        || i.use_statsd.unwrap_or(i.addr.source == Source::RefVar);
     if !enabled || i.disable {
         return Ok(None);
     }

@@ -29,7 +29,7 @@ fn statsd_is_off_unless_their_variables_ask() {
         ("localhost:8125", StatsdProtocol::Tcp, false)
     );
     assert_eq!(s.flush_interval, Duration::from_secs(10));
-    // Their default USE_STATSD=true makes STATSD_HOST alone enough.
+    // The reference's default USE_STATSD=true makes STATSD_HOST alone enough.
     let s = resolve_env(&[("STATSD_HOST", "exporter"), ("STATSD_PORT", "9125")])
         .unwrap()
         .statsd

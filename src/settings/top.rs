@@ -33,11 +33,7 @@ settings! {
             Setting::value("top-capacity", "N", number)
                 .default("1000")
                 .shown_default("1 000")
-                .readme(
-                    "[heavy hitters](../how-to/troubleshoot.md#who-is-being-limited): counters \
-                     per summary; a domain holds at most 4 × N, each at most 1 KiB; counts are \
-                     within (hits in the window) ÷ N of the truth; `0` turns them off",
-                )
+                .see("[Who is being limited](../how-to/troubleshoot.md#who-is-being-limited)")
         ),
         /// Heavy hitters: descriptors per domain exported as `sluice_top_*` gauges on
         /// /metrics (the heaviest by hits and by denials); 0 exports none

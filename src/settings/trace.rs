@@ -1,7 +1,7 @@
 //! OpenTelemetry tracing's settings (`TRACING_*`; the exporter reads the standard
 //! `OTEL_EXPORTER_OTLP_*` itself): read only when tracing is on, as theirs.
 
-use super::decl::{Setting, Their};
+use super::decl::{RefVar, Setting};
 use super::declare::settings;
 use super::parse::SettingsError;
 use super::resolver::{Group, Resolver, Value};
@@ -25,8 +25,8 @@ settings! {
         /// Export OpenTelemetry spans over OTLP
         on: bool = setting(
             Setting::switch("tracing")
-                .readme("OpenTelemetry spans over OTLP ([tracing](statsd-and-tracing.md#tracing))")
-                .same(Their::new("TRACING_ENABLED", "true"))
+                .see("[tracing](statsd-and-tracing.md#tracing)")
+                .same(RefVar::new("TRACING_ENABLED", "true"))
         ),
     }
 }
@@ -40,26 +40,26 @@ settings! {
             Setting::value("tracing-protocol", "PROTOCOL", tracing_protocol)
                 .values(&["http", "grpc"])
                 .default("http")
-                .same(Their::new("TRACING_EXPORTER_PROTOCOL", "grpc").with(TRACING))
+                .same(RefVar::new("TRACING_EXPORTER_PROTOCOL", "grpc").with(TRACING))
         ),
         /// Resource attribute `service.name`
         pub service_name: String = setting(
-            Setting::theirs_only(text)
+            Setting::ref_only(text)
                 .default("RateLimit")
-                .same(Their::new("TRACING_SERVICE_NAME", "sluice").with(TRACING))
+                .same(RefVar::new("TRACING_SERVICE_NAME", "sluice").with(TRACING))
         ),
         /// Resource attribute `service.namespace`
         pub service_namespace: Option<String> = setting(
-            Setting::theirs_only(some_text)
+            Setting::ref_only(some_text)
                 .shown_default("none")
-                .same(Their::new("TRACING_SERVICE_NAMESPACE", "edge").with(TRACING))
+                .same(RefVar::new("TRACING_SERVICE_NAMESPACE", "edge").with(TRACING))
         ),
         /// Resource attribute `service.instance.id` (unset: a random UUID at startup, as
         /// theirs)
         pub service_instance_id: Option<String> = setting(
-            Setting::theirs_only(some_text)
+            Setting::ref_only(some_text)
                 .shown_default("random UUID")
-                .same(Their::new("TRACING_SERVICE_INSTANCE_ID", "pod-1").with(TRACING).does(
+                .same(RefVar::new("TRACING_SERVICE_INSTANCE_ID", "pod-1").with(TRACING).does(
                     "resource attribute `service.instance.id`; unset: a random UUID",
                 ))
         ),
@@ -67,7 +67,7 @@ settings! {
         pub sampling_rate: f64 = setting(
             Setting::value("tracing-sampling-rate", "RATE", ratio)
                 .default("1")
-                .same(Their::new("TRACING_SAMPLING_RATE", "0.5").with(TRACING))
+                .same(RefVar::new("TRACING_SAMPLING_RATE", "0.5").with(TRACING))
         ),
     }
 }

@@ -152,7 +152,7 @@ pub fn one_of<T: Copy>(s: &str, names: &[(&str, T)]) -> Option<T> {
         .map(|(_, v)| *v)
 }
 
-/// A value of none of the syntaxes: for settings only their variables set, through a
+/// A value of none of the syntaxes: for settings only the reference's variables set, through a
 /// mapping that reads them itself.
 pub fn none<T>(s: &str) -> Result<T, String> {
     Err(format!("'{s}': this setting has no syntax of its own"))

@@ -6,7 +6,7 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use super::decl::{Setting, Their};
+use super::decl::{RefVar, Setting};
 use super::declare::settings;
 use super::parse::{SettingsError, err};
 use super::resolver::{Group, Resolver, Value};
@@ -64,9 +64,9 @@ settings! {
         /// `FILE` (rule files) or `GRPC_XDS_SOTW` (rules from an xDS server,
         /// [rules over xDS](../how-to/rules-over-xds.md))
         config_type: ConfigType = setting(
-            Setting::theirs_only(config_type)
+            Setting::ref_only(config_type)
                 .default("FILE")
-                .same(Their::new("CONFIG_TYPE", "GRPC_XDS_SOTW").does(
+                .same(RefVar::new("CONFIG_TYPE", "GRPC_XDS_SOTW").does(
                     "`FILE` (rule files) or `GRPC_XDS_SOTW` (rules from an xDS server)",
                 ))
         ),
@@ -79,34 +79,34 @@ settings! {
     pub struct XdsSettings {
         /// The xDS server: `host:port`, `http(s)://host:port` or `dns:///host:port`
         pub server_url: String = setting(
-            Setting::theirs_only(trimmed)
+            Setting::ref_only(trimmed)
                 .default("localhost:18000")
-                .same(Their::new("CONFIG_GRPC_XDS_SERVER_URL", "xds.example:18000").with(XDS))
+                .same(RefVar::new("CONFIG_GRPC_XDS_SERVER_URL", "xds.example:18000").with(XDS))
         ),
         /// The node id the server keys its snapshots by
         pub node_id: String = setting(
-            Setting::theirs_only(trimmed)
+            Setting::ref_only(trimmed)
                 .default("default")
-                .same(Their::new("CONFIG_GRPC_XDS_NODE_ID", "node-1").with(XDS))
+                .same(RefVar::new("CONFIG_GRPC_XDS_NODE_ID", "node-1").with(XDS))
         ),
         /// `k=v,k2=v2`: string fields of the node's metadata
         pub node_metadata: Vec<(String, String)> = setting(
-            Setting::theirs_only(|s| pairs(s, '='))
-                .same(Their::new("CONFIG_GRPC_XDS_NODE_METADATA", "zone=a").with(XDS))
+            Setting::ref_only(|s| pairs(s, '='))
+                .same(RefVar::new("CONFIG_GRPC_XDS_NODE_METADATA", "zone=a").with(XDS))
         ),
         /// `k:v,k2:v2`: gRPC metadata sent on the xDS stream
         pub headers: Vec<(String, String)> = setting(
-            Setting::theirs_only(headers)
-                .same(Their::new("CONFIG_GRPC_XDS_CLIENT_ADDITIONAL_HEADERS", "x-team:rl").with(XDS))
+            Setting::ref_only(headers)
+                .same(RefVar::new("CONFIG_GRPC_XDS_CLIENT_ADDITIONAL_HEADERS", "x-team:rl").with(XDS))
         ),
         /// CONFIG_GRPC_XDS_SERVER_USE_TLS and its files.
         pub tls: Option<XdsTls> = with(tls, XdsTlsSwitch, XdsTls),
         pub backoff: XdsBackoff = group(),
         /// Largest xDS response accepted, in bytes
         pub max_message_bytes: Option<usize> = setting(
-            Setting::theirs_only(|s| positive(s).map(Some))
+            Setting::ref_only(|s| positive(s).map(Some))
                 .shown_default("4 MiB (gRPC's)")
-                .same(Their::new("XDS_CLIENT_MAX_MSG_SIZE_IN_BYTES", "1048576").with(XDS))
+                .same(RefVar::new("XDS_CLIENT_MAX_MSG_SIZE_IN_BYTES", "1048576").with(XDS))
         ),
     }
 }
@@ -116,9 +116,9 @@ settings! {
     struct XdsTlsSwitch {
         /// TLS to the xDS server; the `CONFIG_GRPC_XDS_*_TLS_*` files count only when it is true
         on: bool = setting(
-            Setting::theirs_only(boolean)
+            Setting::ref_only(boolean)
                 .default("false")
-                .same(Their::new("CONFIG_GRPC_XDS_SERVER_USE_TLS", "true").with(XDS))
+                .same(RefVar::new("CONFIG_GRPC_XDS_SERVER_USE_TLS", "true").with(XDS))
         ),
     }
 }
@@ -130,25 +130,25 @@ settings! {
     pub struct XdsTls {
         /// Client certificate to the xDS server (mutual TLS), read at each connection
         pub client_cert: Option<PathBuf> = setting(
-            Setting::theirs_only(some_path)
-                .same(Their::new("CONFIG_GRPC_XDS_CLIENT_TLS_CERT", "/xds/other.crt").with(XDS_MTLS))
+            Setting::ref_only(some_path)
+                .same(RefVar::new("CONFIG_GRPC_XDS_CLIENT_TLS_CERT", "/xds/other.crt").with(XDS_MTLS))
         ),
         /// Private key of that client certificate, read at each connection
         pub client_key: Option<PathBuf> = setting(
-            Setting::theirs_only(some_path)
-                .same(Their::new("CONFIG_GRPC_XDS_CLIENT_TLS_KEY", "/xds/other.key").with(XDS_MTLS))
+            Setting::ref_only(some_path)
+                .same(RefVar::new("CONFIG_GRPC_XDS_CLIENT_TLS_KEY", "/xds/other.key").with(XDS_MTLS))
         ),
         /// CA of the xDS server's certificate
         pub ca_cert: Option<PathBuf> = setting(
-            Setting::theirs_only(some_path)
+            Setting::ref_only(some_path)
                 .shown_default("public web roots")
-                .same(Their::new("CONFIG_GRPC_XDS_SERVER_TLS_CACERT", "/xds/ca.crt").with(XDS_TLS))
+                .same(RefVar::new("CONFIG_GRPC_XDS_SERVER_TLS_CACERT", "/xds/ca.crt").with(XDS_TLS))
         ),
         /// Name the xDS server's certificate must carry
         pub server_name: Option<String> = setting(
-            Setting::theirs_only(some_trimmed)
+            Setting::ref_only(some_trimmed)
                 .shown_default("the URL's host")
-                .same(Their::new("CONFIG_GRPC_XDS_SERVER_TLS_SAN", "xds.internal").with(XDS_TLS))
+                .same(RefVar::new("CONFIG_GRPC_XDS_SERVER_TLS_SAN", "xds.internal").with(XDS_TLS))
         ),
     }
 }
@@ -162,27 +162,27 @@ settings! {
     pub struct XdsBackoff {
         /// First xDS reconnect delay
         pub initial: Duration = setting(
-            Setting::theirs_only(positive_duration)
+            Setting::ref_only(positive_duration)
                 .default("10s")
-                .same(Their::new("XDS_CLIENT_BACKOFF_INITIAL_INTERVAL", "1s").with(XDS))
+                .same(RefVar::new("XDS_CLIENT_BACKOFF_INITIAL_INTERVAL", "1s").with(XDS))
         ),
         /// Longest xDS reconnect delay
         pub max: Duration = setting(
-            Setting::theirs_only(duration)
+            Setting::ref_only(duration)
                 .default("60s")
-                .same(Their::new("XDS_CLIENT_BACKOFF_MAX_INTERVAL", "2m").with(XDS))
+                .same(RefVar::new("XDS_CLIENT_BACKOFF_MAX_INTERVAL", "2m").with(XDS))
         ),
         /// Growth factor of the delay (theirs: below 1 the delay stays at the first)
         pub factor: f64 = setting(
-            Setting::theirs_only(factor)
+            Setting::ref_only(factor)
                 .default("0.5")
-                .same(Their::new("XDS_CLIENT_BACKOFF_RANDOM_FACTOR", "2").with(XDS))
+                .same(RefVar::new("XDS_CLIENT_BACKOFF_RANDOM_FACTOR", "2").with(XDS))
         ),
         /// Randomize each reconnect delay
         pub jitter: bool = setting(
-            Setting::theirs_only(boolean)
+            Setting::ref_only(boolean)
                 .default("true")
-                .same(Their::new("XDS_CLIENT_BACKOFF_JITTER", "false").with(XDS))
+                .same(RefVar::new("XDS_CLIENT_BACKOFF_JITTER", "false").with(XDS))
         ),
     }
 }

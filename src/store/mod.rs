@@ -48,13 +48,7 @@ pub struct CallId(pub u64);
 
 impl CallId {
     pub fn fresh() -> CallId {
-        static BASE: LazyLock<u64> = LazyLock::new(|| {
-            use std::hash::BuildHasher;
-            let nanos = std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .map_or(0, |d| d.as_nanos());
-            std::hash::RandomState::new().hash_one((nanos, std::process::id()))
-        });
+        static BASE: LazyLock<u64> = LazyLock::new(crate::limit::random::random_u64);
         static NEXT: AtomicU64 = AtomicU64::new(0);
         CallId(BASE.wrapping_add(NEXT.fetch_add(1, Ordering::Relaxed)))
     }

@@ -229,7 +229,7 @@ mod tests {
     use crate::limit::ManualClock;
     use crate::store::memory::MemoryStore;
 
-    fn spec(rate: u32, unit: Unit) -> LimitSpec {
+    fn spec(rate: u64, unit: Unit) -> LimitSpec {
         LimitSpec::fixed_window(rate, unit)
     }
 

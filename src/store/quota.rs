@@ -1,7 +1,6 @@
-//! Quota subscriptions (RLQS): who is subscribed to which bucket, with what demand and
-//! share, and what was reported allowed in the rule's current window. Shared by every
-//! replica on Redis (script calls of a bounded number of buckets, `lua/quota.lua`), in
-//! process on the memory store (a single instance).
+//! Quota subscriptions (RLQS): who is subscribed to which bucket, with what demand (or none
+//! known yet) and share. Shared by every replica on Redis (script calls of a bounded number
+//! of buckets, `lua/quota.lua`), in process on the memory store (a single instance).
 //!
 //! A subscription expires `ttl_ms` after its last report (the lifetime of the assignment it
 //! got), so the subscribers of a replica that died age out and their shares go back to the
@@ -26,11 +25,9 @@ pub struct QuotaReport {
     pub bucket: StateTag,
     /// Requests per window of the bucket's rule.
     pub limit: u64,
-    pub window_ms: u64,
-    /// Requests reported allowed since the last report.
-    pub allowed: u64,
-    /// Thousandths of a request per second ([`quota::demand_milli`]).
-    pub demand: u64,
+    /// Thousandths of a request per second ([`quota::demand_milli`]); `None` until the
+    /// subscriber's demand is known.
+    pub demand: Option<u64>,
     /// The share the subscriber's Envoy holds now (0: none).
     pub held: u64,
 }
@@ -99,7 +96,7 @@ impl QuotaStore for Backend {
 /// One subscriber's entry in a bucket.
 #[derive(Clone, Copy, Debug)]
 struct Entry {
-    demand: u64,
+    demand: Option<u64>,
     assigned: u64,
     expires_ms: u64,
 }
@@ -107,11 +104,6 @@ struct Entry {
 #[derive(Debug, Default)]
 struct Bucket {
     subs: HashMap<Box<str>, Entry>,
-    window_start: u64,
-    window_end: u64,
-    /// Allowed in the window: kept after every subscriber left, until the window ends (as
-    /// the Redis hash lives until then).
-    used: u64,
 }
 
 /// Most buckets of a report settled under one hold of the memory store's lock.
@@ -157,32 +149,26 @@ impl MemoryQuota {
             for (id, e) in &b.subs {
                 if &**id != sub.id {
                     others.count += 1;
-                    others.demand += e.demand;
+                    match e.demand {
+                        Some(d) => others.demand += d,
+                        None => others.unknown += 1,
+                    }
                     others.assigned += e.assigned;
                 }
             }
-            let window = r.window_ms.max(1);
-            let start = now - now % window;
-            if b.window_start != start {
-                b.window_start = start;
-                b.used = 0;
-            }
-            b.window_end = start + window;
-            b.used = b.used.saturating_add(r.allowed);
-            let share = quota::settle(r.limit, others, r.demand, r.held, sub.policy);
+            let settled = quota::settle(r.limit, others, r.demand, r.held, sub.policy);
             b.subs.insert(
                 sub.id.into(),
                 Entry {
                     demand: r.demand,
-                    assigned: share,
+                    assigned: settled.share,
                     expires_ms: now + sub.ttl_ms,
                 },
             );
             out.push(Grant {
-                share,
+                share: settled.share,
                 subscribers: others.count + 1,
-                used: b.used,
-                window_end_ms: start + window,
+                pending: settled.pending,
             });
         }
     }
@@ -196,13 +182,12 @@ impl MemoryQuota {
         }
     }
 
-    /// Drop buckets whose every subscription expired or left and whose window ended (the
-    /// memory store's sweep).
+    /// Drop buckets whose every subscription expired or left (the memory store's sweep).
     pub fn sweep(&self) {
         let now = self.clock.now_ms();
         self.buckets.lock().retain(|_, b| {
             b.subs.retain(|_, e| e.expires_ms > now);
-            !b.subs.is_empty() || now < b.window_end
+            !b.subs.is_empty()
         });
     }
 }

@@ -1,8 +1,7 @@
 //! One connection, start to end: TLS handshake and HTTP/2 preface under the header deadline,
-//! then hyper, watched by the idle timer, the maximum age and the drain signal.
+//! then hyper (on HTTP/2, reading through `authority.rs`), watched by the idle timer, the maximum age and the drain signal.
 
 use std::future::Future;
-use std::hash::BuildHasher;
 use std::pin::{Pin, pin};
 use std::sync::Arc;
 use std::time::Duration;
@@ -17,6 +16,7 @@ use tokio::time::{Instant, sleep_until};
 use tokio_util::sync::CancellationToken;
 
 use super::activity::{Activity, IdleWatch, Tracked};
+use super::authority::LenientAuthority;
 use super::io::{Prefixed, Stream};
 use super::socket::Accepted;
 use super::{ConnLimits, Protocol};
@@ -120,10 +120,9 @@ pub(super) async fn serve<S, B>(
     };
     let activity = Arc::new(Activity::default());
     let service = Tracked::new(shared.service.clone(), activity.clone());
-    let io = TokioIo::new(io);
     match shared.protocol {
         Protocol::Http1 => {
-            let conn = shared.h1.serve_connection(io, service);
+            let conn = shared.h1.serve_connection(TokioIo::new(io), service);
             drive(
                 conn,
                 |c| c.graceful_shutdown(),
@@ -135,6 +134,7 @@ pub(super) async fn serve<S, B>(
             .await;
         }
         Protocol::Http2 => {
+            let io = TokioIo::new(LenientAuthority::new(H2_PREFACE.len(), io));
             let conn = shared.h2.serve_connection(io, service);
             drive(
                 conn,
@@ -279,9 +279,7 @@ async fn at(t: Option<Instant>) {
 /// `age` ±10%, so connections opened together (a fleet of Envoys after a rollout) do not
 /// all reconnect together.
 fn jittered(age: Duration) -> Duration {
-    // RandomState is seeded randomly per process and per instance: enough for spreading.
-    let r = std::collections::hash_map::RandomState::new().hash_one(age) as f64 / u64::MAX as f64;
-    age.mul_f64(0.9 + 0.2 * r)
+    age.mul_f64(0.9 + 0.2 * crate::limit::random::random_unit())
 }
 
 #[cfg(test)]

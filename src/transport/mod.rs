@@ -25,7 +25,10 @@
 
 mod accept;
 mod activity;
+mod authority;
 mod conn;
+mod hpack;
+mod huffman;
 mod io;
 mod socket;
 mod unix;

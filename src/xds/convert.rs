@@ -14,38 +14,54 @@ use serde_json::{Map, Number, Value};
 use super::proto::{
     RateLimitConfig, RateLimitDescriptor, RateLimitPolicy, RateLimitUnit, TYPE_URL,
 };
-use crate::config::{RawDescriptor, RawLimit, RawRoot};
+use crate::config::{MetadataError, RawDescriptor, RawLimit, RawRoot};
 
 /// `envoy.service.discovery.v3.Resource`: go-control-plane wraps resources in it when they
 /// carry a TTL.
 const RESOURCE_WRAPPER: &str = "type.googleapis.com/envoy.service.discovery.v3.Resource";
 
+/// Why a resource is not a rule tree.
+#[derive(Debug, thiserror::Error)]
+pub enum ResourceError {
+    #[error("resource {0}: {1}")]
+    At(usize, Box<ResourceError>),
+    #[error("cannot decode{}: {source}", .wrapper.map(|w| format!(" {w}")).unwrap_or_default())]
+    Decode {
+        wrapper: Option<&'static str>,
+        #[source]
+        source: prost::DecodeError,
+    },
+    #[error("{RESOURCE_WRAPPER} '{0}' carries no resource")]
+    Empty(String),
+    #[error("type {0} is not {TYPE_URL}")]
+    Type(String),
+}
+
 /// Decode every resource of a response: (name for errors, rule tree).
-pub fn documents(resources: &[Any]) -> Result<Vec<(String, RawRoot)>, String> {
+pub fn documents(resources: &[Any]) -> Result<Vec<(String, RawRoot)>, ResourceError> {
     resources
         .iter()
         .enumerate()
         .map(|(i, any)| {
-            let config = decode(any).map_err(|e| format!("resource {i}: {e}"))?;
+            let config = decode(any).map_err(|e| ResourceError::At(i, Box::new(e)))?;
             Ok((config.name.clone(), root(config)))
         })
         .collect()
 }
 
-fn decode(any: &Any) -> Result<RateLimitConfig, String> {
+fn decode(any: &Any) -> Result<RateLimitConfig, ResourceError> {
+    let decode_error = |wrapper| move |source| ResourceError::Decode { wrapper, source };
     if any.type_url == RESOURCE_WRAPPER {
         let wrapped =
             envoy_types::pb::envoy::service::discovery::v3::Resource::decode(any.value.as_slice())
-                .map_err(|e| format!("cannot decode {RESOURCE_WRAPPER}: {e}"))?;
-        let inner = wrapped
-            .resource
-            .ok_or_else(|| format!("{RESOURCE_WRAPPER} '{}' carries no resource", wrapped.name))?;
+                .map_err(decode_error(Some(RESOURCE_WRAPPER)))?;
+        let inner = wrapped.resource.ok_or(ResourceError::Empty(wrapped.name))?;
         return decode(&inner);
     }
     if any.type_url != TYPE_URL {
-        return Err(format!("type {} is not {TYPE_URL}", any.type_url));
+        return Err(ResourceError::Type(any.type_url.clone()));
     }
-    RateLimitConfig::decode(any.value.as_slice()).map_err(|e| format!("cannot decode: {e}"))
+    RateLimitConfig::decode(any.value.as_slice()).map_err(decode_error(None))
 }
 
 fn root(c: RateLimitConfig) -> RawRoot {
@@ -71,7 +87,9 @@ fn descriptor(d: RateLimitDescriptor) -> RawDescriptor {
 
 fn limit(p: RateLimitPolicy) -> RawLimit {
     RawLimit {
-        requests_per_unit: p.requests_per_unit,
+        // A uint32 in their proto: xDS budgets stop at 4294967295, and the proto has no
+        // field for a calendar (docs/how-to/rules-over-xds.md).
+        requests_per_unit: u64::from(p.requests_per_unit),
         // Their conversion: the enum's name (`UNKNOWN` is then no unit), or the number for
         // a value this build does not know, which the validator rejects by name.
         unit: RateLimitUnit::try_from(p.unit)
@@ -84,20 +102,20 @@ fn limit(p: RateLimitPolicy) -> RawLimit {
 }
 
 /// A `google.protobuf.Struct` as the JSON object a rule file's `metadata` becomes.
-fn object(s: &Struct) -> Result<Map<String, Value>, String> {
+fn object(s: &Struct) -> Result<Map<String, Value>, MetadataError> {
     s.fields
         .iter()
         .map(|(k, v)| Ok((k.clone(), json(v)?)))
         .collect()
 }
 
-fn json(v: &PbValue) -> Result<Value, String> {
+fn json(v: &PbValue) -> Result<Value, MetadataError> {
     Ok(match &v.kind {
         None | Some(Kind::NullValue(_)) => Value::Null,
         Some(Kind::BoolValue(b)) => Value::Bool(*b),
         Some(Kind::StringValue(s)) => Value::String(s.clone()),
         Some(Kind::NumberValue(n)) => {
-            Value::Number(Number::from_f64(*n).ok_or_else(|| format!("{n} is not a JSON number"))?)
+            Value::Number(Number::from_f64(*n).ok_or_else(|| MetadataError::Number(n.to_string()))?)
         }
         Some(Kind::StructValue(s)) => Value::Object(object(s)?),
         Some(Kind::ListValue(l)) => {
@@ -128,7 +146,7 @@ mod tests {
 
     fn build(configs: &[RateLimitConfig]) -> Result<Rules, Vec<String>> {
         let resources: Vec<Any> = configs.iter().map(any).collect();
-        let docs = documents(&resources).map_err(|e| vec![e])?;
+        let docs = documents(&resources).map_err(|e| vec![e.to_string()])?;
         Rules::from_documents(docs, &LoadOptions::default())
             .map_err(|es| es.into_iter().map(|e| e.message).collect())
     }
@@ -243,7 +261,7 @@ mod tests {
             type_url: "type.googleapis.com/envoy.config.cluster.v3.Cluster".into(),
             value: Vec::new(),
         };
-        let e = documents(&[any(&c), foreign]).unwrap_err();
+        let e = documents(&[any(&c), foreign]).unwrap_err().to_string();
         assert!(
             e.starts_with("resource 1: type type.googleapis.com/envoy.config.cluster"),
             "{e}"
@@ -252,6 +270,7 @@ mod tests {
             type_url: TYPE_URL.into(),
             value: vec![0xff, 0xff],
         };
-        assert!(documents(&[garbage]).unwrap_err().contains("cannot decode"));
+        let e = documents(&[garbage]).unwrap_err().to_string();
+        assert!(e.contains("cannot decode"));
     }
 }

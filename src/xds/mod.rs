@@ -19,7 +19,6 @@ mod convert;
 pub mod proto;
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use envoy_types::pb::envoy::config::core::v3::Node;
 use envoy_types::pb::envoy::config::core::v3::node::UserAgentVersionType;
@@ -61,7 +60,7 @@ pub fn build(
     resources: &[envoy_types::pb::google::protobuf::Any],
     opts: &LoadOptions,
 ) -> Result<RateLimitConfig, Vec<String>> {
-    let docs = convert::documents(resources).map_err(|e| vec![e])?;
+    let docs = convert::documents(resources).map_err(|e| vec![e.to_string()])?;
     RateLimitConfig::from_documents(docs, opts)
         .map_err(|es| es.into_iter().map(|e| e.message).collect())
 }
@@ -149,7 +148,9 @@ impl Client {
             if responded {
                 attempt = 0;
             }
-            let delay = self.backoff.delay(attempt, random_unit());
+            let delay = self
+                .backoff
+                .delay(attempt, crate::limit::random::random_unit());
             attempt = attempt.saturating_add(1);
             match ended {
                 Ok(()) => tracing::warn!(?delay, "xDS server closed the stream; reconnecting"),
@@ -252,16 +253,4 @@ impl Client {
             }
         }
     }
-}
-
-/// A uniform draw in [0, 1) for the backoff jitter (no cryptographic quality needed).
-fn random_unit() -> f64 {
-    use std::hash::{BuildHasher, Hasher};
-    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap_or(Duration::ZERO)
-        .as_nanos();
-    h.write_u128(nanos);
-    (h.finish() >> 11) as f64 / (1u64 << 53) as f64
 }

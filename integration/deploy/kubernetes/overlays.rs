@@ -212,7 +212,7 @@ fn secret_behind(pod: &Value, container: &Value, path: &str) -> Option<String> {
 fn kubernetes_redis_tls_overlay_connects_over_tls() {
     let pod = sluice_pod_of("redis-tls");
     let redis = pod.settings.redis.as_ref().expect("Redis");
-    for url in &redis.urls {
+    for url in redis.main.urls() {
         assert!(url.starts_with("rediss://"), "{url}: not TLS");
     }
 }

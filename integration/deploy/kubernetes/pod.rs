@@ -5,7 +5,9 @@
 
 use serde_yaml::Value;
 
-use super::{config_map_dir, labels_match, objects, sluice_pod};
+use super::{
+    assert_termination_grace_exceeds_drain, config_map_dir, labels_match, objects, sluice_pod,
+};
 use crate::deploy::docker::image;
 use crate::deploy::files::{assert_pinned, at, scalar, seq_at, str_at, strings};
 use crate::support::cli::rule_files;
@@ -137,16 +139,7 @@ async fn kubernetes_probe_paths_answer_on_the_http_listener() {
 #[test]
 fn kubernetes_termination_grace_exceeds_sluice_drain() {
     let pod = sluice_pod();
-    let s = &pod.settings;
-    let grace = at(pod.pod(), "spec.terminationGracePeriodSeconds")
-        .as_u64()
-        .unwrap_or(30);
-    assert!(
-        std::time::Duration::from_secs(grace) > s.shutdown_delay + s.shutdown_grace,
-        "terminationGracePeriodSeconds {grace} must exceed shutdown delay {:?} + grace {:?}",
-        s.shutdown_delay,
-        s.shutdown_grace
-    );
+    assert_termination_grace_exceeds_drain(pod.pod(), &pod.settings, "Deployment sluice");
 }
 
 #[test]

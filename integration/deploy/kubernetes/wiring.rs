@@ -76,7 +76,7 @@ fn kubernetes_every_manifest_is_used_by_its_kustomization() {
 fn kubernetes_redis_url_names_a_service_with_its_port() {
     let s = &sluice_pod().settings;
     let redis = s.redis.as_ref().expect("the Deployment uses Redis");
-    for url in &redis.urls {
+    for url in redis.main.urls() {
         let hostport = url
             .split("://")
             .nth(1)

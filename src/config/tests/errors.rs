@@ -238,17 +238,24 @@ fn their_pipeline_on_inline_documents() {
         ),
         (
             &format!("{d}  - key: a\n    rate_limit: {{unit: second, requests_per_unit: -1}}\n"),
-            "error loading config file: 'requests_per_unit' must be an integer between 0 and 4294967295, found '-1'",
+            "error loading config file: 'requests_per_unit' must be an integer between 0 and 9007199254740992, found '-1'",
+        ),
+        // Budgets go to 2^53 (the largest count every store keeps exact), no further.
+        (
+            &format!(
+                "{d}  - key: a\n    rate_limit: {{unit: second, requests_per_unit: 9007199254740993}}\n"
+            ),
+            "error loading config file: 'requests_per_unit' must be an integer between 0 and 9007199254740992, found '9007199254740993'",
         ),
         (
             &format!(
-                "{d}  - key: a\n    rate_limit: {{unit: second, requests_per_unit: 4294967296}}\n"
+                "{d}  - key: a\n    rate_limit: {{unit: second, requests_per_unit: 5, algorithm: gcra, burst: 9007199254740993}}\n"
             ),
-            "error loading config file: 'requests_per_unit' must be an integer between 0 and 4294967295, found '4294967296'",
+            "error loading config file: 'burst' must be an integer between 0 and 9007199254740992, found '9007199254740993'",
         ),
         (
             &format!("{d}  - key: a\n    rate_limit: {{unit: second, requests_per_unit: '5'}}\n"),
-            "error loading config file: 'requests_per_unit' must be an integer between 0 and 4294967295, found '5'",
+            "error loading config file: 'requests_per_unit' must be an integer between 0 and 9007199254740992, found '5'",
         ),
         (
             &format!("{d}  - key: a\n    rate_limit: []\n"),
@@ -400,7 +407,7 @@ fn type_errors_win_over_validation_errors_before_them() {
     let content = "domain: d\ndescriptors:\n  - key: a\n    rate_limit: {unit: foo}\n  - key: b\n    rate_limit: {unit: second, requests_per_unit: x}\n";
     check_str(
         content,
-        "error loading config file: 'requests_per_unit' must be an integer between 0 and 4294967295, found 'x'",
+        "error loading config file: 'requests_per_unit' must be an integer between 0 and 9007199254740992, found 'x'",
     );
 }
 

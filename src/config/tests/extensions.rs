@@ -146,7 +146,7 @@ fn extension_errors() {
         ),
         (
             "rpu_not_integer",
-            "error loading config file: 'requests_per_unit' must be an integer between 0 and 4294967295, found 'lots'",
+            "error loading config file: 'requests_per_unit' must be an integer between 0 and 9007199254740992, found 'lots'",
         ),
         (
             "wrong_level",
@@ -164,6 +164,26 @@ fn extension_errors() {
         (
             "multiplier_not_integer",
             "error loading config file: 'unit_multiplier' must be an integer between 0 and 4294967295, found 'five'",
+        ),
+        (
+            "calendar_unknown_zone",
+            "unknown time zone 'Mars/Olympus_Mons' in calendar (an IANA name, such as 'Asia/Kolkata' or 'America/New_York')",
+        ),
+        (
+            "calendar_hour",
+            "calendar is only valid with unit day, week, month or year, not hour",
+        ),
+        (
+            "calendar_bucket",
+            "calendar is only valid with algorithm fixed_window or sliding_window, not token_bucket (it refills continuously, with no periods to follow)",
+        ),
+        (
+            "calendar_log",
+            "calendar is only valid with algorithm fixed_window or sliding_window, not sliding_log (its window trails each hit by a fixed length)",
+        ),
+        (
+            "calendar_unlimited",
+            "should not specify calendar when unlimited",
         ),
         (
             "multiplier_scaled_too_large",
@@ -243,4 +263,64 @@ fn bucket_capacity_above_lmax_is_rejected() {
             "{msg}"
         );
     }
+}
+
+#[test]
+fn budgets_go_to_2_to_the_53() {
+    let yaml = "domain: ext\ndescriptors:\n  - {key: tokens, rate_limit: {unit: month, requests_per_unit: 30000000000}}\n  - {key: most, rate_limit: {unit: day, requests_per_unit: 9007199254740992, algorithm: sliding_window}}\n  - {key: bucket, rate_limit: {unit: second, requests_per_unit: 8589934592, algorithm: gcra}}\n";
+    let c = super::build_files(&[super::inline("x.yaml", yaml)], false).expect("valid");
+    let rpu = |key| spec(&c, key)[0].requests_per_unit;
+    assert_eq!(rpu("tokens"), 30_000_000_000);
+    assert_eq!(rpu("most"), 1 << 53);
+    // A bucket's capacity is still held to burst × unit ≤ 2^53 request-ms: 2^33 per second.
+    assert_eq!(spec(&c, "bucket")[0].burst, 1 << 33);
+}
+
+#[test]
+fn calendars_name_their_zone_and_default_to_utc() {
+    let yaml = "domain: ext\ndescriptors:\n  - key: kolkata\n    rate_limit: {unit: month, requests_per_unit: 30000000000, calendar: {time_zone: asia/kolkata}}\n  - key: utc\n    rate_limit: {unit: Day, requests_per_unit: 5, algorithm: sliding_window, calendar: {}}\n  - key: quarter\n    rate_limits:\n      - {unit: month, unit_multiplier: 3, requests_per_unit: 9, calendar: {time_zone: Europe/Paris}}\n  - key: none\n    rate_limit: {unit: month, requests_per_unit: 5, calendar: ~}\n";
+    let c = super::build_files(&[super::inline("x.yaml", yaml)], false).expect("valid");
+    let zone = |key| {
+        spec(&c, key)[0]
+            .calendar
+            .as_ref()
+            .map(|z| z.zone().to_owned())
+    };
+    assert_eq!(zone("kolkata").as_deref(), Some("Asia/Kolkata"));
+    assert_eq!(zone("utc").as_deref(), Some("UTC"));
+    assert_eq!(zone("quarter").as_deref(), Some("Europe/Paris"));
+    assert_eq!(zone("none"), None);
+    let k = &spec(&c, "kolkata")[0];
+    assert_eq!(k.window_name(), "calendar month in Asia/Kolkata");
+    assert_eq!(k.identity().suffix(), ":1:month@Asia/Kolkata:0:0");
+    assert_eq!(
+        spec(&c, "quarter")[0].identity().suffix(),
+        ":1:3month@Europe/Paris:0:0"
+    );
+    // A calendar month is never the state of a 30-day month.
+    let plain = LimitSpec::fixed_window(5, Unit::Month);
+    assert_ne!(plain.identity(), k.identity());
+    assert_ne!(plain.identity().window_key(), k.identity().window_key());
+}
+
+#[test]
+fn a_calendar_error_names_its_line() {
+    let yaml = "domain: ext\ndescriptors:\n  - key: k\n    rate_limit:\n      unit: month\n      requests_per_unit: 5\n      calendar:\n        time_zone: Asia/Kolkatta\n";
+    let e = super::build_files(&[super::inline("x.yaml", yaml)], false).expect_err("unknown zone");
+    assert_eq!(
+        e[0].to_string(),
+        "x.yaml: unknown time zone 'Asia/Kolkatta' in calendar (an IANA name, such as 'Asia/Kolkata' or 'America/New_York')"
+    );
+    assert_eq!(e[0].line, Some(8), "the time_zone line");
+    let misplaced = "domain: ext\ndescriptors:\n  - key: k\n    calendar: {time_zone: UTC}\n    rate_limit: {unit: day, requests_per_unit: 5}\n";
+    let e =
+        super::build_files(&[super::inline("x.yaml", misplaced)], false).expect_err("wrong level");
+    assert_eq!(
+        e[0].to_string(),
+        "x.yaml: config error, key 'calendar' is not allowed in a descriptor (it belongs in rate_limit)"
+    );
+    let unknown = "domain: ext\ndescriptors:\n  - key: k\n    rate_limit: {unit: day, requests_per_unit: 5, calendar: {zone: UTC}}\n";
+    let e =
+        super::build_files(&[super::inline("x.yaml", unknown)], false).expect_err("unknown key");
+    assert_eq!(e[0].to_string(), "x.yaml: config error, unknown key 'zone'");
 }

@@ -5,7 +5,7 @@ use super::{build, find, load, load_str};
 use crate::limit::{Algorithm, Unit};
 
 /// What a lookup should give: `None`, or `(requests_per_unit, unit, stats key)`.
-pub(super) type Want<'a> = Option<(u32, Unit, &'a str)>;
+pub(super) type Want<'a> = Option<(u64, Unit, &'a str)>;
 
 pub(super) fn check(
     config: &crate::config::RateLimitConfig,

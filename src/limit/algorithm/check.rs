@@ -40,9 +40,10 @@ enum Op {
 /// Step 1: load and bring to `now`, without changing anything.
 fn load(spec: &LimitSpec, p: &Params, st: &LimitState, now: u64) -> Loaded {
     match spec.algorithm {
-        Algorithm::FixedWindow => {
-            Loaded::Fixed(FixedWindow::load(stored!(st, now, FixedWindow), p.w, now))
-        }
+        Algorithm::FixedWindow => Loaded::Fixed(FixedWindow::load(
+            stored!(st, now, FixedWindow),
+            p.window(now).0,
+        )),
         Algorithm::SlidingWindow => {
             let g = p.geometry();
             Loaded::SlidingWindow(match stored!(st, now, SlidingWindow) {
@@ -54,7 +55,9 @@ fn load(spec: &LimitSpec, p: &Params, st: &LimitState, now: u64) -> Loaded {
             Some(s) => s.view(p.w, now),
             None => SlidingLog::default().view(p.w, now),
         }),
-        _ if p.r == 0 => Loaded::Inert,
+        Algorithm::TokenBucket | Algorithm::LeakyBucket | Algorithm::Gcra if p.r == 0 => {
+            Loaded::Inert
+        }
         Algorithm::TokenBucket => {
             Loaded::Level(TokenBucket::load(stored!(st, now, TokenBucket), p, now))
         }
@@ -102,7 +105,7 @@ impl Loaded {
 
     fn reset_ms(&self, st: &LimitState, p: &Params, now: u64) -> u64 {
         match self {
-            Loaded::Fixed(f) => f.until_end_ms(p.w, now),
+            Loaded::Fixed(f) => f.until_end_ms(p, now),
             Loaded::SlidingWindow(v) => {
                 stored!(st, now, SlidingWindow).map_or(0, |s| s.reset_ms(v, &p.geometry(), now))
             }
@@ -117,7 +120,7 @@ impl Loaded {
     /// A denied, unpenalized hit: when it would be allowed (`None`: never).
     fn retry_ms(&self, st: &LimitState, n: u64, p: &Params, now: u64) -> Option<u64> {
         match self {
-            Loaded::Fixed(f) => Some(f.until_end_ms(p.w, now)),
+            Loaded::Fixed(f) => Some(f.until_end_ms(p, now)),
             Loaded::SlidingWindow(v) => match stored!(st, now, SlidingWindow) {
                 Some(s) => s.retry_ms(v, n, p.c, &p.geometry(), now),
                 None => SlidingWindow::default().retry_ms(v, n, p.c, &p.geometry(), now),
@@ -155,7 +158,7 @@ fn commit(
             } else {
                 State::FixedWindow(f)
             };
-            (state, f.end_ms(p.w), Loaded::Fixed(f))
+            (state, f.end_ms(p, now), Loaded::Fixed(f))
         }
         Loaded::SlidingWindow(v) => {
             // An expired or missing state was viewed as empty: start from empty.
@@ -203,7 +206,9 @@ fn commit(
             let state = match spec.algorithm {
                 Algorithm::TokenBucket => TokenBucket::save(&l, p, now).map(State::TokenBucket),
                 Algorithm::LeakyBucket => LeakyBucket::save(&l, now).map(State::LeakyBucket),
-                _ => Gcra::save(&l, p, now).map(State::Gcra),
+                Algorithm::Gcra => Gcra::save(&l, p, now).map(State::Gcra),
+                // Only the buckets load a level.
+                Algorithm::FixedWindow | Algorithm::SlidingWindow | Algorithm::SlidingLog => None,
             };
             (
                 state.unwrap_or_default(),
@@ -237,7 +242,7 @@ fn hit(
     verdict: Option<Verdict>,
     held: bool,
 ) -> LimitResult {
-    let p = Params::new(spec);
+    let p = Params::new(spec, now);
     let (loaded, penalized, ok) = decide(spec, &p, st, n, now);
     let (all_ok, any_penalized) = verdict.unwrap_or((ok, penalized));
     // Held (stop-increment, the request has a denial): an admitted check is not charged.
@@ -275,7 +280,7 @@ fn hit(
 }
 
 fn refund(spec: &LimitSpec, st: &mut LimitState, n: u64, now: u64) -> LimitResult {
-    let p = Params::new(spec);
+    let p = Params::new(spec, now);
     let loaded = load(spec, &p, st, now);
     let after = if n > 0 {
         commit(spec, &p, st, loaded, Op::Refund(n), now)
@@ -331,7 +336,7 @@ pub fn evaluate_held(
             .iter()
             .zip(states.iter())
             .fold((true, false), |(all, pen), (spec, st)| {
-                let (_, penalized, ok) = decide(spec, &Params::new(spec), st, n, now_ms);
+                let (_, penalized, ok) = decide(spec, &Params::new(spec, now_ms), st, n, now_ms);
                 (all && ok, pen || penalized)
             })
     });
@@ -352,6 +357,6 @@ pub fn admits<'s>(
     let empty = LimitState::default();
     check.limits.iter().zip(states).all(|(spec, st)| {
         let st = st.unwrap_or(&empty);
-        decide(spec, &Params::new(spec), st, check.cost, now_ms).2
+        decide(spec, &Params::new(spec, now_ms), st, check.cost, now_ms).2
     })
 }

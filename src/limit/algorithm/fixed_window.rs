@@ -1,10 +1,11 @@
-//! `fixed_window` (docs/explanation/algorithms.md): a count per epoch-aligned window of `W` ms.
+//! `fixed_window` (docs/explanation/algorithms.md): a count per epoch-aligned window of `W` ms,
+//! or per calendar period ([`Params::window`]).
 //!
 //! State `(ws, c)`. Everything is `u64`/`u128` with saturation so no input can overflow;
 //! the count is capped at [`USAGE_MAX`] so the Lua doubles stay exact. A count refunded to 0
 //! is not kept (the check deletes it, as Redis does).
 
-use super::USAGE_MAX;
+use super::{Params, USAGE_MAX};
 
 /// Window start (ms) and the hits counted in it.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -14,10 +15,10 @@ pub struct FixedWindow {
 }
 
 impl FixedWindow {
-    /// Step 1: the window containing `now`, or the stored one if it is current (or in the
-    /// future: the clock went backwards, keeping it is the conservative choice).
-    pub fn load(stored: Option<&FixedWindow>, w: u64, now: u64) -> FixedWindow {
-        let ws_now = now - now % w.max(1);
+    /// Step 1: the window containing `now` (starting at `ws_now`), or the stored one if it is
+    /// current (or in the future: the clock went backwards, keeping it is the conservative
+    /// choice).
+    pub fn load(stored: Option<&FixedWindow>, ws_now: u64) -> FixedWindow {
         match stored {
             Some(s) if s.ws >= ws_now => *s,
             _ => FixedWindow { ws: ws_now, c: 0 },
@@ -49,13 +50,14 @@ impl FixedWindow {
         cap.saturating_sub(self.c)
     }
 
-    /// Absolute end of the window: the state's expiry.
-    pub fn end_ms(&self, w: u64) -> u64 {
-        self.ws.saturating_add(w)
+    /// Absolute end of the window (`ws + W`, or its calendar period's end): the state's
+    /// expiry.
+    pub fn end_ms(&self, p: &Params, now: u64) -> u64 {
+        p.window_end(self.ws, now)
     }
 
-    /// `ws + W − now`: both `reset_ms` and (when denied, whatever the cost) `retry_ms`.
-    pub fn until_end_ms(&self, w: u64, now: u64) -> u64 {
-        self.end_ms(w).saturating_sub(now)
+    /// `end − now`: both `reset_ms` and (when denied, whatever the cost) `retry_ms`.
+    pub fn until_end_ms(&self, p: &Params, now: u64) -> u64 {
+        self.end_ms(p, now).saturating_sub(now)
     }
 }

@@ -32,7 +32,7 @@ pub use sliding_log::SlidingLog;
 pub use sliding_window::{Geometry, SlidingWindow};
 pub use token_bucket::TokenBucket;
 
-use super::{Algorithm, LimitSpec, MAX_EXACT_SCALED};
+use super::{Algorithm, LimitSpec, MAX_EXACT_SCALED, Periods};
 
 /// Largest count a window state holds (`2^53` requests): `fixed_window`'s count and
 /// `sliding_window`'s total saturate here so every value stays exact in Lua's doubles. The
@@ -48,12 +48,14 @@ pub const fn lmax(r: u64) -> u128 {
     if half < exact { half } else { exact }
 }
 
-/// The numbers of one [`LimitSpec`] as the doc names them.
+/// The numbers of one [`LimitSpec`] as the doc names them, at one instant (a calendar
+/// limit's periods are those around it).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Params {
     /// `R`: requests per unit (refill / leak rate in scaled units per ms).
     pub r: u64,
-    /// `W`: the window (`unit × unit_multiplier`) in ms.
+    /// `W`: the window (`unit × unit_multiplier`) in ms (a calendar limit's nominal length:
+    /// its windows are `cal`'s).
     pub w: u64,
     /// `C`: capacity.
     pub c: u64,
@@ -64,10 +66,12 @@ pub struct Params {
     pub cs: u128,
     /// `Lmax = min(2^53, 2^52·R)` ([`lmax`]): the buckets' scaled usage cap.
     pub lmax: u128,
+    /// A calendar limit's periods around the instant ([`LimitSpec::periods`]).
+    pub cal: Option<Periods>,
 }
 
 impl Params {
-    pub fn new(spec: &LimitSpec) -> Params {
+    pub fn new(spec: &LimitSpec, now_ms: u64) -> Params {
         let w = spec.window_ms();
         let c = spec.capacity();
         // The Lua script uses `B` verbatim (and refuses `B = 0`, which config never produces):
@@ -77,7 +81,7 @@ impl Params {
         } else {
             0
         };
-        let r = u64::from(spec.requests_per_unit);
+        let r = spec.requests_per_unit;
         Params {
             r,
             w,
@@ -85,6 +89,7 @@ impl Params {
             b,
             cs: u128::from(c) * u128::from(w),
             lmax: lmax(r),
+            cal: spec.periods(now_ms),
         }
     }
 
@@ -92,6 +97,27 @@ impl Params {
         Geometry {
             w: self.w,
             b: self.b,
+            cal: self.cal,
+        }
+    }
+
+    /// The fixed window holding `now`: `(ws, end)`, epoch-aligned (`ws = now − now mod W`)
+    /// or the calendar period holding it.
+    pub fn window(&self, now: u64) -> (u64, u64) {
+        match &self.cal {
+            Some(p) => p.period(now),
+            None => {
+                let ws = now - now % self.w.max(1);
+                (ws, ws.saturating_add(self.w))
+            }
+        }
+    }
+
+    /// The end of the fixed window that starts at `ws` (`ws + W`; a calendar period's end).
+    pub fn window_end(&self, ws: u64, now: u64) -> u64 {
+        match &self.cal {
+            Some(p) => p.end_of(ws, now),
+            None => ws.saturating_add(self.w),
         }
     }
 }
@@ -127,15 +153,20 @@ impl LimitState {
         match &self.state {
             State::SlidingWindow(s) => s.heap_bytes(),
             State::SlidingLog(s) => s.heap_bytes(),
-            _ => 0,
+            State::Empty
+            | State::FixedWindow(_)
+            | State::TokenBucket(_)
+            | State::LeakyBucket(_)
+            | State::Gcra(_) => 0,
         }
     }
 
     /// When nothing of this limit is left: the later of the state's expiry and the lock.
     pub fn expires_at_ms(&self) -> u64 {
-        let state = match self.state {
-            State::Empty => 0,
-            _ => self.state_expires_ms,
+        let state = if self.state == State::Empty {
+            0
+        } else {
+            self.state_expires_ms
         };
         state.max(self.lock_until_ms)
     }

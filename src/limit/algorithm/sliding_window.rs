@@ -10,6 +10,7 @@
 use super::USAGE_MAX;
 use super::runs::Runs;
 use super::scaled::sat_u64;
+use crate::limit::Periods;
 
 /// Non-zero counts by sub-window index, ascending, and their sum.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -17,21 +18,31 @@ pub struct SlidingWindow {
     subs: Runs,
 }
 
-/// Sub-window arithmetic for one `(W, B)`: `idx(t) = floor(t·B/W)`, `start(i) = ceil(i·W/B)`.
+/// Sub-window arithmetic for one `(W, B)`: `idx(t) = floor(t·B/W)`, `start(i) = ceil(i·W/B)`;
+/// with calendar periods, `B` sub-windows per period ([`Periods::idx`], [`Periods::start`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Geometry {
     pub w: u64,
     pub b: u64,
+    pub cal: Option<Periods>,
 }
 
 impl Geometry {
     pub fn idx(&self, t: u64) -> u64 {
-        sat_u64(u128::from(t) * u128::from(self.b) / u128::from(self.w.max(1)))
+        match &self.cal {
+            Some(p) => p.idx(t, self.b),
+            None => sat_u64(u128::from(t) * u128::from(self.b) / u128::from(self.w.max(1))),
+        }
     }
 
     pub fn start(&self, i: u128) -> u128 {
-        let b = u128::from(self.b.max(1));
-        (i * u128::from(self.w)).div_ceil(b)
+        match &self.cal {
+            Some(p) => p.start(i, self.b),
+            None => {
+                let b = u128::from(self.b.max(1));
+                (i * u128::from(self.w)).div_ceil(b)
+            }
+        }
     }
 
     /// `start(i) − now`, in ms, never negative.

@@ -25,7 +25,7 @@ fn lab() -> Lab {
     }
 }
 
-fn spec(algorithm: Algorithm, rpu: u32, unit: Unit) -> LimitSpec {
+fn spec(algorithm: Algorithm, rpu: u64, unit: Unit) -> LimitSpec {
     LimitSpec {
         algorithm,
         burst: rpu,
@@ -202,4 +202,28 @@ fn bounded_by_bytes() {
     let mut out = Vec::new();
     assert!(cache.lookup(StateTag(99_999), &l, 1, T0 + 1, &mut out));
     assert!(OverLimitCache::new(0, clock).is_none());
+}
+
+#[tokio::test]
+async fn a_calendar_month_denial_of_a_big_budget_lasts_until_the_local_month_ends() {
+    let lab = lab();
+    let l = [LimitSpec {
+        calendar: crate::limit::Calendar::new("Asia/Kolkata"),
+        ..spec(Algorithm::FixedWindow, 30_000_000_000, Unit::Month)
+    }];
+    let p = l[0].periods(T0).expect("a calendar");
+    let end = p.bounds[2] - T0;
+    assert_eq!(
+        verdict(&lab.at(0).hit(&l, 29_999_999_999, false).await),
+        (true, false)
+    );
+    assert_eq!(verdict(&lab.hit(&l, 2, false).await), (false, false));
+    let d = lab.at(end - 1).hit(&l, 2, false).await;
+    assert_eq!(verdict(&d), (false, true));
+    assert_eq!(d.results[0].retry_ms, Some(1));
+    assert_eq!(d.outcomes.len(), 1);
+    // A new local month: the store again, with the whole budget.
+    let d = lab.at(end).hit(&l, 1, false).await;
+    assert_eq!(verdict(&d), (true, false));
+    assert_eq!(d.results[0].remaining, 29_999_999_999);
 }

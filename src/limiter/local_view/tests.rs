@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use super::*;
-use crate::limit::{Charge, Check, ManualClock, Unit};
+use crate::limit::{Calendar, Charge, Check, ManualClock, Unit};
 use crate::limiter::{Decision, LimitSet, Metered, Modes, Outcome, Plan, decide_with_view};
 use crate::store::memory::MemoryStore;
 
@@ -79,10 +79,20 @@ impl Lab {
         limits: &[LimitSpec],
         batched: bool,
     ) -> Result<bool, StoreError> {
+        self.hit_n(tag, limits, batched, 1).await
+    }
+
+    async fn hit_n(
+        &self,
+        tag: u128,
+        limits: &[LimitSpec],
+        batched: bool,
+        cost: u64,
+    ) -> Result<bool, StoreError> {
         let plans = [Plan::Metered(Metered {
             limits: LimitSet::Rule(limits),
             tag: StateTag(tag),
-            cost: 1,
+            cost,
             refund: false,
             shadow: false,
             quota: false,
@@ -118,7 +128,7 @@ impl Lab {
     }
 }
 
-fn hourly(n: u32) -> Vec<LimitSpec> {
+fn hourly(n: u64) -> Vec<LimitSpec> {
     vec![LimitSpec::fixed_window(n, Unit::Hour)]
 }
 
@@ -211,4 +221,72 @@ async fn a_full_view_says_so_and_still_answers() {
     // One bound over every shard: exactly `max_keys` held, each other one's hit counted.
     assert_eq!(l.view.len(), 64);
     assert_eq!(l.view.stats.overflow.load(Ordering::Relaxed), 2000 - 64);
+}
+
+#[tokio::test]
+async fn batched_budgets_past_2_to_the_32_count_exactly() {
+    const P32: u64 = 1 << 32;
+    let l = lab(false);
+    let limits = hourly(1 << 53);
+    assert!(l.hit_n(6, &limits, true, P32).await.expect("ok"));
+    l.clock.advance(60);
+    assert!(l.hit_n(6, &limits, true, P32).await.expect("ok"));
+    // The rate is known and the room is vast: decided locally, charged exactly.
+    for _ in 0..10 {
+        assert!(l.hit_n(6, &limits, true, P32 + 1).await.expect("ok"));
+    }
+    assert_eq!(l.view.stats.batched_decisions.load(Ordering::Relaxed), 10);
+    assert_eq!(l.view.flush(&l.store).await.expect("flush"), 10 * (P32 + 1));
+    assert_eq!(
+        l.stored_remaining(6, &limits).await,
+        (1 << 53) - 2 * P32 - 10 * (P32 + 1)
+    );
+}
+
+#[tokio::test]
+async fn fallback_near_2_to_the_53_admits_exactly_what_is_left() {
+    const P53: u64 = 1 << 53;
+    let l = lab(true);
+    let limits = hourly(P53);
+    assert!(l.hit_n(7, &limits, false, P53 - 10).await.expect("ok"));
+    l.store.down.store(true, Ordering::SeqCst);
+    let mut admitted = 0;
+    for cost in [3, 3, 3, 3, 1, 1] {
+        if l.hit_n(7, &limits, false, cost)
+            .await
+            .expect("no error while down")
+        {
+            admitted += cost;
+        }
+    }
+    assert_eq!(
+        admitted, 10,
+        "3 + 3 + 3, then 1: every unit of the 2^53, none more"
+    );
+    l.store.down.store(false, Ordering::SeqCst);
+    assert_eq!(l.view.flush(&l.store).await.expect("back"), 10);
+    assert_eq!(l.stored_remaining(7, &limits).await, 0);
+}
+
+#[tokio::test]
+async fn fallback_starts_a_new_calendar_day_at_local_midnight() {
+    let l = lab(true);
+    let limits = vec![LimitSpec {
+        calendar: Calendar::new("Asia/Kolkata"),
+        ..LimitSpec::fixed_window(5, Unit::Day)
+    }];
+    let p = limits[0].periods(l.clock.now_ms()).expect("a calendar");
+    l.clock.set(p.bounds[2] - 1000);
+    assert!(l.hit_n(8, &limits, false, 5).await.expect("ok"));
+    l.store.down.store(true, Ordering::SeqCst);
+    assert!(!l.hit(8, &limits, false).await.expect("no error while down"));
+    // The local day ends at the period's boundary (18:30 UTC), not at a UTC midnight.
+    l.clock.set(p.bounds[2] - 1);
+    assert!(!l.hit(8, &limits, false).await.expect("no error"));
+    l.clock.set(p.bounds[2]);
+    let mut admitted = 0;
+    for _ in 0..8 {
+        admitted += u64::from(l.hit(8, &limits, false).await.expect("no error"));
+    }
+    assert_eq!(admitted, 5, "a whole new day");
 }

@@ -39,11 +39,25 @@ const IGNORED_FIELDS: &[&str] = &[
     "cache_type",
 ];
 
+/// The mapping file could not be used.
 #[derive(Debug, thiserror::Error)]
-#[error("PROMETHEUS_MAPPER_YAML {path}: {reason}")]
+#[error("PROMETHEUS_MAPPER_YAML {path}: {source}")]
 pub struct MapperError {
     pub path: String,
-    pub reason: String,
+    #[source]
+    pub source: MappingError,
+}
+
+/// Why a mapping file could not be read, or what is wrong with its content.
+#[derive(Debug, thiserror::Error)]
+pub enum MappingError {
+    #[error("{0}")]
+    Read(#[from] std::io::Error),
+    #[error("{0}")]
+    Yaml(#[from] serde_yaml::Error),
+    /// A field statsd_exporter would refuse, named with where it is.
+    #[error("{0}")]
+    Field(String),
 }
 
 #[derive(Deserialize)]
@@ -119,53 +133,52 @@ fn valid_label(name: &str) -> bool {
         && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
 }
 
-fn glob(pattern: &str) -> Result<Vec<Option<String>>, String> {
+/// The parts of a glob pattern (`None`: `*`); `None` when a part is not a name.
+fn glob(pattern: &str) -> Option<Vec<Option<String>>> {
     pattern
         .split('.')
         .map(|part| {
             if part == "*" {
-                return Ok(None);
+                return Some(None);
             }
             let mut chars = part.chars();
             let ok = matches!(chars.next(), Some(c) if c.is_ascii_alphabetic() || c == '_')
                 && part
                     .chars()
                     .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-');
-            if ok {
-                Ok(Some(part.to_string()))
-            } else {
-                Err(format!("invalid match: {pattern}"))
-            }
+            ok.then(|| Some(part.to_string()))
         })
         .collect()
 }
 
 impl Mapper {
     pub fn load(path: &Path) -> Result<Mapper, MapperError> {
-        let text = std::fs::read_to_string(path).map_err(|e| MapperError {
-            path: path.display().to_string(),
-            reason: e.to_string(),
-        })?;
-        Mapper::parse(&text).map_err(|reason| MapperError {
-            path: path.display().to_string(),
-            reason,
-        })
+        let text = std::fs::read_to_string(path).map_err(MappingError::from);
+        text.and_then(|t| Mapper::parse(&t))
+            .map_err(|source| MapperError {
+                path: path.display().to_string(),
+                source,
+            })
     }
 
-    pub fn parse(text: &str) -> Result<Mapper, String> {
-        let file: File = serde_yaml::from_str(text).map_err(|e| e.to_string())?;
+    pub fn parse(text: &str) -> Result<Mapper, MappingError> {
+        let file: File = serde_yaml::from_str(text)?;
         let mut ignored = Vec::new();
         let mut default_regex = false;
         for (k, v) in &file.defaults {
             match k.as_str() {
                 "match_type" => default_regex = s(v).as_deref() == Some("regex"),
                 k if IGNORED_FIELDS.contains(&k) => ignored.push(format!("defaults.{k}")),
-                k => return Err(format!("defaults: unknown field '{k}'")),
+                k => {
+                    return Err(MappingError::Field(format!(
+                        "defaults: unknown field '{k}'"
+                    )));
+                }
             }
         }
         let mut mappings = Vec::new();
         for (i, m) in file.mappings.iter().enumerate() {
-            let at = |reason: String| format!("mapping {i}: {reason}");
+            let at = |reason: String| MappingError::Field(format!("mapping {i}: {reason}"));
             let get = |k: &str| m.get(k).and_then(s);
             let pattern = get("match").ok_or_else(|| at("no match".into()))?;
             let regex = match get("match_type").as_deref() {
@@ -221,7 +234,9 @@ impl Mapper {
                         .map_err(|e| at(format!("invalid regex {pattern}: {e}")))?,
                 )
             } else {
-                Matcher::Glob(glob(&pattern).map_err(at)?)
+                Matcher::Glob(
+                    glob(&pattern).ok_or_else(|| at(format!("invalid match: {pattern}")))?,
+                )
             };
             mappings.push(Mapping {
                 matcher,

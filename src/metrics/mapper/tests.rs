@@ -142,7 +142,7 @@ fn bad_files_are_refused_with_the_mapping() {
             "mapping 0: invalid label key: a-b",
         ),
     ] {
-        let err = Mapper::parse(text).unwrap_err();
+        let err = Mapper::parse(text).unwrap_err().to_string();
         assert!(err.starts_with(want), "{text}: {err}");
     }
 }

@@ -1,5 +1,9 @@
 //! A `BucketId` as a descriptor, and the protocol's assignment messages.
 //!
+//! Envoy 1.40 reads only the whole seconds of an assignment's TTL (1.5 s lives 1 s, 0.8 s
+//! expires at once), so a TTL is sent rounded up to whole seconds; 0 stays 0 (the drain's
+//! "expire now").
+//!
 //! A `BucketId` is a map, so its order is not the Envoy's: its entries become descriptor
 //! entries **sorted by key** (byte order), so `{name: api, tier: gold}` is the descriptor
 //! `name=api,tier=gold` and matches a rule tree of `name` then `tier`. Write RLQS rules with
@@ -39,6 +43,11 @@ fn duration(ms: u64) -> PbDuration {
     }
 }
 
+/// A TTL as Envoy reads it: whole seconds, rounded up.
+fn ttl(ms: u64) -> PbDuration {
+    duration(ms.div_ceil(1000).saturating_mul(1000))
+}
+
 /// The strategy of an assignment.
 fn strategy(a: Assignment) -> RateLimitStrategy {
     let strategy = match a {
@@ -46,9 +55,10 @@ fn strategy(a: Assignment) -> RateLimitStrategy {
         Assignment::DenyAll => Strategy::BlanketRule(BlanketRule::DenyAll as i32),
         Assignment::TokenBucket {
             tokens,
+            burst,
             fill_interval_ms,
         } => Strategy::TokenBucket(TokenBucket {
-            max_tokens: tokens,
+            max_tokens: burst,
             tokens_per_fill: Some(UInt32Value { value: tokens }),
             fill_interval: Some(duration(fill_interval_ms)),
         }),
@@ -64,7 +74,7 @@ pub(super) fn assign(id: &BucketId, d: Decision) -> BucketAction {
         bucket_id: Some(id.clone()),
         bucket_action: Some(bucket_action::BucketAction::QuotaAssignmentAction(
             QuotaAssignmentAction {
-                assignment_time_to_live: Some(duration(d.ttl_ms)),
+                assignment_time_to_live: Some(ttl(d.ttl_ms)),
                 rate_limit_strategy: Some(strategy(d.assignment)),
             },
         )),
@@ -107,12 +117,13 @@ mod tests {
     fn token_bucket_strategy() {
         let s = strategy(Assignment::TokenBucket {
             tokens: 7,
+            burst: 2,
             fill_interval_ms: 1_500,
         });
         let Some(Strategy::TokenBucket(t)) = s.strategy else {
             panic!("{s:?}")
         };
-        assert_eq!(t.max_tokens, 7);
+        assert_eq!(t.max_tokens, 2);
         assert_eq!(t.tokens_per_fill, Some(UInt32Value { value: 7 }));
         assert_eq!(
             t.fill_interval,
@@ -120,6 +131,38 @@ mod tests {
                 seconds: 1,
                 nanos: 500_000_000
             })
+        );
+    }
+
+    #[test]
+    fn a_ttl_is_whole_seconds_rounded_up() {
+        assert_eq!(
+            ttl(0),
+            PbDuration {
+                seconds: 0,
+                nanos: 0
+            }
+        );
+        assert_eq!(
+            ttl(1),
+            PbDuration {
+                seconds: 1,
+                nanos: 0
+            }
+        );
+        assert_eq!(
+            ttl(1_500),
+            PbDuration {
+                seconds: 2,
+                nanos: 0
+            }
+        );
+        assert_eq!(
+            ttl(60_000),
+            PbDuration {
+                seconds: 60,
+                nanos: 0
+            }
         );
     }
 }

@@ -68,14 +68,9 @@ pub fn add_route(
         .add_service(RateLimitQuotaServiceServer::new(Rlqs(shared)).max_decoding_message_size(max))
 }
 
-/// Unique enough among replicas: the process id and the start time, hashed.
+/// Unique enough among replicas (a random draw per start).
 fn replica_id() -> String {
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_nanos())
-        .unwrap_or(0);
-    let h = xxhash_rust::xxh3::xxh3_64(format!("{}:{nanos}", std::process::id()).as_bytes());
-    format!("{h:016x}")
+    format!("{:016x}", crate::limit::random::random_u64())
 }
 
 struct Rlqs(Arc<Shared>);

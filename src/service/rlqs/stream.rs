@@ -2,15 +2,19 @@
 //! out malformed, or the server drains.
 //!
 //! - A report batch: each bucket is matched (once, when first seen, and again after a
-//!   reload), its usage counted in the metrics, and every shared bucket of the batch goes
-//!   to the store in **one** call, which settles this Envoy's shares. An assignment is sent
-//!   when it differs from the one the Envoy holds, or, unchanged, when half its TTL has
-//!   passed (sending the same strategy again extends it).
+//!   reload), its usage counted in the metrics and turned into a demand over the report's
+//!   span (the longer of Envoy's `time_elapsed`, which Envoy 1.40 sends in whole seconds,
+//!   and the time since this stream's previous report of the bucket; none for the first
+//!   report, which Envoy sends at the bucket's first request), and every shared bucket of
+//!   the batch goes to the store in **one** call, which settles this Envoy's shares. An
+//!   assignment is sent when it differs from the one the Envoy holds, or, unchanged, when
+//!   half its TTL has passed (sending the same strategy again extends it).
 //! - A tick (a quarter of the shorter of the TTL and `--rlqs-abandon-after`, at most a
-//!   second): buckets without requests (reported with none, or not reported) for
-//!   `--rlqs-abandon-after` get `AbandonAction` and leave
-//!   the store; a config reload (a new config object) re-matches every bucket and resends
-//!   what changed.
+//!   second): the buckets whose last grant was pending are settled again, in one store
+//!   call (a re-split completes within a tick, not a reporting interval); buckets without
+//!   requests (reported with none, or not reported) for `--rlqs-abandon-after` get
+//!   `AbandonAction` and leave the store; a config reload (a new config object) re-matches
+//!   every bucket and resends what changed.
 //! - Drain: every bucket holding an assignment gets it again with TTL 0, so the Envoy falls
 //!   back to its `expired_assignment_behavior` at once, and the stream ends.
 //! - Malformed input (no domain first, another domain later, a bucket without entries or
@@ -48,10 +52,13 @@ struct Bucket {
     id: BucketId,
     quota: Quota,
     tag: StateTag,
-    /// Thousandths of a request per second, from the last report.
-    demand: u64,
-    /// Allowed since the last store call.
-    pending_allowed: u64,
+    /// Thousandths of a request per second, from the last report that covered some time
+    /// (`None` before).
+    demand: Option<u64>,
+    /// When the last report of the bucket arrived (the server clock's milliseconds).
+    last_report_ms: u64,
+    /// The last grant was pending: settle again at the next tick.
+    pending: bool,
     /// The last report with requests in it (or the first report), in the server clock's
     /// milliseconds: Envoy reports every bucket it holds at each interval, traffic or not,
     /// so idleness is no requests.
@@ -239,7 +246,8 @@ impl Stream {
                 .with_label_values(&[&self.label, "denied"])
                 .inc_by(u.num_requests_denied);
             let key = bucket_descriptor(&id.bucket);
-            if !self.buckets.contains_key(&key) {
+            let first = !self.buckets.contains_key(&key);
+            if first {
                 if self.buckets.len() >= self.shared.settings.max_buckets {
                     metrics
                         .errors
@@ -255,17 +263,23 @@ impl Stream {
                         id,
                         quota,
                         tag,
-                        demand: 0,
-                        pending_allowed: 0,
+                        demand: None,
+                        last_report_ms: now,
+                        pending: false,
                         last_active_ms: now,
                         sent: None,
                     },
                 );
             }
             if let Some(b) = self.buckets.get_mut(&key) {
-                b.demand =
-                    quota::demand_milli(u.num_requests_allowed, u.num_requests_denied, elapsed_ms);
-                b.pending_allowed = b.pending_allowed.saturating_add(u.num_requests_allowed);
+                let since = (!first).then(|| now.saturating_sub(b.last_report_ms));
+                let span = elapsed_ms.filter(|&e| e > 0).max(since.filter(|&e| e > 0));
+                if let Some(d) =
+                    quota::demand_milli(u.num_requests_allowed, u.num_requests_denied, span)
+                {
+                    b.demand = Some(d);
+                }
+                b.last_report_ms = now;
                 if u.num_requests_allowed > 0 || u.num_requests_denied > 0 {
                     b.last_active_ms = now;
                 }
@@ -305,19 +319,18 @@ impl Stream {
     }
 
     /// Settle `keys` in one store call and send what changed (or is due for extension).
+    /// A report's buckets come with their new demand; a tick's pending ones with the last.
     async fn settle(&mut self, keys: Vec<Vec<Entry>>, tx: &Out) {
         let settings = &self.shared.settings;
         let ttl = settings.assignment_ttl;
         let mut reports = Vec::new();
         for k in &keys {
             if let Some(b) = self.buckets.get(k)
-                && let Quota::Shared { limit, window_ms } = b.quota
+                && let Quota::Shared { limit, .. } = b.quota
             {
                 reports.push(QuotaReport {
                     bucket: b.tag,
                     limit,
-                    window_ms,
-                    allowed: b.pending_allowed,
                     demand: b.demand,
                     held: b.held(),
                 });
@@ -355,8 +368,8 @@ impl Stream {
                 Quota::Shared { .. } => grants.next(),
                 _ => None,
             };
-            b.pending_allowed = 0;
-            let d = quota::decide(b.quota, grant, now_ms, ttl_ms);
+            b.pending = grant.is_some_and(|g| g.pending);
+            let d = quota::decide(b.quota, grant, ttl_ms);
             let send = match b.sent {
                 None => true,
                 Some((held, at)) => held != d.assignment || now_ms.saturating_sub(at) >= ttl_ms / 2,

@@ -14,7 +14,7 @@
 //! The lists are what the code acts on, so they cannot drift from it: `refuse` and
 //! `note` walk them at resolution, the tests (`tests.rs`) set every honoured name to its
 //! declared probe value and check that the resolved settings change, hold every list to the
-//! data file, and render the reference's table of their variables from them (`readme.rs`).
+//! data file, and render the reference's table of the reference's variables from them (`readme.rs`).
 
 mod refused;
 
@@ -76,21 +76,22 @@ pub fn is_pattern(name: &str) -> bool {
     name.ends_with('*')
 }
 
-/// Their variables the settings declare, each with what it does here and its probe, in the
+/// The reference's variables the settings declare, each with what it does here and its probe, in the
 /// order of the table.
 #[cfg(test)]
-fn honoured() -> Vec<(&'static super::decl::Their, String)> {
+fn honoured() -> Vec<(&'static super::decl::RefVar, String)> {
     let table = super::resolver::table::<super::Settings>();
     let mut out = Vec::new();
     for d in table {
-        for t in d.theirs().iter().filter(|t| !t.library) {
-            let help = super::readme::lower_first(d.help());
+        let f = d.face();
+        for t in f.ref_vars().iter().filter(|t| !t.library) {
+            let help = super::readme::lower_first(f.help);
             // The default, unless it goes without saying (off, false, none).
-            let default = match d.shown_default() {
+            let default = match super::readme::shown_default(f) {
                 Some(v) if !matches!(&*v, "false" | "none" | "off") => format!(", {v}"),
                 _ => String::new(),
             };
-            let does = match (t.does, d.flag()) {
+            let does = match (t.does, f.flag) {
                 (Some(does), _) => does.to_owned(),
                 (None, Some(flag)) => format!("{help} (`--{flag}`){default}"),
                 (None, None) => format!("{help}{default}"),

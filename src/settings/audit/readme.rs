@@ -1,4 +1,4 @@
-//! The reference's table of their variables (`docs/reference/envoyproxy-ratelimit-variables.md`)
+//! The reference's table of the reference's variables (`docs/reference/envoyproxy-ratelimit-variables.md`)
 //! is rendered from the lists; a test fails when the page's copy differs.
 //! `SLUICE_BLESS=1 cargo test --lib settings::` rewrites it.
 

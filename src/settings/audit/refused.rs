@@ -1,10 +1,10 @@
-//! Their variables that sluice refuses, and those that have no effect here, each with the
-//! reason given at startup (and in the reference's table of their variables).
+//! The reference's variables that sluice refuses, and those that have no effect here, each with the
+//! reason given at startup (and in the reference's table of the reference's variables).
 
 use super::Refusal;
 
 /// Set to anything but their inert value, these stop startup: ignoring them would silently
-/// change behaviour. None today: every variable of theirs but memcache's is honoured or
+/// change behaviour. None today: every variable of the reference's but memcache's is honoured or
 /// has no effect (`BACKEND_TYPE=memcache` is refused by its setting's parser).
 pub const REFUSED: &[Refusal] = &[];
 
@@ -41,7 +41,7 @@ pub const NO_EFFECT: &[(&str, &str)] = &[
         "REQUEST_TIMEOUT",
         "not read by envoyproxy/ratelimit (proposed with MAX_CONCURRENT_REQUESTS); a \
          request's store work is already bounded by the caller's deadline (grpc-timeout, \
-         less a margin to answer), or by --redis-timeout (1s) without one; past it the call \
+         less a margin to answer), or by --redis-timeout without one; past it the call \
          fails with UNAVAILABLE",
     ),
     (

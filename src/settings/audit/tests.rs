@@ -1,4 +1,4 @@
-//! The audit holds: every variable of theirs is in exactly one list, and each list says what
+//! The audit holds: every variable of the reference's is in exactly one list, and each list says what
 //! `Settings::resolve` really does with it.
 
 use std::collections::{BTreeMap, HashMap};
@@ -7,7 +7,7 @@ use super::*;
 use crate::settings::Settings;
 
 /// The names of `tests/data/envoyproxy-ratelimit-settings.txt`.
-fn their_names() -> Vec<&'static str> {
+fn ref_names() -> Vec<&'static str> {
     include_str!("../../../tests/data/envoyproxy-ratelimit-settings.txt")
         .lines()
         .map(str::trim)
@@ -26,7 +26,7 @@ fn listed() -> Vec<(&'static str, &'static str)> {
     all
 }
 
-/// `sluice serve` with only their variables `env`.
+/// `sluice serve` with only the reference's variables `env`.
 fn resolve(env: &[(&str, &str)]) -> Result<Settings, SettingsError> {
     let env: HashMap<String, String> = env
         .iter()
@@ -51,7 +51,7 @@ fn with_set<'a>(
 
 #[test]
 fn the_data_file_lists_each_name_once() {
-    let names = their_names();
+    let names = ref_names();
     let mut seen = BTreeMap::new();
     for n in &names {
         *seen.entry(*n).or_insert(0) += 1;
@@ -71,7 +71,7 @@ fn the_data_file_lists_each_name_once() {
 fn every_name_of_theirs_is_in_exactly_one_list() {
     let listed = listed();
     let mut bad = Vec::new();
-    for name in their_names() {
+    for name in ref_names() {
         let lists: Vec<_> = listed
             .iter()
             .filter(|(n, _)| *n == name)
@@ -90,11 +90,11 @@ fn every_name_of_theirs_is_in_exactly_one_list() {
 
 #[test]
 fn every_listed_name_is_theirs_and_listed_once() {
-    let theirs = their_names();
+    let ref_vars = ref_names();
     let listed = listed();
     let mut bad = Vec::new();
     for (name, list) in &listed {
-        if !theirs.contains(name) {
+        if !ref_vars.contains(name) {
             bad.push(format!("{name} ({list}) is not in the data file"));
         }
         if listed.iter().filter(|(n, _)| n == name).count() > 1 {
@@ -165,7 +165,7 @@ fn every_refused_name_stops_startup_with_its_reason() {
         assert_eq!(e.name, r.name);
         let shown = e.to_string();
         assert!(shown.contains(r.name) && shown.contains(r.why), "{shown}");
-        // Their default changes nothing and passes, unremarked.
+        // The reference's default changes nothing and passes, unremarked.
         let inert = match r.inert {
             Inert::Nothing => continue,
             Inert::False => "false",

@@ -7,7 +7,7 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use super::decl::{Setting, Their};
+use super::decl::{RefVar, Setting};
 use super::declare::settings;
 use super::env::{Env, host_port, num_var};
 use super::parse::{SettingsError, err};
@@ -54,7 +54,7 @@ settings! {
         pub grpc_max_connection_age: Option<Duration> = setting(
             Setting::value("grpc-max-connection-age", "DURATION", duration_or_never)
                 .default("24h")
-                .same(Their::new("GRPC_MAX_CONNECTION_AGE", "1h").does(
+                .same(RefVar::new("GRPC_MAX_CONNECTION_AGE", "1h").does(
                     "GOAWAY to a gRPC connection after this age ±10% \
                      (`--grpc-max-connection-age`), 24h; `0`: never",
                 ))
@@ -63,7 +63,7 @@ settings! {
         pub grpc_max_connection_age_grace: Duration = setting(
             Setting::value("grpc-max-connection-age-grace", "DURATION", duration)
                 .default("1h")
-                .same(Their::new("GRPC_MAX_CONNECTION_AGE_GRACE", "5m").does(
+                .same(RefVar::new("GRPC_MAX_CONNECTION_AGE_GRACE", "5m").does(
                     "after that GOAWAY, close the connection this much later, requests in \
                      flight or not (`--grpc-max-connection-age-grace`), 1h",
                 ))
@@ -75,19 +75,15 @@ settings! {
         // ms: 10 in flight) on one connection, and Redis batches full, while one connection
         // can make the server read at most half a millisecond of work ahead.
         /// Concurrent requests (HTTP/2 streams) per gRPC connection, advertised to clients as
-        /// `SETTINGS_MAX_CONCURRENT_STREAMS`; the calls past it wait, unread, at the client
+        /// `SETTINGS_MAX_CONCURRENT_STREAMS`; the calls past it wait, unread, at the client:
+        /// raise it and an overloaded instance reads, and pays for, calls it can only refuse
         pub grpc_max_concurrent_streams: u32 = setting(
             Setting::value("grpc-max-concurrent-streams", "N", positive)
                 .default("16")
-                .map(their_stream_cap)
-                .shown_theirs("`GRPC_MAX_CONCURRENT_STREAMS` (`0`: no cap)")
-                .readme(
-                    "requests in flight per gRPC connection, advertised as \
-                     `SETTINGS_MAX_CONCURRENT_STREAMS`; those past it wait, unread, at the \
-                     client (see [Overload](../how-to/overload-and-tuning.md)): raise it and an overloaded instance \
-                     reads, and pays for, calls it can only refuse",
-                )
-                .their(Their::new("GRPC_MAX_CONCURRENT_STREAMS", "32").does(
+                .map(ref_stream_cap)
+                .shown_vars("`GRPC_MAX_CONCURRENT_STREAMS` (`0`: no cap)")
+                .see("[Overload](../how-to/overload-and-tuning.md)")
+                .ref_var(RefVar::new("GRPC_MAX_CONCURRENT_STREAMS", "32").does(
                     "requests in flight per gRPC connection (`--grpc-max-concurrent-streams`); \
                      `0`: no cap; unset: 16 (their settings do not read it: their pull \
                      request #1189, which proposed it, was closed)",
@@ -103,12 +99,12 @@ settings! {
             Setting::value("debug-addr", "ADDR", some_address)
                 .shown_default("off")
                 .map(|env| Ok(host_port(env, "DEBUG_HOST", "DEBUG_PORT", 6070)?.map(Some)))
-                .shown_theirs("`DEBUG_HOST`, `DEBUG_PORT` (`0.0.0.0`, 6070)")
-                .their(Their::new("DEBUG_HOST", "127.0.0.1").does(
+                .shown_vars("`DEBUG_HOST`, `DEBUG_PORT` (`0.0.0.0`, 6070)")
+                .ref_var(RefVar::new("DEBUG_HOST", "127.0.0.1").does(
                     "host of the debug listener (`--debug-addr`: `/rlconfig`); off unless it or \
                      `DEBUG_PORT` is set (theirs always listens)",
                 ))
-                .their(Their::new("DEBUG_PORT", "6071").does(
+                .ref_var(RefVar::new("DEBUG_PORT", "6071").does(
                     "port of the debug listener (`--debug-addr`), 6070; off unless it or \
                      `DEBUG_HOST` is set",
                 ))
@@ -142,13 +138,13 @@ settings! {
 }
 
 settings! {
-    /// The gRPC TLS flags and their variables, before deciding whether TLS is on.
+    /// The gRPC TLS flags and the reference's variables, before deciding whether TLS is on.
     struct GrpcTlsInput {
         /// Serve gRPC over TLS (1.2 and 1.3, ALPN `h2`); on when --grpc-tls-cert is given
         tls: Given<bool> = setting(
             Setting::switch("grpc-tls")
                 .shown_default("false; true when `--grpc-tls-cert` is given")
-                .same(Their::new("GRPC_SERVER_USE_TLS", "true").with(GRPC_TLS_FILES).does(
+                .same(RefVar::new("GRPC_SERVER_USE_TLS", "true").with(GRPC_TLS_FILES).does(
                     "gRPC over TLS (`--grpc-tls`); `GRPC_SERVER_TLS_*` and `GRPC_CLIENT_TLS_*` \
                      count only when it is true, as theirs",
                 ))
@@ -156,14 +152,14 @@ settings! {
         /// gRPC TLS certificate chain, PEM, leaf first; reloaded when it changes
         cert: Given<Option<PathBuf>> = setting(
             Setting::value("grpc-tls-cert", "PATH", some_path)
-                .same(Their::new("GRPC_SERVER_TLS_CERT", "/certs/other.crt").with(GRPC_TLS).does(
+                .same(RefVar::new("GRPC_SERVER_TLS_CERT", "/certs/other.crt").with(GRPC_TLS).does(
                     "gRPC certificate chain, PEM (`--grpc-tls-cert`), reloaded when it changes",
                 ))
         ),
         /// gRPC TLS private key, PEM (PKCS#8, PKCS#1 or SEC1); reloaded when it changes
         key: Given<Option<PathBuf>> = setting(
             Setting::value("grpc-tls-key", "PATH", some_path)
-                .same(Their::new("GRPC_SERVER_TLS_KEY", "/certs/other.key").with(GRPC_TLS).does(
+                .same(RefVar::new("GRPC_SERVER_TLS_KEY", "/certs/other.key").with(GRPC_TLS).does(
                     "private key of the gRPC certificate, PEM (`--grpc-tls-key`), reloaded when \
                      it changes",
                 ))
@@ -173,7 +169,7 @@ settings! {
         client_ca: Given<Option<PathBuf>> = setting(
             Setting::value("grpc-tls-client-ca", "PATH", some_path)
                 .shown_default("none")
-                .same(Their::new("GRPC_CLIENT_TLS_CACERT", "/certs/ca.crt").with(GRPC_TLS).does(
+                .same(RefVar::new("GRPC_CLIENT_TLS_CACERT", "/certs/ca.crt").with(GRPC_TLS).does(
                     "mutual TLS: client certificates must chain to this CA \
                      (`--grpc-tls-client-ca`), reloaded too",
                 ))
@@ -183,7 +179,7 @@ settings! {
         client_san: Given<Option<String>> = setting(
             Setting::value("grpc-tls-client-san", "NAME", some_trimmed)
                 .shown_default("none")
-                .same(Their::new("GRPC_CLIENT_TLS_SAN", "envoy.example").with(GRPC_MTLS).does(
+                .same(RefVar::new("GRPC_CLIENT_TLS_SAN", "envoy.example").with(GRPC_MTLS).does(
                     "name every client certificate must be valid for (`--grpc-tls-client-san`)",
                 ))
         ),
@@ -202,7 +198,7 @@ fn file_mode(s: &str) -> Result<Option<u32>, String> {
 }
 
 /// As their closed pull request #1189 had it: 0 leaves grpc-go's default, no cap.
-fn their_stream_cap(env: Env<'_>) -> Result<Option<u32>, SettingsError> {
+fn ref_stream_cap(env: Env<'_>) -> Result<Option<u32>, SettingsError> {
     Ok(num_var::<u32>(env, "GRPC_MAX_CONCURRENT_STREAMS")?
         .map(|n| if n == 0 { u32::MAX } else { n }))
 }
@@ -224,14 +220,14 @@ fn resolve_tls(r: &Resolver<'_>) -> Result<Option<GrpcTlsSettings>, SettingsErro
                 "mutual TLS needs TLS: add --grpc-tls-cert and --grpc-tls-key",
             ));
         }
-        // Their semantics: the files are ignored unless GRPC_SERVER_USE_TLS is true.
-        let theirs = [
+        // The reference's semantics: the files are ignored unless GRPC_SERVER_USE_TLS is true.
+        let ref_vars = [
             (i.cert.source, &i.cert.name),
             (i.key.source, &i.key.name),
             (i.client_ca.source, &i.client_ca.name),
             (i.client_san.source, &i.client_san.name),
         ];
-        for (_, name) in theirs.iter().filter(|(s, _)| *s == Source::Theirs) {
+        for (_, name) in ref_vars.iter().filter(|(s, _)| *s == Source::RefVar) {
             r.note(format!(
                 "{name} ignored: GRPC_SERVER_USE_TLS is not true, gRPC is plaintext"
             ));

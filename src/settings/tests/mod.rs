@@ -1,4 +1,4 @@
-//! Settings resolution: flags, `SLUICE_*` variables and their variable names.
+//! Settings resolution: flags, `SLUICE_*` variables and the reference's variable names.
 //!
 //! Why this file is long: one test per group of settings, all through the same resolver;
 //! each is short.
@@ -93,15 +93,12 @@ fn envoyproxy_ratelimit_variables() {
         s.config_paths,
         vec![PathBuf::from("/data/ratelimit/config")]
     );
-    let r = s.redis.as_ref().unwrap();
-    assert_eq!(
-        r.urls,
-        vec!["rediss://user:p%40ss@redis.default:6379".to_string()]
-    );
+    let r = &s.redis.as_ref().unwrap().main;
+    assert_eq!(r.url, "rediss://user:p%40ss@redis.default:6379");
     assert_eq!(r.pool_size, 7);
     assert_eq!(r.connect_timeout, Duration::from_secs(2));
     assert_eq!(r.request_timeout, Duration::from_secs(1));
-    assert_eq!(r.key_prefix.as_deref(), Some("rl:"));
+    assert_eq!(r.key_prefix, "rl:");
     assert!(s.decision.shadow_mode && s.decision.quota_mode && s.merge_domains);
     assert_eq!(s.decision.near_limit_ratio, 0.5);
     assert_eq!(s.log_level, "warn");
@@ -116,10 +113,7 @@ fn envoyproxy_ratelimit_variables() {
 #[test]
 fn unix_socket_and_cluster_urls() {
     let s = serve(&[], &[("REDIS_URL", "/var/run/redis.sock")]).unwrap();
-    assert_eq!(
-        s.redis.unwrap().urls,
-        vec!["unix:///var/run/redis.sock".to_string()]
-    );
+    assert_eq!(s.redis.unwrap().main.url, "unix:///var/run/redis.sock");
     let s = serve(
         &[],
         &[
@@ -129,10 +123,9 @@ fn unix_socket_and_cluster_urls() {
         ],
     )
     .unwrap();
-    let r = s.redis.unwrap();
-    assert_eq!(r.redis_type, RedisType::Cluster);
+    // A cluster: its nodes.
     assert_eq!(
-        r.urls,
+        s.redis.unwrap().main.cluster_nodes,
         vec!["redis://a:7000".to_string(), "redis://b:7001".to_string()]
     );
 }

@@ -1,4 +1,4 @@
-//! Redis settings: Sentinel, the per-second Redis and TLS files, from their variables and
+//! Redis settings: Sentinel, the per-second Redis and TLS files, from the reference's variables and
 //! from flags.
 
 use super::*;
@@ -16,12 +16,11 @@ fn sentinel_in_their_format() {
         ],
     )
     .unwrap();
-    let r = s.redis.unwrap();
-    assert_eq!(r.redis_type, RedisType::Sentinel);
-    assert_eq!(r.sentinel_master.as_deref(), Some("mymaster"));
+    let r = s.redis.unwrap().main.sentinel.expect("sentinel");
+    assert_eq!(r.master, "mymaster");
     assert_eq!(r.master_auth.as_deref(), Some("masterpw"));
     assert_eq!(
-        r.urls,
+        r.sentinels,
         ["rediss://:sentpw@s1:26379", "rediss://:sentpw@s2:26379"]
     );
     let e = serve(
@@ -46,7 +45,8 @@ fn sentinel_in_their_format() {
         &[],
     )
     .unwrap();
-    assert_eq!(s.redis.unwrap().urls, ["redis://:x@h:1", "redis://:y@h:2"]);
+    let sentinels = s.redis.unwrap().main.sentinel.expect("sentinel").sentinels;
+    assert_eq!(sentinels, ["redis://:x@h:1", "redis://:y@h:2"]);
 }
 
 #[test]
@@ -67,10 +67,9 @@ fn per_second_redis_from_their_variables_and_flags() {
     .unwrap();
     let r = s.redis.unwrap();
     let p = r.per_second.as_ref().expect("per-second redis");
-    assert_eq!(p.urls, ["redis://:pw@fast:6379"]);
+    assert_eq!(p.url, "redis://:pw@fast:6379");
     assert_eq!(p.pool_size, 9);
-    assert_eq!(p.key_prefix.as_deref(), Some("p:"));
-    assert!(p.per_second.is_none());
+    assert_eq!(p.key_prefix, "p:");
 
     // Off unless REDIS_PERSECOND is true; their default socket when on without a URL.
     let s = serve(
@@ -81,8 +80,8 @@ fn per_second_redis_from_their_variables_and_flags() {
     assert!(s.redis.unwrap().per_second.is_none());
     let s = serve(&[], &[("REDIS_URL", "redis://m"), ("REDIS_PERSECOND", "1")]).unwrap();
     assert_eq!(
-        s.redis.unwrap().per_second.unwrap().urls,
-        ["unix:///var/run/nutcracker/ratelimitpersecond.sock"]
+        s.redis.unwrap().per_second.unwrap().url,
+        "unix:///var/run/nutcracker/ratelimitpersecond.sock"
     );
 
     let s = serve(
@@ -98,8 +97,8 @@ fn per_second_redis_from_their_variables_and_flags() {
     )
     .unwrap();
     let p = s.redis.unwrap().per_second.unwrap();
-    assert_eq!(p.redis_type, RedisType::Cluster);
-    assert_eq!(p.urls.len(), 2);
+    // A cluster of two nodes.
+    assert_eq!(p.cluster_nodes.len(), 2);
 }
 
 #[test]
@@ -162,7 +161,7 @@ fn reference_keys_need_the_local_clock() {
         &[("REDIS_URL", "r:6379")],
     )
     .unwrap();
-    assert!(s.redis.as_ref().unwrap().reference_keys);
+    assert!(s.redis.as_ref().unwrap().main.reference_prefix.is_some());
     assert!(s.decision.reference_keys);
     let s = serve(
         &["--redis-time-source", "local"],

@@ -36,8 +36,8 @@ fn an_injected_environment_sets_sluice_and_their_variables_alike() {
     assert!(s.decision.shadow_mode && s.decision.quota_mode);
     assert_eq!(s.config_paths, [PathBuf::from("a"), PathBuf::from("b")]);
     let r = s.redis.expect("their REDIS_URL");
-    assert_eq!(r.urls, ["redis://redis.internal:6379"]);
-    assert_eq!(r.request_timeout, Duration::from_millis(250));
+    assert_eq!(r.main.url, "redis://redis.internal:6379");
+    assert_eq!(r.main.request_timeout, Duration::from_millis(250));
 }
 
 /// Flag, then `SLUICE_*`, then theirs, then the default: for a value, a switch and a
@@ -46,13 +46,13 @@ fn an_injected_environment_sets_sluice_and_their_variables_alike() {
 fn precedence_is_flag_then_sluice_variable_then_theirs_then_default() {
     let addr =
         |args: &[&str], env: &[(&str, &str)]| serve(args, env).unwrap().grpc_addr.to_string();
-    let theirs = [("GRPC_HOST", "127.0.0.3"), ("GRPC_PORT", "7003")];
-    let mut both = theirs.to_vec();
+    let ref_vars = [("GRPC_HOST", "127.0.0.3"), ("GRPC_PORT", "7003")];
+    let mut both = ref_vars.to_vec();
     both.push(("SLUICE_GRPC_ADDR", "127.0.0.2:7002"));
     let flag = ["--grpc-addr", "127.0.0.1:7001"];
     assert_eq!(addr(&flag, &both), "127.0.0.1:7001");
     assert_eq!(addr(&[], &both), "127.0.0.2:7002");
-    assert_eq!(addr(&[], &theirs), "127.0.0.3:7003");
+    assert_eq!(addr(&[], &ref_vars), "127.0.0.3:7003");
     assert_eq!(addr(&[], &[]), "0.0.0.0:8081");
 
     let shadow =
@@ -97,7 +97,7 @@ fn an_invalid_variable_is_named_whichever_side_set_it() {
 }
 
 /// `check` and `explain` read `--merge-domains`, `--config` and `--cache-key-prefix` with
-/// their variables as `serve` does, and refuse what it refuses.
+/// the reference's variables as `serve` does, and refuse what it refuses.
 #[test]
 fn check_and_explain_share_serves_settings() {
     let bad = [("MERGE_DOMAIN_CONFIG", "maybe")];
@@ -141,9 +141,10 @@ fn check_and_explain_share_serves_settings() {
 fn every_declaration_parses_its_own_default_and_values() {
     let mut flags = std::collections::BTreeSet::new();
     for d in table::<Settings>() {
-        d.check().unwrap_or_else(|e| panic!("{:?}: {e}", d.flag()));
-        assert!(!d.help().is_empty(), "{:?}: no help", d.flag());
-        if let Some(f) = d.flag() {
+        let flag = d.face().flag;
+        d.check().unwrap_or_else(|e| panic!("{flag:?}: {e}"));
+        assert!(!d.face().help.is_empty(), "{flag:?}: no help");
+        if let Some(f) = flag {
             assert!(flags.insert(f), "--{f} is declared twice");
             assert_eq!(
                 sluice_var(f),
@@ -157,10 +158,10 @@ fn every_declaration_parses_its_own_default_and_values() {
 #[test]
 fn defaults_are_an_empty_command_line() {
     assert_eq!(serve(&[], &[]).unwrap(), Settings::default());
-    // The store's own default, written again as the declaration's literal.
+    // The stores' defaults are the declarations'.
     let s = Settings::default();
     assert_eq!(
         s.caps.memory_max_bytes,
-        crate::store::memory::DEFAULT_MAX_BYTES
+        crate::store::memory::MemoryOptions::default().max_bytes
     );
 }

@@ -95,9 +95,9 @@ fn xds_backoff_follows_their_formula() {
         "jitter draws between initial and the delay"
     );
     assert_eq!(b.delay(3, 0.5), Duration::from_millis(4500));
-    // Their default factor, 0.5, never grows the delay past the initial interval.
-    let theirs = XdsBackoff::default();
-    assert!((0..10).all(|n| theirs.delay(n, 0.99) == secs(10)));
+    // The reference's default factor, 0.5, never grows the delay past the initial interval.
+    let ref_vars = XdsBackoff::default();
+    assert!((0..10).all(|n| ref_vars.delay(n, 0.99) == secs(10)));
 }
 
 #[test]

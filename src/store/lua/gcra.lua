@@ -1,11 +1,11 @@
--- gcra (code 6): the theoretical arrival time TAT = a + b/R ms (0 <= b < R), one string:
+-- gcra (GCRA): the theoretical arrival time TAT = a + b/R ms (0 <= b < R), one string:
 -- 'a' when b = 0, else 'a:b:R' (the R it was written with, so a changed rate rescales b).
 -- Loaded as the scaled level l.u = (TAT - now) * R: every decision is leaky_bucket's on that
 -- level (main.lua), with lag 0: the TAT is absolute, a clock gone backwards just sees a
 -- higher level. TTL = TAT - now (rounded up) + slack; an empty state is no key at all.
 -- KEYS/ARGV/return: see header.lua; semantics: docs/explanation/algorithms.md "gcra".
 local gcra_load, gcra_save
-if USES[6] then
+if USES[GCRA] then
   gcra_load = function(l, now)
     local v = redis.call('GET', l.key)
     if not v then

@@ -24,10 +24,17 @@
 --       request split over several calls)
 --   G: the number of limit groups (the distinct limit lists of the call's checks: the
 --       descriptors of one rule share theirs, so its parameters travel once per call)
---   then G groups, each: k (its number of limits), then 7 per limit: code, R, W, C, B,
---       overdraft (0/1), penalty_ms
---   (R is only read for the buckets, codes 4-6, and B only for sliding_window: the window
---   algorithms have C = R, the others no sub-windows)
+--   then G groups, each: k (its number of limits), then 8 per limit: code, R, W, C, B,
+--       overdraft (0/1), penalty_ms, Z; then 6 per calendar limit (Z > 0), in order
+--   (R is only read for the buckets, codes from LEVEL, and B only for sliding_window: the
+--   window algorithms have C = R, the others no sub-windows)
+--   Z: 0 for windows aligned to the epoch (of W ms), or for a calendar window (FIXED_WINDOW
+--   and SLIDING_WINDOW only; docs/explanation/algorithms.md "Calendar windows") the distance from the limit's
+--   own numbers to its calendar's six, further in the group: the number of the first period
+--   and the five boundaries (ms) of four consecutive periods, computed by sluice (which
+--   holds the time zone database) around its own clock. The script counts in the period
+--   holding its now among the first three; a now outside them (an instance and a store a
+--   period or more apart) is an error.
 --   S: the number of segments (0: the call is one, unidentified), then S segments, each:
 --       its number of checks (they follow one another; together, every check of the call)
 --       and the TTL in ms of its id key (0: no id). A segment with an id is applied at most
@@ -68,6 +75,12 @@
 local call, fmt = redis.call, string.format
 local floor, ceil, max, min = math.floor, math.ceil, math.max, math.min
 local KEYS, ARGV = KEYS, ARGV
+
+-- The algorithms' codes, named as limit::Algorithm's table numbers them (a test holds this
+-- line to that table: integration/architecture/algorithms.rs). Codes from LEVEL up keep a
+-- scaled level (the bucket family), those below count requests.
+local FIXED_WINDOW, SLIDING_WINDOW, SLIDING_LOG, TOKEN_BUCKET, LEAKY_BUCKET, GCRA = 1, 2, 3, 4, 5, 6
+local LEVEL = TOKEN_BUCKET
 
 -- A: the numbers of ARGV[1] (then the position after them).
 local blob = ARGV[1]
@@ -116,25 +129,65 @@ local EXACT = 9007199254740992
 -- The numbers, validated before anything is read or written: a malformed call is an error
 -- reply that leaves no partial change behind. (x % 1 ~= 0 also rejects nan and inf.)
 -- GR[2g - 1]: where group g starts in A (its k); GR[2g]: keys per check of group g (k plus
--- one per penalty); presized for one group. USES[code]: some limit uses the algorithm. A
+-- one per penalty); presized for one group. USES[code]: some limit uses the algorithm (one
+-- slot per code: a code without one is unknown). A
 -- bucket with R = 0 is inert: no state, capacity 0 (only peeks pass), never charged;
 -- penalty locks still apply. nl: the number of limits of all checks.
 local G = A[4]
 if G < 0 or G % 1 ~= 0 then
   error({ err = 'ERR sluice: the group count is invalid' })
 end
-local GR, USES = { 0, 0 }, { false, false, false, false, false, false }
+-- CAL[pos]: the calendar whose six numbers follow A[pos] (false while none): { first, b0,
+-- b1, b2, b3, b4, q }, q (0-2) the period holding now: [b_q, b_q+1) is CAL[pos][2 + q] ..
+-- CAL[pos][3 + q].
+local GR, USES, CAL = { 0, 0 }, { false, false, false, false, false, false }, false
 local a = 5
 for g = 1, G do
   local k = A[a]
-  if k == nil or k < 0 or k % 1 ~= 0 or a + 7 * k > nargv then
+  if k == nil or k < 0 or k % 1 ~= 0 or a + 8 * k > nargv then
     error({ err = 'ERR sluice: the limit count of a group is invalid' })
   end
-  local nk = k
+  local nk, ncal = k, 0
   for i = 1, k do
-    local b = a + 7 * (i - 1)
+    local z = A[a + 8 * i]
+    if z ~= 0 then
+      ncal = ncal + 1
+    end
+  end
+  local gend = a + 8 * k + 6 * ncal
+  if gend > nargv then
+    error({ err = 'ERR sluice: the limit count of a group is invalid' })
+  end
+  for i = 1, k do
+    local b = a + 8 * (i - 1)
     local code, R, W, C, B, od, pen = A[b + 1], A[b + 2], A[b + 3], A[b + 4], A[b + 5], A[b + 6], A[b + 7]
-    if code ~= 1 and code ~= 2 and code ~= 3 and code ~= 4 and code ~= 5 and code ~= 6 then
+    local z = A[b + 8]
+    if z ~= 0 then
+      -- A calendar: its six numbers within the group, after the limits' own.
+      local c = b + z
+      if (code ~= FIXED_WINDOW and code ~= SLIDING_WINDOW) or z % 1 ~= 0 or c < a + 8 * k or c + 6 > gend then
+        error({ err = fmt('ERR sluice: invalid calendar for limit %d', i) })
+      end
+      local t = { A[c + 1], A[c + 2], A[c + 3], A[c + 4], A[c + 5], A[c + 6], false }
+      local ok = t[1] >= 0 and t[1] % 1 == 0 and t[2] >= 0
+      for j = 2, 6 do
+        ok = ok and t[j] % 1 == 0 and (j == 2 or t[j] > t[j - 1])
+      end
+      if not ok then
+        error({ err = fmt('ERR sluice: invalid calendar for limit %d', i) })
+      end
+      for q = 0, 2 do
+        if t[2 + q] <= now and now < t[3 + q] then
+          t[7] = q
+        end
+      end
+      if not t[7] then
+        error({ err = 'ERR sluice: the store clock is outside the calendar periods sent (the instance clock is a period or more away)' })
+      end
+      CAL = CAL or {}
+      CAL[c] = t
+    end
+    if USES[code] == nil then
       error({ err = fmt('ERR sluice: unknown algorithm code %s', tostring(code)) })
     end
     -- The config guarantees these (docs/explanation/algorithms.md "Preconditions"); checked again because
@@ -143,11 +196,11 @@ for g = 1, G do
     -- legal for them. A sliding log keeps C <= SLIDING_LOG_MAX = 10000 and no overdraft.
     local bad = W < 1 or W % 1 ~= 0 or C < 0 or C % 1 ~= 0 or pen < 0 or pen % 1 ~= 0
       or (od ~= 0 and od ~= 1)
-    if code == 2 then
+    if code == SLIDING_WINDOW then
       bad = bad or B < 1 or B % 1 ~= 0
-    elseif code == 3 then
+    elseif code == SLIDING_LOG then
       bad = bad or od == 1 or C > 10000
-    elseif code >= 4 then
+    elseif code >= LEVEL then
       bad = bad or R < 0 or R % 1 ~= 0 or (R > 0 and C * W > min(EXACT, 4503599627370496 * R))
     end
     if bad then
@@ -159,7 +212,7 @@ for g = 1, G do
     USES[code] = true
   end
   GR[2 * g - 1], GR[2 * g] = a, nk
-  a = a + 1 + 7 * k
+  a = gend + 1
 end
 -- The segments: S, then (checks, ttl) pairs from SEG.
 local S = A[a]
@@ -230,9 +283,10 @@ end
 
 -- The pool: one table per limit position of the general path (main.lua), made when a call
 -- first needs it, holding while a check runs a limit's parameters (code, W, C, R, B, od,
--- pen, Cs = C*W, L = Lmax: copied from A when the limit at that position changes, b = where
--- they start), key, lock and state: u = usage (requests for the window algorithms 1-3, a
--- scaled level in [0, L] for the buckets 4-6), lag and ts (buckets), used = used_before,
+-- pen, Cs = C*W, L = Lmax, cal = its CAL entry or false: copied from A when the limit at
+-- that position changes, b = where they start), key, lock and state: u = usage (requests
+-- for the counting algorithms, a scaled level in [0, L] for the buckets), lag and ts
+-- (buckets), used = used_before,
 -- ok, left (penalty time left, or false), locked, and the algorithm's own fields, including
 -- what it caches for the call while the limit stays the same (the checks of one rule follow
 -- one another). Every field a check sets is created with the table (main.lua), or fits in

@@ -1,4 +1,4 @@
--- leaky_bucket (code 5): level in scaled units (one request = W units, leaks R units/ms).
+-- leaky_bucket (LEAKY_BUCKET): level in scaled units (one request = W units, leaks R units/ms).
 -- State: string 'l:ts:x' ('%d:%d:%d': level, last update ms, expiry ms); an empty bucket is
 -- no key. x = now + reset at the write: missing once x <= now (see token_bucket.lua for why).
 -- TTL = time to empty + slack. Loaded into l.u (the level), l.ts, and l.lag = ts - now > 0
@@ -6,7 +6,7 @@
 -- retry (gcra: always 0). Decisions and report: main.lua, as for every bucket.
 -- KEYS/ARGV/return: see header.lua; semantics: docs/explanation/algorithms.md "leaky_bucket".
 local lb_load, lb_save
-if USES[5] then
+if USES[LEAKY_BUCKET] then
   lb_load = function(l, now)
     local v = redis.call('GET', l.key)
     local lv, ts, x

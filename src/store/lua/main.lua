@@ -2,9 +2,11 @@
 -- header.lua with the algorithms above, one check after the other. KEYS/ARGV/return: see
 -- header.lua.
 --
--- Usage u is what every decision reads: the window algorithms (codes 1-3) count requests,
---   fits: u + n <= C    remaining: max(0, C - u)    used_before: u
--- and the buckets (4-6) hold a scaled level in [0, L] (one request = W units, R units/ms),
+-- Usage u is what every decision reads: the counting algorithms (codes below LEVEL) count requests,
+--   fits: n <= C - u    remaining: max(0, C - u)    used_before: u
+-- (n <= C - u, not u + n <= C: with u and C up to 2^53, u + n may round down to C in a
+-- double, e.g. 2^53 + 1; C - u is exact, and a cost above 2^53 arrives as 2^54)
+-- and the buckets (codes from LEVEL) hold a scaled level in [0, L] (one request = W units, R units/ms),
 --   fits: n <= C and n*W <= Cs - u    remaining: floor(max(0, Cs - u) / W)
 --   charge: u = min(u + n*W, L)    refund: u = max(0, u - n*W)    used_before: ceil(u / W)
 --   reset: lag + ceil(u / R)    retry (n <= C): lag + ceil((u - (Cs - n*W)) / R)
@@ -52,14 +54,16 @@ local function bind(i, p)
   if not l then
     l = {
       b = 0, code = 0, W = 0, C = 0, R = 0, B = 0, od = false, pen = 0, Cs = 0, L = 0,
-      key = false, u = 0, lag = 0, ts = 0, cws = false, sa = false, st = false,
+      key = false, u = 0, lag = 0, ts = 0, cws = false, sa = false, st = false, cal = false,
     }
     POOL[i] = l
   end
   if l.b ~= p then
     local code, R, W, C = A[p + 1], A[p + 2], A[p + 3], A[p + 4]
     l.b, l.code, l.R, l.W, l.C, l.B, l.od, l.pen = p, code, R, W, C, A[p + 5], A[p + 6] == 1, A[p + 7]
-    if code >= 4 then
+    local z = A[p + 8]
+    l.cal = z ~= 0 and CAL[p + z]
+    if code >= LEVEL then
       l.Cs, l.L = C * W, min(EXACT, 4503599627370496 * R)
     end
     -- (What the algorithms cached for the previous limit.)
@@ -68,9 +72,10 @@ local function bind(i, p)
   return l
 end
 
--- Path 1's fixed-window strings for the window of width fW at now (its field name and TTL)
--- and for the cost fn, formatted once per call whatever the number of checks.
-local fW, fws, fwf, fx, fn, fnv = false, 0, false, false, -1, false
+-- Path 1's fixed-window strings for the window of width fW (or of calendar fC) at now: its
+-- start fws, end fwe, field name and TTL, and for the cost fn, formatted once per call
+-- whatever the number of checks.
+local fW, fC, fws, fwe, fwf, fx, fn, fnv = false, false, 0, 0, false, false, -1, false
 local o -- the last value of out
 for pass = first_pass, 2 do
   local kx = 1 -- the next key
@@ -88,24 +93,31 @@ for pass = first_pass, 2 do
     local b = GR[2 * g - 1]
     local k = A[b]
     local pens = GR[2 * g] > k
-    if k == 1 and A[b + 1] == 1 and A[b + 6] == 1 and n > 0 and n <= 4503599627370496
+    if k == 1 and A[b + 1] == FIXED_WINDOW and A[b + 6] == 1 and n > 0 and n <= 4503599627370496
       and pass == 2 and not refund and not pens and mode ~= 3 and not held then
       -- Path 1: a hit on one fixed_window limit with overdraft (charged whatever it
       -- decides: the envoyproxy/ratelimit rule) and no penalty. One HINCRBY, and on the
       -- window's first hit on the key one PEXPIRE ... NX, which sets the TTL unless the key
       -- had one, i.e. held another window's field (then resolved as fixed_window.lua says).
       -- n <= 2^52 keeps c + n exact in Lua's doubles up to the 2^53 saturation.
-      local W, C = A[b + 3], A[b + 4]
+      local W, C, z = A[b + 3], A[b + 4], A[b + 8]
+      local cal = z ~= 0 and CAL[b + z]
       local key = KEYS[kx]
       kx = kx + 1
-      if fW ~= W then
-        fW, fws = W, now - now % W
-        fwf, fx = fmt('%d', fws), fmt('%d', XB + max(1, fws + W - now + slack))
+      if fW ~= W or fC ~= cal then
+        fW, fC = W, cal
+        if cal then
+          fws, fwe = cal[2 + cal[7]], cal[3 + cal[7]]
+        else
+          fws = now - now % W
+          fwe = fws + W
+        end
+        fwf, fx = fmt('%d', fws), fmt('%d', XB + max(1, fwe - now + slack))
       end
       if fn ~= n then
         fn, fnv = n, fmt('%d', n)
       end
-      local ws, f = fws, fwf
+      local ws, we, f = fws, fwe, fwf
       local v = call('HINCRBY', key, f, fnv)
       if v == n then
         -- The field is new. Redis < 7 has no PEXPIRE ... NX: HLEN tells the same.
@@ -131,6 +143,7 @@ for pass = first_pass, 2 do
             -- The clock went backwards: the later window is charged instead.
             call('HDEL', key, fwf)
             ws = latest
+            we = fw_end(cal, ws, fws, fwe)
             v = call('HINCRBY', key, f, fnv)
           else
             for i = 1, #h, 2 do
@@ -152,8 +165,9 @@ for pass = first_pass, 2 do
         v = EXACT
         call('HSET', key, f, '9007199254740992')
       end
-      local ok = v <= C
-      local reset = ws + W - now
+      -- Decided on the count before the hit (exact), not on v, which saturates.
+      local ok = n <= C - c
+      local reset = we - now
       if ok then
         out[o + 1], out[o + 2], out[o + 3], out[o + 4] = 1, C - v, reset, -1
       else
@@ -172,26 +186,26 @@ for pass = first_pass, 2 do
       kx = kx + 1
       local code, W, C, R = l.code, l.W, l.C, l.R
       -- 1. Load.
-      if code == 1 then
-        fw_load(l, now, slack, XB)
-      elseif code == 2 then
+      if code == FIXED_WINDOW then
+        fw_load(l, now, slack, XB, fw_end)
+      elseif code == SLIDING_WINDOW then
         sw_load(l, now)
-      elseif code == 3 then
+      elseif code == SLIDING_LOG then
         rn_load(l, now)
       elseif R == 0 then
         -- inert
-      elseif code == 4 then
+      elseif code == TOKEN_BUCKET then
         tb_load(l, now)
-      elseif code == 5 then
+      elseif code == LEAKY_BUCKET then
         lb_load(l, now)
-      else
+      elseif code == GCRA then
         gcra_load(l, now)
       end
       local u = l.u
       local used, ok
       -- 3. Decide.
-      if code < 4 then
-        used, ok = u, u + n <= C
+      if code < LEVEL then
+        used, ok = u, n <= C - u
       elseif R == 0 then
         used, ok = 0, n == 0
       else
@@ -200,21 +214,21 @@ for pass = first_pass, 2 do
       -- 4. Charge (n > 0: a hit), 6. save; unless held (stop-increment: an admitted check is
       -- not charged) or a dry run.
       if n > 0 and mode ~= 3 and (ok or l.od) and not (held and ok) then
-        if code == 1 then
+        if code == FIXED_WINDOW then
           fw_write(l, now, n, slack, true, timed)
-        elseif code == 2 then
+        elseif code == SLIDING_WINDOW then
           sw_write(l, now, n, slack, true, timed)
-        elseif code == 3 then
+        elseif code == SLIDING_LOG then
           rn_write(l, now, n, slack, true, timed)
         elseif R > 0 then
           u = min(u + n * W, l.L)
           l.u = u
           local reset = l.lag + ceil(u / R)
-          if code == 4 then
+          if code == TOKEN_BUCKET then
             tb_save(l, now, slack, reset)
-          elseif code == 5 then
+          elseif code == LEAKY_BUCKET then
             lb_save(l, now, slack, reset)
-          else
+          elseif code == GCRA then
             gcra_save(l, now, slack, reset)
           end
         end
@@ -222,25 +236,25 @@ for pass = first_pass, 2 do
       end
       -- 7. Report.
       local remaining, reset, retry = 0, 0, -1
-      if code == 1 then
-        reset = l.ws + W - now
-      elseif code <= 3 then
+      if code == FIXED_WINDOW then
+        reset = l.we - now
+      elseif code < LEVEL then
         reset = l.reset
       elseif R > 0 then
         reset = l.lag + ceil(u / R)
       end
       if ok then
-        if code < 4 then
+        if code < LEVEL then
           remaining = max(0, C - u)
         elseif R > 0 then
           remaining = floor(max(0, l.Cs - u) / W)
         end
-      elseif code == 1 then
+      elseif code == FIXED_WINDOW then
         -- The window end even when n > C: envoyproxy/ratelimit's answer.
         retry = reset
-      elseif code == 2 then
+      elseif code == SLIDING_WINDOW then
         retry = sw_retry(l, now, n)
-      elseif code == 3 then
+      elseif code == SLIDING_LOG then
         retry = rn_retry(l, now, n)
       elseif R > 0 and n <= C then
         retry = l.lag + ceil((u - (l.Cs - n * W)) / R)
@@ -253,7 +267,7 @@ for pass = first_pass, 2 do
       -- 1. Bind the pool to this check's limits and keys, load every limit's state, brought
       -- to now (reads only).
       for i = 1, k do
-        local l = bind(i, b + 7 * i - 7)
+        local l = bind(i, b + 8 * i - 8)
         l.key, l.u, l.lag, l.left, l.locked = KEYS[kx], 0, 0, false, false
         kx = kx + 1
         if l.pen > 0 then
@@ -261,22 +275,22 @@ for pass = first_pass, 2 do
           kx = kx + 1
         end
         local code = l.code
-        if code == 1 then
-          fw_load(l, now, slack, XB)
-        elseif code == 2 then
+        if code == FIXED_WINDOW then
+          fw_load(l, now, slack, XB, fw_end)
+        elseif code == SLIDING_WINDOW then
           sw_load(l, now)
-        elseif code == 3 then
+        elseif code == SLIDING_LOG then
           rn_load(l, now)
         elseif l.R == 0 then
           -- inert
-        elseif code == 4 then
+        elseif code == TOKEN_BUCKET then
           tb_load(l, now)
-        elseif code == 5 then
+        elseif code == LEAKY_BUCKET then
           lb_load(l, now)
-        else
+        elseif code == GCRA then
           gcra_load(l, now)
         end
-        if code >= 4 then
+        if code >= LEVEL then
           l.used = ceil(l.u / l.W)
         else
           l.used = l.u
@@ -312,8 +326,8 @@ for pass = first_pass, 2 do
           local ok
           if l.left then
             ok = false
-          elseif l.code < 4 then
-            ok = l.u + n <= l.C
+          elseif l.code < LEVEL then
+            ok = n <= l.C - l.u
           elseif l.R == 0 then
             ok = n == 0
           else
@@ -337,11 +351,11 @@ for pass = first_pass, 2 do
             local l = POOL[i]
             local code = l.code
             if refund or all_ok or l.od then
-              if code == 1 then
+              if code == FIXED_WINDOW then
                 fw_write(l, now, n, slack, not refund, timed)
-              elseif code == 2 then
+              elseif code == SLIDING_WINDOW then
                 sw_write(l, now, n, slack, not refund, timed)
-              elseif code == 3 then
+              elseif code == SLIDING_LOG then
                 rn_write(l, now, n, slack, not refund, timed)
               elseif l.R > 0 then
                 if refund then
@@ -350,11 +364,11 @@ for pass = first_pass, 2 do
                   l.u = min(l.u + n * l.W, l.L)
                 end
                 local reset = l.lag + ceil(l.u / l.R)
-                if code == 4 then
+                if code == TOKEN_BUCKET then
                   tb_save(l, now, slack, reset)
-                elseif code == 5 then
+                elseif code == LEAKY_BUCKET then
                   lb_save(l, now, slack, reset)
-                else
+                elseif code == GCRA then
                   gcra_save(l, now, slack, reset)
                 end
               end
@@ -377,15 +391,15 @@ for pass = first_pass, 2 do
           local l = POOL[i]
           local code = l.code
           local remaining, reset, retry, penalized = 0, 0, -1, 0
-          if code == 1 then
-            reset = l.ws + l.W - now
-          elseif code <= 3 then
+          if code == FIXED_WINDOW then
+            reset = l.we - now
+          elseif code < LEVEL then
             reset = l.reset
           elseif l.R > 0 then
             reset = l.lag + ceil(l.u / l.R)
           end
           if l.ok then
-            if code < 4 then
+            if code < LEVEL then
               remaining = max(0, l.C - l.u)
             elseif l.R > 0 then
               remaining = floor(max(0, l.Cs - l.u) / l.W)
@@ -394,12 +408,12 @@ for pass = first_pass, 2 do
             retry = l.left
             penalized = 1
           else
-            if code == 1 then
+            if code == FIXED_WINDOW then
               -- The window end even when n > C: envoyproxy/ratelimit's answer.
               retry = reset
-            elseif code == 2 then
+            elseif code == SLIDING_WINDOW then
               retry = sw_retry(l, now, n)
-            elseif code == 3 then
+            elseif code == SLIDING_LOG then
               retry = rn_retry(l, now, n)
             elseif l.R > 0 and n <= l.C then
               retry = l.lag + ceil((l.u - (l.Cs - n * l.W)) / l.R)

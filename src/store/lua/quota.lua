@@ -3,8 +3,7 @@
 -- interleave).
 --
 -- KEYS[i]  one hash per bucket: fields d:<sub> (demand, thousandths of a request per
---          second), a:<sub> (share held), e:<sub> (expiry, epoch ms), w (start of the rule's
---          current window), u (requests reported allowed in it).
+--          second; -1 while unknown), a:<sub> (share held), e:<sub> (expiry, epoch ms).
 -- ARGV[1]  mode: "r" (report) or "l" (leave: remove the subscriber from every bucket)
 -- ARGV[2]  subscriber id
 -- ARGV[3]  now, epoch ms (the replica's clock)
@@ -12,9 +11,8 @@
 -- ARGV[5]  min share, parts per million
 -- ARGV[6]  resend threshold, parts per million
 -- ARGV[7]  work budget (report mode; see below)
--- then, per key, in "r" mode: limit, window ms, allowed, demand, held
--- Reply in "r" mode: per bucket settled, in KEYS order: share, subscribers, used, window end
--- (ms).
+-- then, per key, in "r" mode: limit, demand (-1: unknown), held
+-- Reply in "r" mode: per bucket settled, in KEYS order: share, subscribers, pending (0/1).
 --
 -- Bounded work: a bucket costs about WORK_PER_BUCKET plus one per value its HGETALL returns
 -- (six per subscriber), in one unit (~2.6k Redis instructions, measured with callgrind).
@@ -40,22 +38,31 @@ end
 local budget = tonumber(ARGV[7])
 local WORK_PER_BUCKET = 16
 
-local function settle(l, count, odemand, oassigned, my, held)
+-- my < 0: this subscriber's demand is unknown. Returns the share and whether it is pending.
+local function settle(l, count, unknown, odemand, oassigned, my, held)
   local n = count + 1
   local floor = math.min(math.ceil(l * min_ppm / 1e6), math.floor(l / (n + 1)))
-  local rest = l - (n + 1) * floor
-  local total = odemand + my
+  local available = l - floor
   local target
-  if total > 0 then
-    target = floor + math.floor(rest * (my / total))
+  if my < 0 then
+    target = floor
   else
-    target = floor + math.floor(rest / n)
+    local known = math.max(count - unknown, 0) + 1
+    local mean = (odemand + my) / known
+    local total = odemand + my + unknown * mean
+    if total > 0 then
+      target = math.floor(available * (my / total))
+    else
+      target = math.floor(available / n)
+    end
+    target = math.max(target, floor)
   end
   local cap = math.max(l - oassigned, 0)
+  local waiting = my >= 0 and unknown > 0
   if held > 0 and held <= cap and math.abs(target - held) * 1e6 <= thr_ppm * held then
-    return held
+    return held, waiting
   end
-  return math.min(target, cap)
+  return math.min(target, cap), waiting or target > cap
 end
 
 local byte, sub = string.byte, string.sub
@@ -69,27 +76,27 @@ for i = 1, #KEYS do
     break
   end
   local key = KEYS[i]
-  local base = 7 + (i - 1) * 5
-  local limit, window = tonumber(ARGV[base + 1]), tonumber(ARGV[base + 2])
-  local allowed, demand, held = tonumber(ARGV[base + 3]), tonumber(ARGV[base + 4]), tonumber(ARGV[base + 5])
+  local base = 7 + (i - 1) * 3
+  local limit, demand, held = tonumber(ARGV[base + 1]), tonumber(ARGV[base + 2]), tonumber(ARGV[base + 3])
 
   -- The other live subscribers' sums. A field is told apart by its first byte, this
   -- subscriber's own by equality (interned strings: a pointer comparison); an expired
   -- subscriber (rare) is noted, then taken back out of the sums and deleted.
-  local w, u, count, odemand, oassigned, expired = 0, 0, 0, 0, 0, nil
+  local count, unknown, odemand, oassigned, expired = 0, 0, 0, 0, nil
   local flat = redis.call('HGETALL', key)
   spent = spent + WORK_PER_BUCKET + #flat
   for j = 1, #flat, 2 do
     local f = flat[j]
-    if f == 'w' then
-      w = tonumber(flat[j + 1]) or 0
-    elseif f == 'u' then
-      u = tonumber(flat[j + 1]) or 0
-    elseif f ~= dme and f ~= ame and f ~= eme then
+    if f ~= dme and f ~= ame and f ~= eme then
       local c = byte(f, 1)
       if c == 100 then -- d:<sub>
         count = count + 1
-        odemand = odemand + (tonumber(flat[j + 1]) or 0)
+        local d = tonumber(flat[j + 1]) or 0
+        if d < 0 then
+          unknown = unknown + 1
+        else
+          odemand = odemand + d
+        end
       elseif c == 97 then -- a:<sub>
         oassigned = oassigned + (tonumber(flat[j + 1]) or 0)
       elseif c == 101 and (tonumber(flat[j + 1]) or 0) <= now then -- e:<sub>, expired
@@ -104,11 +111,15 @@ for i = 1, #KEYS do
       local c = byte(f, 1)
       if (c == 100 or c == 97) and expired[sub(f, 3)] then
         local v = tonumber(flat[j + 1]) or 0
-        if c == 100 then
-          count = count - 1
-          odemand = odemand - v
-        else
+        if c == 97 then
           oassigned = oassigned - v
+        else
+          count = count - 1
+          if v < 0 then
+            unknown = unknown - 1
+          else
+            odemand = odemand - v
+          end
         end
       end
     end
@@ -118,28 +129,12 @@ for i = 1, #KEYS do
     end
   end
 
-  local start = now - now % window
-  local share = settle(limit, count, odemand, oassigned, demand, held)
-  -- Only what changed: the window start once per window, the usage when there is some.
-  if w ~= start then
-    u = allowed
-    redis.call('HSET', key, dme, ARGV[base + 4], ame, share, eme, expires, 'w', start, 'u', u)
-  elseif allowed > 0 then
-    u = u + allowed
-    redis.call('HSET', key, dme, ARGV[base + 4], ame, share, eme, expires, 'u', u)
-  else
-    redis.call('HSET', key, dme, ARGV[base + 4], ame, share, eme, expires)
-  end
-  local left = start + window - now
-  if ttl >= left then
-    redis.call('PEXPIRE', key, ARGV[4])
-  else
-    redis.call('PEXPIRE', key, left)
-  end
+  local share, pending = settle(limit, count, unknown, odemand, oassigned, demand, held)
+  redis.call('HSET', key, dme, ARGV[base + 2], ame, share, eme, expires)
+  redis.call('PEXPIRE', key, ARGV[4])
   out[o + 1] = share
   out[o + 2] = count + 1
-  out[o + 3] = u
-  out[o + 4] = start + window
-  o = o + 4
+  out[o + 3] = pending and 1 or 0
+  o = o + 3
 end
 return out

@@ -1,4 +1,4 @@
--- sliding_log (code 3): counts at positions (a hit's ts, ms), summed over the positions
+-- sliding_log (SLIDING_LOG): counts at positions (a hit's ts, ms), summed over the positions
 -- still in the trailing window: live while pos >= now - W + 1, a position leaves the window
 -- at end(pos) = pos + W. (sliding_window, which runs.lua also kept in earlier releases, has its
 -- own, cheaper layout: sliding_window.lua.)
@@ -39,7 +39,7 @@
 -- live one); l.stale: the key holds nothing live.
 -- KEYS/ARGV/return: see header.lua; semantics: docs/explanation/algorithms.md.
 local rn_load, rn_write, rn_retry
-if USES[3] then
+if USES[SLIDING_LOG] then
   local RN_PRUNE, RN_REFUND, RN_M = 64, 64, 9007199254740992
 
   -- cum, cnt of a member ('cum:cnt', or with the cache, 'cum:cnt:fpos:fbase'), or nil.

@@ -1,6 +1,9 @@
--- sliding_window (code 2): a count per sub-window index idx(t) = floor(t*B/W), summed over
+-- sliding_window (SLIDING_WINDOW): a count per sub-window index idx(t) = floor(t*B/W), summed over
 -- the sub-windows still in the trailing window (cur - B .. cur, cur = idx(now)); a
--- sub-window i leaves at end(i) = start(i + B + 1), start(i) = ceil(i*W/B).
+-- sub-window i leaves at end(i) = start(i + B + 1), start(i) = ceil(i*W/B). A calendar
+-- window (l.cal, header.lua) has B sub-windows per period instead: idx(t) = p*B +
+-- floor((t - start(p))*B/len(p)) for the period p holding t, start(p*B + k) = start(p) +
+-- ceil(k*len(p)/B) (docs/explanation/algorithms.md "Calendar windows").
 -- State: ONE string, plain integers (like the buckets: a check is one GET, a charge one
 -- SET ... PX; every redis.call costs Redis ~5-15k instructions, and every string the Lua
 -- code makes, parses or converts costs too, so the common paths make a handful):
@@ -39,7 +42,7 @@
 -- l.pd (that field).
 -- KEYS/ARGV/return: see header.lua; semantics: docs/explanation/algorithms.md "sliding_window".
 local sw_load, sw_write, sw_retry
-if USES[2] then
+if USES[SLIDING_WINDOW] then
   local SW_REFUND, SW_M = 64, 9007199254740992
 
   -- The counts of the live sub-windows of l's string (hi down to lo or cur - B), newest
@@ -63,6 +66,26 @@ if USES[2] then
     return c
   end
 
+  -- start(i) of l's sub-windows; a calendar's clamps to its first and fifth boundaries
+  -- outside them (only a clock gone back by more than a period gets there).
+  local function sw_start(l, i)
+    local c, B = l.cal, l.B
+    if not c then
+      return math.ceil(i * l.W / B)
+    end
+    local p = math.floor(i / B)
+    local k, r = i - p * B, p - c[1]
+    if r < 0 then
+      return c[2]
+    elseif r > 4 or (r == 4 and k > 0) then
+      return c[6]
+    elseif k == 0 then
+      return c[2 + r]
+    end
+    local s = c[2 + r]
+    return s + math.ceil(k * (c[3 + r] - s) / B)
+  end
+
   -- The string of counts c[h..k] (newest first, index hi down to lo), base 0.
   local function sw_encode(hi, lo, c, h, k)
     local fmt, parts, p = string.format, {}, 0
@@ -77,7 +100,14 @@ if USES[2] then
   end
 
   sw_load = function(l, now)
-    local cur = math.floor(now * l.B / l.W)
+    local cal, cur = l.cal, nil
+    if cal then
+      local q = cal[7]
+      local s = cal[2 + q]
+      cur = (cal[1] + q) * l.B + math.floor((now - s) * l.B / (cal[3 + q] - s))
+    else
+      cur = math.floor(now * l.B / l.W)
+    end
     local lo = cur - l.B
     l.cur, l.lo, l.u, l.live, l.stale, l.reset = cur, lo, 0, false, false, 0
     local s = redis.pcall('GET', l.key)
@@ -119,7 +149,7 @@ if USES[2] then
     end
     l.live, l.stale = true, false
     l.hi, l.s, l.sp, l.slo, l.base, l.phi, l.cut = hi, s, sp, slo, base + 0, phi, cut
-    l.u, l.reset = u, math.ceil((hi + l.B + 1) * l.W / l.B) - now
+    l.u, l.reset = u, sw_start(l, hi + l.B + 1) - now
   end
 
   -- Charge n at the current sub-window (the total saturates at 2^53), or refund up to n from
@@ -308,7 +338,7 @@ if USES[2] then
     end
     -- (What sw_retry reads after a write.)
     l.s, l.hi, l.cut, l.slo = s, hi, false, false
-    local reset = math.ceil((hi + l.B + 1) * l.W / l.B) - now
+    local reset = sw_start(l, hi + l.B + 1) - now
     l.reset = reset
     local t = reset + slack
     if t < 1 then
@@ -331,7 +361,7 @@ if USES[2] then
     end
     local room = l.C - n
     if l.u - room <= 0 or not l.live then
-      return math.ceil((l.cur + 1) * l.W / l.B) - now
+      return sw_start(l, l.cur + 1) - now
     end
     if not l.slo then
       -- Written by this check: the string's own fields.
@@ -370,6 +400,6 @@ if USES[2] then
     if k > l.B + 1 then
       return l.reset
     end
-    return math.ceil((l.cur + k) * l.W / l.B) - now
+    return sw_start(l, l.cur + k) - now
   end
 end

@@ -1,4 +1,4 @@
--- token_bucket (code 4): tokens in scaled units (one request = W units, refill R units/ms).
+-- token_bucket (TOKEN_BUCKET): tokens in scaled units (one request = W units, refill R units/ms).
 -- State: string 't:ts:x' ('%d:%d:%d': tokens, last update ms, expiry ms); a full bucket is
 -- no key. x = now + reset at the write: a state is missing once x <= now, as if its TTL had
 -- run out with slack 0 (what the memory store does). The TTL alone would keep it `slack`
@@ -9,7 +9,7 @@
 -- refills before ts, so it is added to reset and retry.
 -- KEYS/ARGV/return: see header.lua; semantics: docs/explanation/algorithms.md "token_bucket".
 local tb_load, tb_save
-if USES[4] then
+if USES[TOKEN_BUCKET] then
   tb_load = function(l, now)
     local v = redis.call('GET', l.key)
     local t, ts, x

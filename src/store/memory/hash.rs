@@ -4,15 +4,11 @@
 
 use std::hash::{BuildHasher, Hasher};
 
-pub(super) fn folded_mul(a: u64, b: u64) -> u64 {
-    let p = u128::from(a) * u128::from(b);
-    (p as u64) ^ (p >> 64) as u64
-}
+use crate::limit::sharded::folded_mul;
 
-pub(super) fn random_seed(salt: u64) -> u64 {
-    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
-    h.write_u64(salt);
-    h.finish() | 1
+/// A random odd seed (odd: a multiply by it loses no bits).
+pub(super) fn random_seed() -> u64 {
+    crate::limit::random::random_u64() | 1
 }
 
 /// Keyed builder of [`FoldHasher`]s.
@@ -21,7 +17,7 @@ pub(super) struct FoldBuild(u64, u64);
 
 impl FoldBuild {
     pub(super) fn random() -> FoldBuild {
-        FoldBuild(random_seed(1), random_seed(2))
+        FoldBuild(random_seed(), random_seed())
     }
 }
 

@@ -13,19 +13,18 @@
 //! while idle.
 //!
 //! Hashing: tags are already 128-bit hashes, but of client-chosen values with an unkeyed
-//! function, so the map and the shard choice each fold the tag through a multiply keyed by
-//! per-store random seeds (one 64×64→128 multiply, as foldhash does) to keep crafted
-//! descriptors from piling into one bucket chain.
+//! function, so the map and the shard choice (`limit::sharded`) each fold the tag through a
+//! multiply keyed by per-store random seeds to keep crafted descriptors from piling into one
+//! bucket chain.
 
 use std::sync::Arc;
 
-use parking_lot::Mutex;
-
-use self::hash::{FoldBuild, folded_mul, random_seed};
+use self::hash::{FoldBuild, random_seed};
 use self::shard::{Key, Shard, Slot};
 
 use super::{Store, StoreError};
 use crate::limit::algorithm::{self, LimitState};
+use crate::limit::sharded::Sharded;
 use crate::limit::{Charge, Check, Clock, LimitResult, LimitSpec, StateTag};
 
 mod hash;
@@ -33,15 +32,12 @@ mod shard;
 #[cfg(test)]
 mod tests;
 
-/// Default cap on the bytes of live state (`--memory-max-bytes`).
-pub const DEFAULT_MAX_BYTES: usize = 256 << 20;
-
 /// Smallest budget a shard is given: a shard must hold the largest single state (a full
 /// `sliding_log` of 10 000 distinct timestamps, 160 KB) many times over, so small totals
 /// get fewer shards.
 const MIN_SHARD_BYTES: usize = 1 << 20;
 
-/// Tuning of a [`MemoryStore`].
+/// Tuning of a [`MemoryStore`]. Its `Default` is the settings' defaults (`settings/caps.rs`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct MemoryOptions {
     /// Number of independently locked shards (rounded up to a power of two, 1 to 65536;
@@ -53,29 +49,13 @@ pub struct MemoryOptions {
     pub max_bytes: usize,
 }
 
-impl Default for MemoryOptions {
-    fn default() -> Self {
-        MemoryOptions {
-            shards: 64,
-            min_sweep_len: 1024,
-            max_bytes: DEFAULT_MAX_BYTES,
-        }
-    }
-}
-
 /// See the module documentation.
 pub struct MemoryStore {
     clock: Arc<dyn Clock>,
-    shards: Box<[Padded]>,
-    mask: usize,
-    shard_seed: (u64, u64),
+    shards: Sharded<Shard>,
     /// RLQS subscriptions (`store/quota.rs`).
     quota: super::quota::MemoryQuota,
 }
-
-/// One shard per cache line, so two cores locking neighbouring shards do not false-share.
-#[repr(align(64))]
-struct Padded(Mutex<Shard>);
 
 impl Key {
     fn new(tag: StateTag, spec: &LimitSpec) -> Key {
@@ -85,7 +65,7 @@ impl Key {
             id: u64::from(id.algorithm.code())
                 | u64::from(id.buckets) << 16
                 | u64::from(id.slot) << 48,
-            window_s: id.window_seconds,
+            window_s: id.window_key(),
         }
     }
 }
@@ -97,6 +77,7 @@ impl MemoryStore {
 
     pub fn with_options(clock: Arc<dyn Clock>, opts: MemoryOptions) -> MemoryStore {
         let by_budget = (opts.max_bytes / MIN_SHARD_BYTES).max(1);
+        // A power of two at most `opts.shards` and `by_budget`, as `Sharded` rounds it.
         let n = opts
             .shards
             .min(by_budget)
@@ -104,38 +85,14 @@ impl MemoryStore {
             .next_power_of_two();
         let budget = opts.max_bytes / n;
         let map_hasher = FoldBuild::random();
-        let shards = (0..n)
-            .map(|i| {
-                let seed = random_seed(5 + i as u64);
-                Padded(Mutex::new(Shard::new(
-                    map_hasher,
-                    budget,
-                    opts.min_sweep_len,
-                    seed,
-                )))
-            })
-            .collect();
+        let shards = Sharded::new(n, || {
+            Shard::new(map_hasher, budget, opts.min_sweep_len, random_seed())
+        });
         MemoryStore {
             quota: super::quota::MemoryQuota::new(clock.clone()),
             clock,
             shards,
-            mask: n - 1,
-            shard_seed: (random_seed(3), random_seed(4)),
         }
-    }
-
-    fn shard_index(&self, tag: StateTag) -> usize {
-        let h = folded_mul(
-            tag.0 as u64 ^ self.shard_seed.0,
-            (tag.0 >> 64) as u64 ^ self.shard_seed.1,
-        );
-        // High bits: the map's own hash is independent (other seeds), but keep clear of the
-        // low bits anyway.
-        (h >> 40) as usize & self.mask
-    }
-
-    fn shard(&self, tag: StateTag) -> &Mutex<Shard> {
-        &self.shards[self.shard_index(tag)].0
     }
 
     /// [`Store::run`] at an explicit `now_ms`, synchronously.
@@ -159,16 +116,16 @@ impl MemoryStore {
         let held = charge == Charge::Held;
         if charge == Charge::Each || held || checks.len() < 2 {
             for check in checks {
-                let mut guard = self.shard(check.tag).lock();
+                let mut guard = self.shards.of(check.tag).lock();
                 run_check(&mut guard, check, now_ms, held, out);
             }
             return;
         }
-        let mut order: Vec<usize> = checks.iter().map(|c| self.shard_index(c.tag)).collect();
+        let mut order: Vec<usize> = checks.iter().map(|c| self.shards.index(c.tag)).collect();
         order.sort_unstable();
         order.dedup();
-        let mut guards: Vec<_> = order.iter().map(|&i| self.shards[i].0.lock()).collect();
-        let guard_of = |tag: StateTag| order.binary_search(&self.shard_index(tag)).unwrap_or(0);
+        let mut guards: Vec<_> = order.iter().map(|&i| self.shards.at(i).lock()).collect();
+        let guard_of = |tag: StateTag| order.binary_search(&self.shards.index(tag)).unwrap_or(0);
         let held = checks.iter().any(|c| {
             let shard = &guards[guard_of(c.tag)];
             let states = c
@@ -188,7 +145,7 @@ impl MemoryStore {
     pub fn sweep(&self) {
         let now = self.clock.now_ms();
         for shard in self.shards.iter() {
-            shard.0.lock().sweep(now);
+            shard.lock().sweep(now);
         }
         self.quota.sweep();
     }
@@ -200,17 +157,17 @@ impl MemoryStore {
 
     /// Bytes held: tables and the states' heap (what `max_bytes` bounds).
     pub fn bytes(&self) -> usize {
-        self.shards.iter().map(|s| s.0.lock().bytes()).sum()
+        self.shards.sum(Shard::bytes)
     }
 
     /// Live entries evicted so far to stay within `max_bytes`.
     pub fn evictions(&self) -> u64 {
-        self.shards.iter().map(|s| s.0.lock().evictions).sum()
+        self.shards.sum(|s| s.evictions)
     }
 
     /// Entries held, expired ones not yet evicted included.
     pub fn len(&self) -> usize {
-        self.shards.iter().map(|s| s.0.lock().map.len()).sum()
+        self.shards.sum(|s| s.map.len())
     }
 
     pub fn is_empty(&self) -> bool {
@@ -220,7 +177,7 @@ impl MemoryStore {
     /// [`Store::reset`] at an explicit `now_ms`: remove the states of `limits` under `tag`;
     /// how many were still live.
     pub fn reset_at(&self, tag: StateTag, limits: &[LimitSpec], now_ms: u64) -> u64 {
-        let mut shard = self.shard(tag).lock();
+        let mut shard = self.shards.of(tag).lock();
         let mut removed = 0;
         for spec in limits {
             let taken = shard
@@ -236,7 +193,8 @@ impl MemoryStore {
 
     /// The stored state of `spec` under `tag`, if any (tests and debugging).
     pub fn state(&self, tag: StateTag, spec: &LimitSpec) -> Option<LimitState> {
-        self.shard(tag)
+        self.shards
+            .of(tag)
             .lock()
             .map
             .get(&Key::new(tag, spec))
@@ -309,7 +267,7 @@ fn run_check(
 impl std::fmt::Debug for MemoryStore {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("MemoryStore")
-            .field("shards", &self.shards.len())
+            .field("shards", &self.shards.count())
             .finish_non_exhaustive()
     }
 }

@@ -76,8 +76,9 @@ pub(super) fn worth(st: &LimitState, spec: &LimitSpec, r: &LimitResult, now: u64
     if !r.allowed || c == 0 {
         return FULL;
     }
-    // `c` is at most u32::MAX (rule fields are u32), so this stays well within u64.
-    (c.saturating_sub(r.remaining).min(c) * u64::from(FULL) / c) as u16
+    // In u128: `c` goes up to 2^53, and 2^53 × FULL does not fit a u64.
+    let used = u128::from(c.saturating_sub(r.remaining).min(c));
+    (used * u128::from(FULL) / u128::from(c)) as u16
 }
 
 pub(super) struct Shard {

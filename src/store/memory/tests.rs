@@ -9,7 +9,7 @@ use crate::limit::{Algorithm, Check, LimitResult, LimitSpec, ManualClock, StateT
 
 const T0: u64 = 1_700_000_040_000;
 
-fn limit(algorithm: Algorithm, rpu: u32, unit: Unit) -> LimitSpec {
+fn limit(algorithm: Algorithm, rpu: u64, unit: Unit) -> LimitSpec {
     let mut s = LimitSpec::fixed_window(rpu, unit);
     s.algorithm = algorithm;
     s.overdraft = algorithm.default_overdraft();

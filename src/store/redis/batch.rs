@@ -29,8 +29,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use deadpool_redis::redis::aio::MultiplexedConnection;
-use deadpool_redis::redis::{ErrorKind, RedisError, Value};
+use redis::aio::MultiplexedConnection;
+use redis::{ErrorKind, RedisError, Value};
 use tokio::sync::{mpsc, oneshot};
 
 use super::fate::{Carried, Tracker};

@@ -7,8 +7,8 @@
 
 use std::time::{Duration, Instant};
 
-use deadpool_redis::redis::cluster_async::ClusterConnection;
-use deadpool_redis::redis::{ErrorKind, RedisError, ServerErrorKind, Value};
+use redis::cluster_async::ClusterConnection;
+use redis::{ErrorKind, RedisError, ServerErrorKind, Value};
 
 use super::conn::Conn;
 use super::fate::Tracker;
@@ -172,11 +172,13 @@ impl RedisStore {
         tracker: Option<&Tracker>,
     ) -> Result<(), StoreError> {
         let budget = deadline.saturating_duration_since(Instant::now());
+        let clock_ms = self.clock.now_ms();
         let ctx = CallContext {
             now_ms: match self.time_source {
-                TimeSource::Local => Some(self.clock.now_ms()),
+                TimeSource::Local => Some(clock_ms),
                 TimeSource::Redis => None,
             },
+            calendar_ms: clock_ms,
             slack_ms: self.slack_ms,
             prefix: &self.prefix,
         };

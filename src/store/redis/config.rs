@@ -1,12 +1,12 @@
-//! Settings of the Redis store, the errors of building one, and what they become for
-//! redis-rs (connection info with TLS applied, connection timeouts), which the connector
-//! and the sentinel resolver both use.
+//! Settings of the Redis store, the errors of building one and of connecting it, and what
+//! they become for redis-rs (connection info with TLS applied, connection timeouts), which
+//! the connector and the sentinel resolver both use.
 
 use std::time::Duration;
 
-use deadpool_redis::redis::{
+use redis::{
     AsyncConnectionConfig, Client, ClientTlsConfig, ConnectionAddr, ConnectionInfo,
-    IntoConnectionInfo, TlsCertificates,
+    IntoConnectionInfo, RedisError, TlsCertificates,
 };
 
 /// Where the script's `now` comes from.
@@ -23,15 +23,6 @@ pub enum TimeSource {
 /// The key prefix when none is configured (`--cache-key-prefix`).
 pub const DEFAULT_KEY_PREFIX: &str = "sluice:";
 
-/// Default bound of a store call made without a caller's deadline (`--redis-timeout`).
-/// Callers with a deadline (Envoy always sends one) get what remains of it instead, so this
-/// serves only those that would otherwise wait forever: a gRPC client without a deadline,
-/// `/json`. Dead connections no longer need a short timeout to be found (the breaker tells
-/// them by their silence, [`DEFAULT_DEAD_AFTER`]), so it only has to cover a Redis that is
-/// alive but busy, which answers within a second even on a saturated machine; such a caller
-/// prefers that answer to an error.
-pub const DEFAULT_REQUEST_TIMEOUT: Duration = Duration::from_secs(1);
-
 /// Default silence after which a connection is dead: longer than the stalls of a Redis that is
 /// alive (a fork for a snapshot, a slow fsync, a long command of another client: well under a
 /// second on a healthy server), short enough that a connection black-holed by a partition or a
@@ -41,7 +32,7 @@ pub const DEFAULT_DEAD_AFTER: Duration = Duration::from_secs(2);
 /// How TLS connections (`rediss://`) are verified and which identity they present. Applies
 /// to every TLS connection of the store: the node, every cluster node, the sentinels and the
 /// master they name.
-#[derive(Clone, Default)]
+#[derive(Clone, Default, PartialEq)]
 pub struct RedisTls {
     /// PEM bundle of the CAs that sign the servers' certificates (a private CA). `None`: the
     /// webpki (Mozilla) roots.
@@ -69,7 +60,7 @@ impl std::fmt::Debug for RedisTls {
 }
 
 /// A master found through Redis Sentinel.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct SentinelConfig {
     /// The name the sentinels monitor the master under.
     pub master: String,
@@ -82,8 +73,10 @@ pub struct SentinelConfig {
     pub db: i64,
 }
 
-/// Settings of [`RedisStore`](super::RedisStore).
-#[derive(Clone, Debug)]
+/// Settings of [`RedisStore`](super::RedisStore). Its `Default` is the settings' defaults
+/// (`settings/redis.rs`), so a store made without settings (tests, tools) is the one `serve`
+/// makes when none is given.
+#[derive(Clone, Debug, PartialEq)]
 pub struct RedisConfig {
     /// Which store this is in logs (`redis`, or `redis_per_second` for the per-second one).
     pub name: &'static str,
@@ -126,29 +119,6 @@ pub struct RedisConfig {
     pub reference_prefix: Option<String>,
 }
 
-impl Default for RedisConfig {
-    fn default() -> Self {
-        RedisConfig {
-            name: "redis",
-            url: "redis://127.0.0.1:6379".to_owned(),
-            cluster_nodes: Vec::new(),
-            sentinel: None,
-            tls: RedisTls::default(),
-            refusal_grace: Duration::from_secs(1),
-            pool_size: 4,
-            connect_timeout: Duration::from_millis(500),
-            request_timeout: DEFAULT_REQUEST_TIMEOUT,
-            key_prefix: DEFAULT_KEY_PREFIX.to_owned(),
-            time_source: TimeSource::Redis,
-            ttl_slack_ms: None,
-            reconnect_backoff_min: Duration::from_millis(50),
-            reconnect_backoff_max: Duration::from_secs(2),
-            dead_after: DEFAULT_DEAD_AFTER,
-            reference_prefix: None,
-        }
-    }
-}
-
 /// A key prefix must not move the hash slot: no `{` or `}`.
 pub fn check_prefix(prefix: &str) -> Result<(), RedisConfigError> {
     if prefix.contains(['{', '}']) {
@@ -158,6 +128,15 @@ pub fn check_prefix(prefix: &str) -> Result<(), RedisConfigError> {
 }
 
 impl RedisConfig {
+    /// The URLs the store dials first: the node, the cluster's seed nodes, or the sentinels.
+    pub fn urls(&self) -> Vec<&String> {
+        match &self.sentinel {
+            Some(s) => s.sentinels.iter().collect(),
+            None if !self.cluster_nodes.is_empty() => self.cluster_nodes.iter().collect(),
+            None => vec![&self.url],
+        }
+    }
+
     /// The slack actually applied: the explicit value, else the time source's default.
     pub fn effective_slack_ms(&self) -> u64 {
         self.ttl_slack_ms.unwrap_or(match self.time_source {
@@ -173,8 +152,12 @@ impl RedisConfig {
 pub enum RedisConfigError {
     #[error("redis key prefix {0:?} must not contain '{{' or '}}' (it would change the hash slot)")]
     PrefixBraces(String),
-    #[error("invalid redis url: {0}")]
-    Url(String),
+    #[error("invalid redis url {url:?}: {source}")]
+    Url {
+        url: String,
+        #[source]
+        source: RedisError,
+    },
     #[error(
         "redis url {0:?}: '#insecure' turns off all certificate verification and is refused; \
          use skip_hostname_verification (REDIS_TLS_SKIP_HOSTNAME_VERIFICATION) to accept a \
@@ -182,11 +165,9 @@ pub enum RedisConfigError {
     )]
     Insecure(String),
     #[error("redis tls: {0}")]
-    Tls(String),
+    Tls(#[source] RedisError),
     #[error("redis sentinel: {0}")]
-    Sentinel(String),
-    #[error("redis pool: {0}")]
-    Pool(String),
+    Sentinel(&'static str),
     #[error("the redis store must be created inside a tokio runtime")]
     NoRuntime,
 }
@@ -228,6 +209,53 @@ impl RedisConfig {
     }
 }
 
+/// Why a connection was not made; the reconnect task logs it and tries again.
+#[derive(Debug, thiserror::Error)]
+pub enum ConnectError {
+    /// Dialing, the handshake or a command of the connection's setup failed.
+    #[error("{0}")]
+    Redis(#[from] RedisError),
+    #[error("SCRIPT LOAD failed: {0}")]
+    ScriptLoad(#[source] RedisError),
+    /// `ROLE` names another role than `master`.
+    #[error("the server is a {0} (read-only); waiting for a primary")]
+    NotPrimary(String),
+    #[error("failover of {0:?} in progress")]
+    FailoverPaused(String),
+    #[error("{0}")]
+    Config(#[from] RedisConfigError),
+    #[error("master {master:?} at {host}:{port}: {source}")]
+    Master {
+        master: String,
+        host: String,
+        port: u16,
+        #[source]
+        source: RedisError,
+    },
+    /// Every sentinel was asked; what each said.
+    #[error("no sentinel named the master {master:?}: {}", list(.misses))]
+    NoMaster {
+        master: String,
+        misses: Vec<(String, SentinelMiss)>,
+    },
+}
+
+/// What a sentinel answered instead of the master's address.
+#[derive(Debug, thiserror::Error)]
+pub enum SentinelMiss {
+    #[error("unknown master")]
+    Unknown,
+    #[error("timed out")]
+    TimedOut,
+    #[error("{0}")]
+    Failed(#[from] RedisError),
+}
+
+fn list(misses: &[(String, SentinelMiss)]) -> String {
+    let each: Vec<String> = misses.iter().map(|(s, m)| format!("{s}: {m}")).collect();
+    each.join("; ")
+}
+
 /// Connection info for `url`, with the TLS settings applied when the URL is `rediss://`.
 /// Refuses `#insecure` (it turns off all verification).
 pub(crate) fn connection_info(
@@ -236,15 +264,17 @@ pub(crate) fn connection_info(
 ) -> Result<ConnectionInfo, RedisConfigError> {
     let info = url
         .into_connection_info()
-        .map_err(|e| RedisConfigError::Url(format!("{}: {e}", shown_url(url))))?;
+        .map_err(|source| RedisConfigError::Url {
+            url: shown_url(url),
+            source,
+        })?;
     let ConnectionAddr::TcpTls { insecure, .. } = info.addr() else {
         return Ok(info);
     };
     if *insecure {
         return Err(RedisConfigError::Insecure(url.to_owned()));
     }
-    let client = Client::build_with_tls(info, certificates(tls))
-        .map_err(|e| RedisConfigError::Tls(e.to_string()))?;
+    let client = Client::build_with_tls(info, certificates(tls)).map_err(RedisConfigError::Tls)?;
     let mut info = client.get_connection_info().clone();
     if tls.skip_hostname_verification {
         // redis-rs wraps the webpki verifier and forgives only `NotValidForName`: the chain

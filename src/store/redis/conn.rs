@@ -2,10 +2,9 @@
 //! connections), a per-connection circuit breaker, and the single background task that
 //! (re)connects with exponential backoff.
 //!
-//! Why not `pool.get()` per request: deadpool recycles a connection on every checkout with a
-//! `PING` round trip, which would double the latency of every check. Connections are created
-//! through deadpool (single node) and then taken out of it for good; requests clone a
-//! checked-out connection (cheap: the multiplexer is shared). A connection that fails with an
+//! Not a pool with a checkout per request (ARCHITECTURE.md, "Why no connection pool"): a
+//! connection is made once and owned by its batcher; requests clone it (cheap: the
+//! multiplexer is shared). A connection that fails with an
 //! I/O error, or that answers nothing at all for `dead_after`, is dropped from the ring;
 //! requests then go to the remaining ones, or fail fast with `Unavailable` when none is left,
 //! while the reconnect task alone talks to the network. No request ever waits for a connect.
@@ -24,13 +23,14 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::time::Duration;
 
-use deadpool_redis::redis::Script;
-use deadpool_redis::redis::cluster_async::ClusterConnection;
 use parking_lot::Mutex;
+use redis::Script;
+use redis::cluster_async::ClusterConnection;
 use tokio::sync::{Notify, watch};
 use tokio_util::sync::CancellationToken;
 
 use super::batch::{Batcher, MERGE_REQUESTS};
+use super::config::ConnectError;
 
 /// What the reconnect task needs from whatever makes connections (the `Connector` of
 /// `connect.rs`, which implements it). Declared here so this file does not import the
@@ -43,7 +43,7 @@ pub(crate) trait Dial {
         &self,
         script: &Script,
         source: &'static str,
-    ) -> impl Future<Output = Result<Conn, String>> + Send;
+    ) -> impl Future<Output = Result<Conn, ConnectError>> + Send;
 }
 
 /// A live connection; cloning shares it.
@@ -301,7 +301,7 @@ pub(crate) async fn reconnect_loop(
             }
             Ok(Err(e)) => {
                 tracing::warn!(store = ring.name, addr = %ring.addr, error = %e, retry_in = ?delay, "redis connect failed");
-                *ring.last_error.lock() = Some(e);
+                *ring.last_error.lock() = Some(e.to_string());
                 if sleep_or_stop(delay, &stop).await {
                     return;
                 }

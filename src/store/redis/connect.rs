@@ -1,6 +1,6 @@
 //! How connections are made: a URL plus the TLS settings become redis-rs connection info
-//! (private CA, client certificate, hostname check), and the three connectors (single node
-//! through deadpool, cluster, sentinel) make the connections the ring uses.
+//! (private CA, client certificate, hostname check), and the three connectors (single node,
+//! cluster, sentinel) make the connections the ring uses.
 //!
 //! Every single-node or sentinel connection is checked with `ROLE` before use: a replica
 //! (a demoted primary, a stale sentinel answer, a node turned `REPLICAOF`) would answer
@@ -9,12 +9,14 @@
 
 use std::sync::Arc;
 
-use deadpool_redis::redis::aio::MultiplexedConnection;
-use deadpool_redis::redis::cluster::{ClusterClient, ClusterClientBuilder};
-use deadpool_redis::redis::{self, RedisError, Script, Value};
+use redis::aio::MultiplexedConnection;
+use redis::cluster::{ClusterClient, ClusterClientBuilder};
+use redis::{Client, Script, Value};
 
 use super::batch::Batcher;
-use super::config::{RedisConfig, RedisConfigError, async_config, certificates, connection_info};
+use super::config::{
+    ConnectError, RedisConfig, RedisConfigError, async_config, certificates, connection_info,
+};
 use super::conn::{Conn, Dial, Ring};
 use super::sentinel::Resolver;
 
@@ -22,28 +24,30 @@ use super::sentinel::Resolver;
 /// before its batcher gives it up.
 pub(crate) struct Connector {
     how: How,
+    connect_timeout: std::time::Duration,
     dead_after: std::time::Duration,
 }
 
 enum How {
-    /// Single node: deadpool creates the connection (address, TLS, auth, timeouts), we take it.
-    Single(deadpool_redis::Pool),
+    /// Single node: its address, TLS and auth.
+    Single(Box<Client>),
     Cluster(Box<ClusterClient>),
     /// Ask the sentinels for the master, then connect to it.
     Sentinel(Arc<Resolver>),
 }
 
 impl Connector {
-    pub fn new(cfg: &RedisConfig, pool_size: usize) -> Result<Connector, RedisConfigError> {
+    pub fn new(cfg: &RedisConfig) -> Result<Connector, RedisConfigError> {
         Ok(Connector {
-            how: How::new(cfg, pool_size)?,
+            how: How::new(cfg)?,
+            connect_timeout: cfg.connect_timeout,
             dead_after: cfg.dead_after,
         })
     }
 }
 
 impl How {
-    fn new(cfg: &RedisConfig, pool_size: usize) -> Result<How, RedisConfigError> {
+    fn new(cfg: &RedisConfig) -> Result<How, RedisConfigError> {
         if let Some(s) = &cfg.sentinel {
             return Ok(How::Sentinel(Arc::new(Resolver::new(s, cfg)?)));
         }
@@ -60,23 +64,18 @@ impl How {
                     .certs(certificates(&cfg.tls))
                     .danger_accept_invalid_hostnames(cfg.tls.skip_hostname_verification);
             }
-            let client = builder
-                .build()
-                .map_err(|e| RedisConfigError::Url(e.to_string()))?;
+            let client = builder.build().map_err(|source| RedisConfigError::Url {
+                url: cfg.shown_address(),
+                source,
+            })?;
             return Ok(How::Cluster(Box::new(client)));
         }
         let info = connection_info(&cfg.url, &cfg.tls)?;
-        let manager =
-            deadpool_redis::Manager::new_with_config(info, async_config(cfg.connect_timeout))
-                .map_err(|e| RedisConfigError::Url(e.to_string()))?;
-        let pool = deadpool_redis::Pool::builder(manager)
-            .max_size(pool_size)
-            .runtime(deadpool_redis::Runtime::Tokio1)
-            .create_timeout(Some(cfg.connect_timeout))
-            .wait_timeout(Some(cfg.connect_timeout))
-            .build()
-            .map_err(|e| RedisConfigError::Pool(e.to_string()))?;
-        Ok(How::Single(pool))
+        let client = Client::open(info).map_err(|source| RedisConfigError::Url {
+            url: super::config::shown_url(&cfg.url),
+            source,
+        })?;
+        Ok(How::Single(Box::new(client)))
     }
 }
 
@@ -100,32 +99,35 @@ impl Connector {
     /// Connect and preload the script, so the first requests do not pay for `NOSCRIPT` (on
     /// a cluster connection `SCRIPT LOAD` is sent to every primary). `source` is `script`'s
     /// text, which a single connection reloads after `NOSCRIPT` (`Script` does not expose it).
-    pub async fn connect(&self, script: &Script, source: &'static str) -> Result<Conn, String> {
-        let loaded = |e: RedisError| format!("SCRIPT LOAD failed: {e}");
+    pub async fn connect(
+        &self,
+        script: &Script,
+        source: &'static str,
+    ) -> Result<Conn, ConnectError> {
         let dead_after = self.dead_after;
-        match &self.how {
-            How::Single(pool) => {
-                let obj = pool.get().await.map_err(|e| e.to_string())?;
-                let mut conn = deadpool_redis::Connection::take(obj);
-                ensure_primary(&mut conn).await?;
-                script.load_async(&mut conn).await.map_err(loaded)?;
-                Ok(single(conn, script, source, dead_after))
+        let mut conn = match &self.how {
+            How::Single(client) => {
+                let config = async_config(self.connect_timeout);
+                client
+                    .get_multiplexed_async_connection_with_config(&config)
+                    .await?
             }
             How::Cluster(client) => {
-                let mut conn = client
-                    .get_async_connection()
+                let mut conn = client.get_async_connection().await?;
+                script
+                    .load_async(&mut conn)
                     .await
-                    .map_err(|e| e.to_string())?;
-                script.load_async(&mut conn).await.map_err(loaded)?;
-                Ok(Conn::Cluster(conn))
+                    .map_err(ConnectError::ScriptLoad)?;
+                return Ok(Conn::Cluster(conn));
             }
-            How::Sentinel(resolver) => {
-                let mut conn = resolver.connect_master().await?;
-                ensure_primary(&mut conn).await?;
-                script.load_async(&mut conn).await.map_err(loaded)?;
-                Ok(single(conn, script, source, dead_after))
-            }
-        }
+            How::Sentinel(resolver) => resolver.connect_master().await?,
+        };
+        ensure_primary(&mut conn).await?;
+        script
+            .load_async(&mut conn)
+            .await
+            .map_err(ConnectError::ScriptLoad)?;
+        Ok(single(conn, script, source, dead_after))
     }
 }
 
@@ -138,7 +140,7 @@ impl Dial for Connector {
         &self,
         script: &Script,
         source: &'static str,
-    ) -> impl Future<Output = Result<Conn, String>> + Send {
+    ) -> impl Future<Output = Result<Conn, ConnectError>> + Send {
         Connector::connect(self, script, source)
     }
 }
@@ -159,17 +161,16 @@ fn single(
 
 /// Refuse a replica: the first element of `ROLE` is `master` on a primary. A server that
 /// does not allow `ROLE` (ACLs) is taken as it is.
-async fn ensure_primary(conn: &mut MultiplexedConnection) -> Result<(), String> {
+async fn ensure_primary(conn: &mut MultiplexedConnection) -> Result<(), ConnectError> {
     match redis::cmd("ROLE").query_async::<Value>(conn).await {
         Ok(Value::Array(items)) => match items.first() {
-            Some(Value::BulkString(role)) if role.as_slice() != b"master" => Err(format!(
-                "the server is a {} (read-only); waiting for a primary",
-                String::from_utf8_lossy(role)
-            )),
+            Some(Value::BulkString(role)) if role.as_slice() != b"master" => Err(
+                ConnectError::NotPrimary(String::from_utf8_lossy(role).into_owned()),
+            ),
             _ => Ok(()),
         },
         Ok(_) => Ok(()),
-        Err(e) if e.is_io_error() || e.is_connection_dropped() => Err(e.to_string()),
+        Err(e) if e.is_io_error() || e.is_connection_dropped() => Err(e.into()),
         Err(_) => Ok(()),
     }
 }

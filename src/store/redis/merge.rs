@@ -3,9 +3,9 @@
 //! `Invocation::new` would build over all their checks in order (the tests hold it to that),
 //! so the script needs nothing new.
 
-use deadpool_redis::redis::Value;
+use redis::Value;
 
-use super::script::{Invocation, Mode, REPLY_PER_LIMIT};
+use super::script::{Invocation, Mode, PER_CALENDAR, PER_LIMIT, REPLY_PER_LIMIT};
 
 impl Invocation {
     /// The call's numbers, unpacked.
@@ -55,7 +55,11 @@ impl Invocation {
             let mut index = Vec::new();
             for _ in 0..a[3] as usize {
                 let k = a.get(at).copied().unwrap_or(0.0) as usize;
-                let end = (at + 1 + 7 * k).min(a.len());
+                // Its limits' numbers, then one calendar's per limit whose Z is not 0.
+                let calendars = (1..=k)
+                    .filter(|i| a.get(at + PER_LIMIT * i).is_some_and(|z| *z != 0.0))
+                    .count();
+                let end = (at + 1 + PER_LIMIT * k + PER_CALENDAR * calendars).min(a.len());
                 let group = &a[at..end];
                 let g = match groups.iter().position(|x| x.as_slice() == group) {
                     Some(g) => g,
@@ -138,7 +142,7 @@ mod tests {
     use crate::limit::{Algorithm, Check, LimitSpec};
     use crate::store::redis::script::CallContext;
 
-    fn spec(algorithm: Algorithm, requests_per_unit: u32, penalty_ms: u64) -> LimitSpec {
+    fn spec(algorithm: Algorithm, requests_per_unit: u64, penalty_ms: u64) -> LimitSpec {
         LimitSpec {
             requests_per_unit,
             unit: crate::limit::Unit::Second,
@@ -154,6 +158,7 @@ mod tests {
             penalty_ms,
             name: None,
             slot: 0,
+            calendar: None,
         }
     }
 
@@ -161,6 +166,7 @@ mod tests {
     fn a_merged_call_is_the_call_of_all_its_checks() {
         let ctx = CallContext {
             now_ms: None,
+            calendar_ms: 0,
             slack_ms: 5,
             prefix: "p:",
         };
@@ -208,6 +214,7 @@ mod tests {
     fn merged_ids_keep_one_segment_per_call_and_their_keys_last() {
         let ctx = CallContext {
             now_ms: None,
+            calendar_ms: 0,
             slack_ms: 0,
             prefix: "p:",
         };
@@ -236,14 +243,14 @@ mod tests {
         assert_eq!(merged.keys.len(), 4 + 2);
         assert_eq!(merged.keys[4..], ["ida".to_owned(), "idc".to_owned()]);
         let n = merged.numbers();
-        // now, slack, mode, G = 1, the group (1 + 7), S = 3, then the segments.
+        // now, slack, mode, G = 1, the group (1 + 8), S = 3, then the segments.
         assert_eq!(n[3], 1.0);
-        assert_eq!(n[12..19], [3.0, 2.0, 500.0, 1.0, 0.0, 1.0, 500.0]);
-        assert_eq!(n.len(), 19 + 2 * 4);
+        assert_eq!(n[13..20], [3.0, 2.0, 500.0, 1.0, 0.0, 1.0, 500.0]);
+        assert_eq!(n.len(), 20 + 2 * 4);
 
         // Without ids, the merged call is unsegmented, as the calls were.
         let plain = Invocation::merge(&[calls[1].clone(), calls[1].clone()]);
-        assert_eq!((plain.ids, plain.numbers()[12]), (0, 0.0));
+        assert_eq!((plain.ids, plain.numbers()[13]), (0, 0.0));
     }
 
     #[test]

@@ -43,7 +43,7 @@ mod sentinel;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use deadpool_redis::redis::{ErrorKind, RedisError, Script, ServerErrorKind};
+use redis::{ErrorKind, RedisError, Script, ServerErrorKind};
 use tokio_util::sync::{CancellationToken, DropGuard};
 
 use crate::limit::{Algorithm, Charge, Check, Clock, LimitResult, LimitSpec, StateTag, Unit};
@@ -51,8 +51,8 @@ use crate::store::{Batch, CallId, Fate, Store, StoreError, deadline};
 
 use calls::{Part, REQUEST_ID_TTL_MS, WRITE_BACK_ID_TTL_MS};
 pub use config::{
-    DEFAULT_DEAD_AFTER, DEFAULT_KEY_PREFIX, DEFAULT_REQUEST_TIMEOUT, RedisConfig, RedisConfigError,
-    RedisTls, SentinelConfig, TimeSource, check_prefix, shown_url,
+    DEFAULT_DEAD_AFTER, DEFAULT_KEY_PREFIX, RedisConfig, RedisConfigError, RedisTls,
+    SentinelConfig, TimeSource, check_prefix, shown_url,
 };
 use conn::{Backoff, Ring};
 use connect::Connector;
@@ -119,7 +119,7 @@ impl RedisStore {
         crate::tls::install_crypto_provider();
         let pool_size = cfg.pool_size.max(1);
         let cluster = !cfg.cluster_nodes.is_empty() && cfg.sentinel.is_none();
-        let connector = Connector::new(&cfg, pool_size)?;
+        let connector = Connector::new(&cfg)?;
         let ring = Arc::new(Ring::new(cfg.name, cfg.shown_address(), pool_size));
         let script = Script::new(source);
         let stop = CancellationToken::new();
@@ -226,6 +226,7 @@ impl RedisStore {
             penalty_ms: 0,
             name: None,
             slot: 0,
+            calendar: None,
         }];
         let check = Check {
             tag: StateTag::compute("sluice.health", [("probe", "")]),

@@ -8,8 +8,8 @@
 //! `EXPIRE` pairs (`--redis-reference-keys`, `reference.rs`), so those checks share the
 //! batch's one read in Redis too.
 
-use deadpool_redis::redis::aio::ConnectionLike;
-use deadpool_redis::redis::{self, RedisResult, ServerErrorKind, Value};
+use redis::aio::ConnectionLike;
+use redis::{self, RedisResult, ServerErrorKind, Value};
 
 use super::script::Invocation;
 
@@ -88,7 +88,7 @@ fn is_noscript(v: &Value) -> bool {
 mod tests {
     use std::collections::HashSet;
 
-    use deadpool_redis::redis::{Arg, Cmd, Pipeline, RedisFuture, parse_redis_value};
+    use redis::{Arg, Cmd, Pipeline, RedisFuture, parse_redis_value};
 
     use super::*;
 

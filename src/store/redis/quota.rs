@@ -3,7 +3,8 @@
 //! Envoys connected to different replicas share one limit and no call holds Redis longer
 //! than a rate limit check does, whatever the size of the report.
 //!
-//! Keys: `<prefix>{rlqs}:<tag>`, one hash per bucket. The `{rlqs}` hash tag puts every
+//! Keys: `<prefix>{rlqs}:<tag>:q`, one hash per bucket (`:q`: shares as rates, without the
+//! window usage earlier builds kept under `<prefix>{rlqs}:<tag>`, which are never read). The `{rlqs}` hash tag puts every
 //! bucket in one slot, so a batch of any buckets is one pipeline to one node on a cluster
 //! too; quota traffic is a report per Envoy every few seconds, not a call per request, so
 //! one slot carries it. The pipeline goes to a connection of the ring, outside the check
@@ -11,8 +12,7 @@
 //! `SCRIPT LOAD` (`pipeline.rs`).
 //!
 //! **Why chunks give the answers one call gave.** Everything the script reads and writes
-//! for a bucket is that bucket's hash: its subscribers' demands, shares and expiries, its
-//! window and usage. A call settles each of its buckets whole (read the hash, compute the
+//! for a bucket is that bucket's hash: its subscribers' demands, shares and expiries. A call settles each of its buckets whole (read the hash, compute the
 //! share, write it back) and Redis runs one call at a time, so each bucket's settlement is
 //! atomic, as it was inside one call. No state spans two buckets, so the only thing chunks
 //! change is the order in which reports reach each bucket: chunks of two concurrent reports
@@ -29,7 +29,7 @@ use std::ops::Range;
 use std::sync::LazyLock;
 use std::time::Duration;
 
-use deadpool_redis::redis::{self, RedisError, Script, ServerErrorKind, Value};
+use redis::{self, RedisError, Script, ServerErrorKind, Value};
 
 use super::conn::Conn;
 use super::pipeline::{self, ScriptCall};
@@ -54,8 +54,9 @@ static SCRIPT: LazyLock<Script> = LazyLock::new(|| Script::new(QUOTA_SCRIPT));
 pub const QUOTA_BUCKETS_PER_CALL: usize = 16;
 
 /// The work a report call may spend (`ARGV[7]` of `lua/quota.lua`, in its unit: a bucket is
-/// 16, plus four for its window and usage, plus six per subscriber):
-/// [`QUOTA_BUCKETS_PER_CALL`] buckets of four subscribers each. A
+/// 16, plus six per subscriber): [`QUOTA_BUCKETS_PER_CALL`] buckets of four subscribers
+/// each, and the four units the window and usage fields of earlier builds cost, kept so
+/// that a call's budget, and the SLOWLOG bound measured with it, did not grow. A
 /// bucket costs more the more Envoys report it, so a call over buckets with many
 /// subscribers stops at this budget and its remaining buckets go in another call.
 const WORK_PER_CALL: u64 = 16 * (16 + 4 * 6 + 4);
@@ -70,7 +71,7 @@ const MOVING_RETRY_MAX: Duration = Duration::from_millis(20);
 
 /// The hash of bucket `tag`.
 pub fn quota_key(prefix: &str, tag: StateTag) -> String {
-    format!("{prefix}{{rlqs}}:{}", tag.to_base64url())
+    format!("{prefix}{{rlqs}}:{}:q", tag.to_base64url())
 }
 
 /// One call of the quota script.
@@ -107,7 +108,7 @@ enum Answer {
 }
 
 /// Read one report call's reply for a range of `len` buckets: anything but a prefix of at
-/// least one bucket, four integers each, is an error (a reply is never trusted).
+/// least one bucket, three integers each, is an error (a reply is never trusted).
 fn answer(value: Value, len: usize) -> Result<Answer, StoreError> {
     let items = match value {
         Value::Array(items) => items,
@@ -126,7 +127,7 @@ fn answer(value: Value, len: usize) -> Result<Answer, StoreError> {
             ));
         }
     };
-    if items.is_empty() || items.len() % 4 != 0 || items.len() / 4 > len {
+    if items.is_empty() || items.len() % 3 != 0 || items.len() / 3 > len {
         return Err(StoreError::Backend(
             format!(
                 "quota script answered {} values for {len} buckets",
@@ -147,12 +148,11 @@ fn answer(value: Value, len: usize) -> Result<Answer, StoreError> {
         }
     }
     Ok(Answer::Settled(
-        ints.chunks_exact(4)
+        ints.chunks_exact(3)
             .map(|c| Grant {
                 share: c[0],
                 subscribers: c[1],
-                used: c[2],
-                window_end_ms: c[3],
+                pending: c[2] != 0,
             })
             .collect(),
     ))
@@ -209,12 +209,13 @@ impl RedisStore {
         ];
         let call = |range: &Range<usize>| {
             let part = &reports[range.clone()];
-            let mut args = Vec::with_capacity(head.len() + 5 * part.len());
+            let mut args = Vec::with_capacity(head.len() + 3 * part.len());
             args.extend_from_slice(&head);
             for r in part {
-                args.extend(
-                    [r.limit, r.window_ms, r.allowed, r.demand, r.held].map(|n| n.to_string()),
-                );
+                args.push(r.limit.to_string());
+                // The script's -1: not known yet.
+                args.push(r.demand.map_or_else(|| "-1".to_owned(), |d| d.to_string()));
+                args.push(r.held.to_string());
             }
             QuotaCall {
                 keys: part
@@ -348,16 +349,15 @@ mod tests {
         let g = Grant {
             share: 5,
             subscribers: 2,
-            used: 3,
-            window_end_ms: 9,
+            pending: true,
         };
-        assert!(matches!(answer(ints(&[5, 2, 3, 9]), 3), Ok(Answer::Settled(v)) if v == [g]));
+        assert!(matches!(answer(ints(&[5, 2, 1]), 3), Ok(Answer::Settled(v)) if v == [g]));
         for bad in [
             ints(&[]),
-            ints(&[5, 2, 3]),
-            ints(&[5, 2, 3, 9, 5, 2, 3, 9]),
+            ints(&[5, 2]),
+            ints(&[5, 2, 0, 5, 2, 0]),
             Value::Nil,
-            Value::Array(vec![Value::BulkString(b"5".to_vec()); 4]),
+            Value::Array(vec![Value::BulkString(b"5".to_vec()); 3]),
         ] {
             assert!(answer(bad, 1).is_err());
         }

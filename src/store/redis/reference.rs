@@ -13,7 +13,7 @@
 //! the two commands are not one atomic step (a crash in between leaves a key without TTL
 //! until the next hit sets it, as theirs does).
 
-use deadpool_redis::redis::{self, RedisError};
+use redis::{self, RedisError};
 
 use super::conn::Conn;
 use super::pipeline::add_counts;
@@ -30,6 +30,8 @@ pub(super) fn qualifies(check: &Check<'_>) -> bool {
         && l.overdraft
         && l.penalty_ms == 0
         && l.unit_multiplier == 1
+        // Their windows are the epoch's: a calendar period is the script's.
+        && l.calendar.is_none()
         && !check.refund
         // INCRBY's range; and the count stays exact where the script's would.
         && check.cost <= 1 << 52
@@ -212,6 +214,26 @@ mod tests {
             key("prefix:", b"domain_key_value_", 1_234_000, 1000),
             b"prefix:domain_key_value_1234"
         );
+    }
+
+    #[test]
+    fn calendar_windows_are_not_theirs() {
+        let theirs = [crate::limit::LimitSpec::fixed_window(
+            5,
+            crate::limit::Unit::Month,
+        )];
+        let calendar = [crate::limit::LimitSpec {
+            calendar: Some(crate::limit::Calendar::utc()),
+            ..theirs[0].clone()
+        }];
+        let check = |limits| Check {
+            tag: crate::limit::StateTag(1),
+            limits,
+            cost: 1,
+            refund: false,
+        };
+        assert!(qualifies(&check(&theirs)));
+        assert!(!qualifies(&check(&calendar)));
     }
 
     #[test]

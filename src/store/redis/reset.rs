@@ -6,7 +6,7 @@
 //! master, cluster), but not through a batcher's pipeline, which carries only the check
 //! script: on a single node, straight onto the batcher's multiplexed connection.
 
-use deadpool_redis::redis::{self, RedisError};
+use redis::{self, RedisError};
 
 use super::conn::Conn;
 use super::{RedisStore, is_connection_error};

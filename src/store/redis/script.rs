@@ -4,9 +4,9 @@
 
 use std::sync::LazyLock;
 
-use deadpool_redis::redis::{self, Value};
+use redis::{self, Value};
 
-use crate::limit::{Algorithm, Check, LimitResult, LimitSpec};
+use crate::limit::{Algorithm, Check, LimitResult, LimitSpec, MAX_BUDGET, Periods};
 use crate::store::{Context, StoreError};
 
 /// The whole check script: the header, the algorithm files, then the protocol. One script,
@@ -51,7 +51,7 @@ pub fn state_key(prefix: &str, tag: &str, spec: &LimitSpec) -> String {
         Algorithm::FixedWindow => ":h",
         Algorithm::SlidingWindow => ":s",
         Algorithm::SlidingLog => ":r",
-        _ => "",
+        Algorithm::TokenBucket | Algorithm::LeakyBucket | Algorithm::Gcra => "",
     };
     format!("{prefix}{{{tag}}}{}{layout}", spec.identity().suffix())
 }
@@ -97,6 +97,9 @@ pub struct Invocation {
 pub struct CallContext<'a> {
     /// `Some(now)` in local time mode; `None` lets the script read `TIME`.
     pub now_ms: Option<u64>,
+    /// This instance's clock: calendar limits send the periods around it, and the script
+    /// counts in the one holding its own now (`header.lua`).
+    pub calendar_ms: u64,
     pub slack_ms: u64,
     pub prefix: &'a str,
 }
@@ -126,15 +129,15 @@ impl Mode {
     }
 }
 
-/// The numbers the script reads of one limit, in its order: code, R, W, C, B, overdraft,
-/// penalty_ms. Two limit lists with the same numbers share a group in a call.
+/// The first seven numbers the script reads of one limit, in its order: code, R, W, C, B,
+/// overdraft, penalty_ms (the eighth, Z, says where its calendar's are: [`push_group`]).
 ///
-/// Every value is an integer below 2^53 (config's bounds), exact in an `f64`.
+/// Every value is an integer of at most 2^53 (config's bounds), exact in an `f64`.
 #[allow(clippy::cast_precision_loss)]
 fn limit_numbers(spec: &LimitSpec) -> [f64; 7] {
     [
         f64::from(spec.algorithm.code()),
-        f64::from(spec.requests_per_unit),
+        spec.requests_per_unit as f64,
         spec.window_ms() as f64,
         spec.capacity() as f64,
         f64::from(spec.buckets),
@@ -143,11 +146,58 @@ fn limit_numbers(spec: &LimitSpec) -> [f64; 7] {
     ]
 }
 
-fn same_numbers(a: &[LimitSpec], b: &[LimitSpec]) -> bool {
+/// Two limit lists with the same numbers (and calendar periods) share a group in a call.
+fn same_numbers(a: &[LimitSpec], b: &[LimitSpec], calendar_ms: u64) -> bool {
     a.len() == b.len()
-        && a.iter()
-            .zip(b)
-            .all(|(x, y)| limit_numbers(x) == limit_numbers(y))
+        && a.iter().zip(b).all(|(x, y)| {
+            limit_numbers(x) == limit_numbers(y) && x.periods(calendar_ms) == y.periods(calendar_ms)
+        })
+}
+
+/// Numbers per limit in a group, and per calendar after them.
+pub(super) const PER_LIMIT: usize = 8;
+pub(super) const PER_CALENDAR: usize = 6;
+
+/// One group (`header.lua`): k, then 8 numbers per limit (the 8th, Z, 0 or the distance to
+/// its calendar's numbers), then 6 per calendar limit: the number of its first period and
+/// the five boundaries (`Periods`).
+#[allow(clippy::cast_precision_loss)]
+fn push_group(limits: &[LimitSpec], calendar_ms: u64, put: &mut impl FnMut(f64)) {
+    let k = limits.len();
+    put(k as f64);
+    let periods: Vec<Option<Periods>> = limits.iter().map(|l| l.periods(calendar_ms)).collect();
+    let mut next_calendar = 0;
+    for (i, (spec, p)) in limits.iter().zip(&periods).enumerate() {
+        limit_numbers(spec).into_iter().for_each(&mut *put);
+        // From this limit's numbers (its code at 1) to its calendar's (their first at 1).
+        let z = p.map_or(0, |_| {
+            next_calendar += 1;
+            PER_LIMIT * (k - i) + PER_CALENDAR * (next_calendar - 1)
+        });
+        put(z as f64);
+    }
+    for p in periods.into_iter().flatten() {
+        put(p.first as f64);
+        p.bounds.into_iter().for_each(|b| put(b as f64));
+    }
+}
+
+/// The numbers of a group: what [`push_group`] writes (`1 + 8k + 6·calendars`).
+pub(super) fn group_len(limits: &[LimitSpec]) -> usize {
+    1 + PER_LIMIT * limits.len()
+        + PER_CALENDAR * limits.iter().filter(|l| l.calendar.is_some()).count()
+}
+
+/// A cost as the script gets it: exact up to 2^53; anything above (denied by every limit,
+/// which holds at most 2^53, and charged or refunded as 2^53 by saturation) as 2^54, so no
+/// rounding can bring it down to a capacity (2^53 + 1 would round to 2^53).
+#[allow(clippy::cast_precision_loss)]
+fn cost_number(cost: u64) -> f64 {
+    if cost > MAX_BUDGET {
+        (2 * MAX_BUDGET) as f64
+    } else {
+        cost as f64
+    }
 }
 
 impl Invocation {
@@ -155,8 +205,6 @@ impl Invocation {
     /// the layout): a lock key only for the limits with a penalty; the checks of one rule
     /// (equal limit lists) share one group of parameters. With `id`, the call is one
     /// identified segment: applied at most once however often it is sent.
-    // A cost above 2^53 rounds to the nearest double, as the decimal string it replaces did
-    // in the script (and every stored usage saturates at 2^53 anyway).
     #[allow(clippy::cast_precision_loss)]
     pub fn new<'c>(
         ctx: CallContext<'_>,
@@ -169,7 +217,10 @@ impl Invocation {
         let mut of_check: Vec<usize> = Vec::with_capacity(4);
         for check in checks.clone() {
             limits += check.limits.len();
-            let g = match groups.iter().position(|g| same_numbers(g, check.limits)) {
+            let g = match groups
+                .iter()
+                .position(|g| same_numbers(g, check.limits, ctx.calendar_ms))
+            {
                 Some(g) => g,
                 None => {
                     groups.push(check.limits);
@@ -180,7 +231,7 @@ impl Invocation {
         }
         let count = 5
             + 2 * usize::from(id.is_some())
-            + groups.iter().map(|g| 1 + 7 * g.len()).sum::<usize>()
+            + groups.iter().map(|g| group_len(g)).sum::<usize>()
             + 2 * of_check.len();
         // The numbers go straight into the one packed argument, little-endian doubles.
         let mut args = Vec::with_capacity(8 * count);
@@ -190,10 +241,7 @@ impl Invocation {
         put(mode.arg());
         put(groups.len() as f64);
         for g in &groups {
-            put(g.len() as f64);
-            for spec in *g {
-                limit_numbers(spec).into_iter().for_each(&mut put);
-            }
+            push_group(g, ctx.calendar_ms, &mut put);
         }
         match &id {
             Some(id) => {
@@ -206,7 +254,7 @@ impl Invocation {
         let mut keys = Vec::with_capacity(limits + 2);
         for (check, g) in checks.zip(of_check) {
             let group = (g + 1) as f64;
-            put(check.cost as f64);
+            put(cost_number(check.cost));
             put(if check.refund { -group } else { group });
             let tag = check.tag.to_base64url();
             for spec in check.limits {

@@ -18,14 +18,15 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-use deadpool_redis::redis::aio::MultiplexedConnection;
-use deadpool_redis::redis::{self, Client, ConnectionInfo};
 use futures::StreamExt;
 use parking_lot::Mutex;
+use redis::aio::MultiplexedConnection;
+use redis::{self, Client, ConnectionInfo};
 use tokio_util::sync::CancellationToken;
 
 use super::config::{
-    RedisConfig, RedisConfigError, RedisTls, SentinelConfig, async_config, connection_info,
+    ConnectError, RedisConfig, RedisConfigError, RedisTls, SentinelConfig, SentinelMiss,
+    async_config, connection_info,
 };
 use super::conn::Ring;
 
@@ -61,10 +62,10 @@ pub(crate) struct Resolver {
 impl Resolver {
     pub fn new(s: &SentinelConfig, cfg: &RedisConfig) -> Result<Resolver, RedisConfigError> {
         if s.master.trim().is_empty() {
-            return Err(RedisConfigError::Sentinel("no master name".into()));
+            return Err(RedisConfigError::Sentinel("no master name"));
         }
         if s.sentinels.is_empty() {
-            return Err(RedisConfigError::Sentinel("no sentinel address".into()));
+            return Err(RedisConfigError::Sentinel("no sentinel address"));
         }
         let sentinels = s
             .sentinels
@@ -74,7 +75,7 @@ impl Resolver {
         let tls = s.sentinels.iter().any(|u| u.starts_with("rediss:"));
         if tls && !s.sentinels.iter().all(|u| u.starts_with("rediss:")) {
             return Err(RedisConfigError::Sentinel(
-                "mixed redis:// and rediss:// sentinel addresses".into(),
+                "mixed redis:// and rediss:// sentinel addresses",
             ));
         }
         Ok(Resolver {
@@ -104,40 +105,45 @@ impl Resolver {
     }
 
     /// Ask the sentinels for the master and connect to it.
-    pub async fn connect_master(&self) -> Result<MultiplexedConnection, String> {
+    pub async fn connect_master(&self) -> Result<MultiplexedConnection, ConnectError> {
         if self.paused() {
-            return Err(format!("failover of {:?} in progress", self.master));
+            return Err(ConnectError::FailoverPaused(self.master.clone()));
         }
         let (host, port) = self.master_addr().await?;
-        let info = self.master_info(&host, port)?;
-        let client = Client::open(info).map_err(|e| e.to_string())?;
+        let client = Client::open(self.master_info(&host, port)?)?;
         client
             .get_multiplexed_async_connection_with_config(&async_config(self.connect_timeout))
             .await
-            .map_err(|e| format!("master {:?} at {host}:{port}: {e}", self.master))
+            .map_err(|source| ConnectError::Master {
+                master: self.master.clone(),
+                host,
+                port,
+                source,
+            })
     }
 
-    async fn master_addr(&self) -> Result<(String, u16), String> {
+    async fn master_addr(&self) -> Result<(String, u16), ConnectError> {
         let n = self.sentinels.len();
         let first = self.first.load(Ordering::Relaxed);
-        let mut errors = Vec::new();
+        let mut misses = Vec::new();
         for i in 0..n {
             let idx = (first + i) % n;
             let (name, info) = &self.sentinels[idx];
-            match tokio::time::timeout(self.connect_timeout, self.ask(info)).await {
+            let miss = match tokio::time::timeout(self.connect_timeout, self.ask(info)).await {
                 Ok(Ok(Some(addr))) => {
                     self.first.store(idx, Ordering::Relaxed);
                     return Ok(addr);
                 }
-                Ok(Ok(None)) => errors.push(format!("{name}: unknown master {:?}", self.master)),
-                Ok(Err(e)) => errors.push(format!("{name}: {e}")),
-                Err(_) => errors.push(format!("{name}: timed out")),
-            }
+                Ok(Ok(None)) => SentinelMiss::Unknown,
+                Ok(Err(e)) => SentinelMiss::Failed(e),
+                Err(_) => SentinelMiss::TimedOut,
+            };
+            misses.push((name.clone(), miss));
         }
-        Err(format!(
-            "no sentinel named the master: {}",
-            errors.join("; ")
-        ))
+        Err(ConnectError::NoMaster {
+            master: self.master.clone(),
+            misses,
+        })
     }
 
     async fn ask(&self, sentinel: &ConnectionInfo) -> redis::RedisResult<Option<(String, u16)>> {
@@ -152,7 +158,7 @@ impl Resolver {
             .await
     }
 
-    fn master_info(&self, host: &str, port: u16) -> Result<ConnectionInfo, String> {
+    fn master_info(&self, host: &str, port: u16) -> Result<ConnectionInfo, RedisConfigError> {
         let scheme = if self.tls { "rediss" } else { "redis" };
         let host = if host.contains(':') {
             format!("[{host}]")
@@ -160,7 +166,7 @@ impl Resolver {
             host.to_owned()
         };
         let url = format!("{scheme}://{host}:{port}/{}", self.db);
-        let info = connection_info(&url, &self.tls_settings).map_err(|e| e.to_string())?;
+        let info = connection_info(&url, &self.tls_settings)?;
         let Some(auth) = &self.master_auth else {
             return Ok(info);
         };

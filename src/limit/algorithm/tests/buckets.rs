@@ -13,7 +13,7 @@ const BUCKETS: [Algorithm; 3] = [
 ];
 
 /// 10 per second, capacity `burst`: one request = 1000 units, 10 units/ms (1 per 100 ms).
-fn bucket(algorithm: Algorithm, burst_: u32) -> Lab {
+fn bucket(algorithm: Algorithm, burst_: u64) -> Lab {
     Lab::one(burst(spec(algorithm, 10, Unit::Second), burst_))
 }
 

@@ -4,7 +4,7 @@
 use super::*;
 use crate::limit::algorithm::{FixedWindow, State};
 
-fn second(rpu: u32) -> Lab {
+fn second(rpu: u64) -> Lab {
     Lab::one(spec(Algorithm::FixedWindow, rpu, Unit::Second))
 }
 

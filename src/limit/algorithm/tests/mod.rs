@@ -17,7 +17,7 @@ use crate::limit::{Algorithm, Check, LimitResult, LimitSpec, StateTag, Unit};
 pub(super) const T0: u64 = 1_700_000_040_000;
 
 /// A limit with the defaults config would give it.
-pub(super) fn spec(algorithm: Algorithm, rpu: u32, unit: Unit) -> LimitSpec {
+pub(super) fn spec(algorithm: Algorithm, rpu: u64, unit: Unit) -> LimitSpec {
     LimitSpec {
         requests_per_unit: rpu,
         unit,
@@ -33,10 +33,11 @@ pub(super) fn spec(algorithm: Algorithm, rpu: u32, unit: Unit) -> LimitSpec {
         penalty_ms: 0,
         name: None,
         slot: 0,
+        calendar: None,
     }
 }
 
-pub(super) fn burst(mut s: LimitSpec, burst: u32) -> LimitSpec {
+pub(super) fn burst(mut s: LimitSpec, burst: u64) -> LimitSpec {
     s.burst = burst;
     s
 }

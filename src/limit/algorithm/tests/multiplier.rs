@@ -4,7 +4,7 @@
 use super::*;
 
 /// `rpu` per `m` minutes.
-fn minutes(algorithm: Algorithm, rpu: u32, m: u32) -> LimitSpec {
+fn minutes(algorithm: Algorithm, rpu: u64, m: u32) -> LimitSpec {
     LimitSpec {
         unit_multiplier: m,
         ..spec(algorithm, rpu, Unit::Minute)

@@ -63,10 +63,10 @@ proptest! {
 
     #[test]
     fn buckets_make_identical_decisions(
-        (rpu, burst_, unit, od, pen, ops) in (1u32..2_000, 0u32..60, unit(), any::<bool>(),
+        (rpu, burst_, unit, od, pen, ops) in (1u64..2_000, 0u64..60, unit(), any::<bool>(),
             prop_oneof![Just(0u64), 1u64..3_000])
             .prop_flat_map(|(r, b, u, od, pen)| (Just(r), Just(b), Just(u), Just(od), Just(pen),
-                trace(u64::from(b) + 2)))
+                trace(b + 2)))
     ) {
         let mut labs: Vec<Lab> = [Algorithm::TokenBucket, Algorithm::LeakyBucket, Algorithm::Gcra]
             .into_iter()
@@ -85,11 +85,11 @@ proptest! {
 
     #[test]
     fn sliding_log_matches_a_list_of_timestamps(
-        (rpu, unit, ops) in (0u32..40, unit())
-            .prop_flat_map(|(r, u)| (Just(r), Just(u), trace(u64::from(r) + 2)))
+        (rpu, unit, ops) in (0u64..40, unit())
+            .prop_flat_map(|(r, u)| (Just(r), Just(u), trace(r + 2)))
     ) {
         let mut lab = Lab::one(spec(Algorithm::SlidingLog, rpu, unit));
-        let (c, w) = (u64::from(rpu), unit.millis());
+        let (c, w) = (rpu, unit.millis());
         let mut model: Vec<u64> = Vec::new();
         for op in ops {
             let now = lab.now;
@@ -125,8 +125,8 @@ proptest! {
 
     #[test]
     fn sliding_window_is_the_list_grouped_by_sub_window(
-        (rpu, buckets, unit, ops) in (0u32..40, 2u32..20, unit())
-            .prop_flat_map(|(r, b, u)| (Just(r), Just(b), Just(u), trace(u64::from(r) + 2)))
+        (rpu, buckets, unit, ops) in (0u64..40, 2u32..20, unit())
+            .prop_flat_map(|(r, b, u)| (Just(r), Just(b), Just(u), trace(r + 2)))
     ) {
         let mut s = spec(Algorithm::SlidingWindow, rpu, unit);
         s.buckets = buckets;
@@ -159,9 +159,9 @@ proptest! {
 
     #[test]
     fn every_algorithm_peeks_purely_and_never_mints_quota_backwards(
-        (alg, rpu, od, ops, back) in (prop::sample::select(Algorithm::ALL.to_vec()), 1u32..30,
+        (alg, rpu, od, ops, back) in (prop::sample::select(Algorithm::ALL.to_vec()), 1u64..30,
             any::<bool>())
-            .prop_flat_map(|(a, r, od)| (Just(a), Just(r), Just(od), trace(u64::from(r) + 1),
+            .prop_flat_map(|(a, r, od)| (Just(a), Just(r), Just(od), trace(r + 1),
                 prop::collection::vec(0u64..5_000, 1..8)))
     ) {
         let od = od && alg != Algorithm::SlidingLog;

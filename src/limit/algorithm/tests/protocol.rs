@@ -3,6 +3,7 @@
 //! refunds ignoring penalties, peeks writing nothing, and no panic on any input.
 
 use super::*;
+use crate::limit::Calendar;
 use crate::limit::algorithm::{FixedWindow, State};
 
 fn penalized(reset_ms: u64, retry_ms: u64, used_before: u64) -> LimitResult {
@@ -181,13 +182,20 @@ fn no_input_panics() {
     let units = [Unit::Second, Unit::Year];
     let times = [0, 1, 999, T0, u64::MAX / 2, u64::MAX - 1, u64::MAX];
     let costs = [0, 1, 2, u64::from(u32::MAX), 1 << 53, u64::MAX];
-    for alg in Algorithm::ALL {
+    // Every algorithm with and without a calendar (which config allows for two of them,
+    // with units of a day or more: the store must not panic on the others either).
+    let calendars = [None, Calendar::new("America/New_York")];
+    for (alg, cal) in Algorithm::ALL
+        .into_iter()
+        .flat_map(|a| calendars.iter().map(move |c| (a, c)))
+    {
         for unit in units {
-            for rpu in [0, 1, 7, u32::MAX] {
+            for rpu in [0, 1, 7, u64::from(u32::MAX), 1 << 53, u64::MAX] {
                 let mut s = spec(alg, rpu, unit);
-                s.burst = if rpu == 7 { u32::MAX } else { rpu };
+                s.burst = if rpu == 7 { u64::MAX } else { rpu };
                 s.buckets = if rpu == 1 { 0 } else { s.buckets };
                 s.penalty_ms = if rpu == 7 { u64::MAX } else { 1 };
+                s.calendar = cal.clone();
                 for od in [false, true] {
                     let mut lab = Lab::new(vec![overdraft(s.clone(), od), slot(s.clone(), 1)]);
                     for &t in times.iter().chain(times.iter().rev()) {

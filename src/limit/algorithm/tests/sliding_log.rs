@@ -4,7 +4,7 @@
 use super::*;
 use crate::limit::algorithm::State;
 
-fn log(rpu: u32) -> Lab {
+fn log(rpu: u64) -> Lab {
     Lab::one(spec(Algorithm::SlidingLog, rpu, Unit::Second))
 }
 

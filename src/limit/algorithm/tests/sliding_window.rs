@@ -8,7 +8,7 @@ use crate::limit::algorithm::State;
 /// `idx(T0)` for `W = 1 s`, `B = 10`.
 const I0: u64 = T0 / 100;
 
-fn sw(rpu: u32, buckets: u32) -> Lab {
+fn sw(rpu: u64, buckets: u32) -> Lab {
     let mut s = spec(Algorithm::SlidingWindow, rpu, Unit::Second);
     s.buckets = buckets;
     Lab::one(s)

@@ -37,7 +37,7 @@ fn lab(fallback: bool) -> Lab {
     }
 }
 
-fn hourly(n: u32) -> Vec<LimitSpec> {
+fn hourly(n: u64) -> Vec<LimitSpec> {
     vec![LimitSpec::fixed_window(n, Unit::Hour)]
 }
 

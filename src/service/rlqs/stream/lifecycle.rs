@@ -1,5 +1,6 @@
-//! A stream's life beyond reports: the tick (a reload's recomputation, idle buckets
-//! abandoned), the TTL-0 assignments of a drain, and leaving the store at the end.
+//! A stream's life beyond reports: the tick (a reload's recomputation, pending shares
+//! settled again, idle buckets abandoned), the TTL-0 assignments of a drain, and leaving
+//! the store at the end.
 
 use std::sync::Arc;
 
@@ -26,6 +27,18 @@ impl Stream {
             self.rematch(&active);
             let keys: Vec<Vec<Entry>> = self.buckets.keys().cloned().collect();
             self.settle(keys, tx).await;
+        } else {
+            // Shares waiting on the others, or computed before another Envoy's demand was
+            // known: settled again now rather than at this Envoy's next report.
+            let keys: Vec<Vec<Entry>> = self
+                .buckets
+                .iter()
+                .filter(|(_, b)| b.pending)
+                .map(|(k, _)| k.clone())
+                .collect();
+            if !keys.is_empty() {
+                self.settle(keys, tx).await;
+            }
         }
         // Idle buckets are abandoned.
         let idle_ms =
