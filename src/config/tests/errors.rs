@@ -397,7 +397,7 @@ fn key_errors_come_before_type_errors_before_them() {
         got,
         [
             "x.yaml: config error, unknown key 'bogus'",
-            "x.yaml: error loading config file: 'requests_per_unit' must be an integer between 0 and 4294967295, found 'x'",
+            "x.yaml: error loading config file: 'requests_per_unit' must be an integer between 0 and 9007199254740992, found 'x'",
         ]
     );
 }
