@@ -2,12 +2,15 @@
 //! place that prints a response as JSON: `/json` (`service::json`, proto3's omit-defaults
 //! form) and `sluice query --json` (`client`, every field present). `google.protobuf.Struct`
 //! and `Value` (dynamic metadata), `Duration` (`"1.250s"`), `Timestamp` (RFC 3339, UTC) and
-//! `bytes` (standard base64, as `raw_body`). The types are envoy-types' own, which is why this module names that crate.
+//! `bytes` (standard base64, as `raw_body`). The types are envoy-types' own, which is why this
+//! module names that crate; a timestamp's date is `limit`'s (the calendar's one algorithm).
 
 use envoy_types::pb::google::protobuf::{
     Duration, Struct, Timestamp, Value as PbValue, value::Kind,
 };
 use serde_json::{Value, json};
+
+use crate::limit::calendar::civil_from_days;
 
 /// A `Struct` as a JSON object.
 pub fn struct_json(s: &Struct) -> Value {
@@ -49,18 +52,8 @@ pub fn duration(d: &Duration) -> String {
 
 /// A `Timestamp`: RFC 3339 in UTC, `Z`, with 0, 3, 6 or 9 fractional digits.
 pub fn timestamp(t: &Timestamp) -> String {
-    let days = t.seconds.div_euclid(86_400);
+    let (year, month, day) = civil_from_days(t.seconds.div_euclid(86_400));
     let secs = t.seconds.rem_euclid(86_400);
-    // Days since 1970-01-01 to a civil date (Howard Hinnant's algorithm).
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = doy - (153 * mp + 2) / 5 + 1;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 };
-    let year = yoe + era * 400 + i64::from(month <= 2);
     let fraction = duration(&Duration {
         seconds: 0,
         nanos: t.nanos.max(0),
