@@ -77,10 +77,14 @@ pub(crate) struct Ring {
     dropped: AtomicU64,
     /// Which store this is, in logs (`redis`, `redis_per_second`).
     name: &'static str,
+    /// Where it connects, credentials left out (`RedisConfig::shown_address`), in logs.
+    addr: String,
+    /// Why the last connection attempt failed, until one succeeds (health says it).
+    last_error: Mutex<Option<String>>,
 }
 
 impl Ring {
-    pub fn new(name: &'static str, size: usize) -> Ring {
+    pub fn new(name: &'static str, addr: String, size: usize) -> Ring {
         let slots = (0..size.max(1))
             .map(|_| Slot {
                 conn: Mutex::new(None),
@@ -94,7 +98,19 @@ impl Ring {
             wake: Notify::new(),
             dropped: AtomicU64::new(0),
             name,
+            addr,
+            last_error: Mutex::new(None),
         }
+    }
+
+    /// Where the ring connects, as logs show it.
+    pub fn addr(&self) -> &str {
+        &self.addr
+    }
+
+    /// Why the last connection attempt failed, if it did.
+    pub fn last_error(&self) -> Option<String> {
+        self.last_error.lock().clone()
     }
 
     /// The connection for the next request; `None` when every connection is down.
@@ -177,6 +193,7 @@ impl Ring {
             self.connected.send_modify(|c| *c = c.saturating_sub(1));
             tracing::warn!(
                 store = self.name,
+                addr = %self.addr,
                 slot = lease.slot,
                 "redis connection dropped; reconnecting"
             );
@@ -271,9 +288,11 @@ pub(crate) async fn reconnect_loop(
         match result {
             Ok(Ok(_)) if connector.paused() => {} // made just before a failover began
             Ok(Ok(conn)) => {
+                ring.last_error.lock().take();
                 if ring.install(conn) {
                     tracing::info!(
                         store = ring.name,
+                        addr = %ring.addr,
                         connected = ring.connected(),
                         "redis connection established"
                     );
@@ -281,14 +300,19 @@ pub(crate) async fn reconnect_loop(
                 delay = backoff.min;
             }
             Ok(Err(e)) => {
-                tracing::warn!(store = ring.name, error = %e, retry_in = ?delay, "redis connect failed");
+                tracing::warn!(store = ring.name, addr = %ring.addr, error = %e, retry_in = ?delay, "redis connect failed");
+                *ring.last_error.lock() = Some(e.to_string());
                 if sleep_or_stop(delay, &stop).await {
                     return;
                 }
                 delay = (delay * 2).min(backoff.max);
             }
             Err(_) => {
-                tracing::warn!(store = ring.name, timeout = ?backoff.connect_timeout, retry_in = ?delay, "redis connect timed out");
+                tracing::warn!(store = ring.name, addr = %ring.addr, timeout = ?backoff.connect_timeout, retry_in = ?delay, "redis connect timed out");
+                *ring.last_error.lock() = Some(format!(
+                    "connect timed out after {:?}",
+                    backoff.connect_timeout
+                ));
                 if sleep_or_stop(delay, &stop).await {
                     return;
                 }

@@ -65,14 +65,14 @@ impl How {
                     .danger_accept_invalid_hostnames(cfg.tls.skip_hostname_verification);
             }
             let client = builder.build().map_err(|source| RedisConfigError::Url {
-                url: cfg.cluster_nodes.join(","),
+                url: cfg.shown_address(),
                 source,
             })?;
             return Ok(How::Cluster(Box::new(client)));
         }
         let info = connection_info(&cfg.url, &cfg.tls)?;
         let client = Client::open(info).map_err(|source| RedisConfigError::Url {
-            url: cfg.url.clone(),
+            url: super::config::shown_url(&cfg.url),
             source,
         })?;
         Ok(How::Single(Box::new(client)))

@@ -52,7 +52,7 @@ use crate::store::{Batch, CallId, Fate, Store, StoreError, deadline};
 use calls::{Part, REQUEST_ID_TTL_MS, WRITE_BACK_ID_TTL_MS};
 pub use config::{
     DEFAULT_DEAD_AFTER, DEFAULT_KEY_PREFIX, RedisConfig, RedisConfigError, RedisTls,
-    SentinelConfig, TimeSource, check_prefix,
+    SentinelConfig, TimeSource, check_prefix, shown_url,
 };
 use conn::{Backoff, Ring};
 use connect::Connector;
@@ -120,7 +120,7 @@ impl RedisStore {
         let pool_size = cfg.pool_size.max(1);
         let cluster = !cfg.cluster_nodes.is_empty() && cfg.sentinel.is_none();
         let connector = Connector::new(&cfg)?;
-        let ring = Arc::new(Ring::new(cfg.name, pool_size));
+        let ring = Arc::new(Ring::new(cfg.name, cfg.shown_address(), pool_size));
         let script = Script::new(source);
         let stop = CancellationToken::new();
         let backoff = Backoff {
@@ -177,6 +177,29 @@ impl RedisStore {
     /// Connections currently up.
     pub fn connected(&self) -> usize {
         self.ring.connected()
+    }
+
+    /// Where this store connects, credentials left out (`redis://host:6379/0`).
+    pub fn addr(&self) -> &str {
+        self.ring.addr()
+    }
+
+    /// Why the store is not ready, in words naming its address; `None` when it is.
+    pub fn not_ready_reason(&self) -> Option<String> {
+        if self.ring.connected() == 0 {
+            let why = self.ring.last_error().map_or_else(
+                || "not connected yet".to_owned(),
+                |e| format!("last attempt: {e}"),
+            );
+            return Some(format!("no connection to redis at {} ({why})", self.addr()));
+        }
+        if self.refusals.sustained() {
+            return Some(format!(
+                "redis at {} refuses writes (OOM, READONLY, MISCONF…)",
+                self.addr()
+            ));
+        }
+        None
     }
 
     /// Connections dropped as broken (an error, or silence: `conn.rs`) since the store was
