@@ -62,9 +62,13 @@ COPY --from=builder /usr/local/bin/sluice /usr/local/bin/sluice
 # the base image's /bin is itself a link.
 COPY --from=builder /usr/local/bin/sluice /bin/ratelimit
 # The bundled rule files. Mount your own directory over /etc/sluice/config (as
-# docker-compose.yml does) or point --config/SLUICE_CONFIG elsewhere. sluice
-# watches the directory and reloads on change, Kubernetes ConfigMap swaps included.
+# docker-compose.yml does), set envoyproxy/ratelimit's RUNTIME_ROOT/
+# RUNTIME_SUBDIRECTORY/RUNTIME_APPDIRECTORY as their manifests do, or point
+# --config/SLUICE_CONFIG elsewhere. sluice watches the directory and reloads on
+# change, Kubernetes ConfigMap swaps included.
 COPY --from=builder /build/config /etc/sluice/config
+# `serve` with no --config reads ./config: from here, the bundled rules.
+WORKDIR /etc/sluice
 
 # Numeric, so Kubernetes `runAsNonRoot` can verify it without reading /etc/passwd.
 USER 65532:65532
@@ -79,8 +83,9 @@ EXPOSE 8080 8081
 # balancer's reaction time), then drains in-flight requests for at most
 # --shutdown-grace (default 10s). Give the orchestrator a longer stop timeout.
 ENTRYPOINT ["/usr/local/bin/sluice"]
-# An explicit --config wins over SLUICE_CONFIG and envoyproxy/ratelimit's
-# RUNTIME_ROOT/RUNTIME_SUBDIRECTORY/RUNTIME_APPDIRECTORY. To configure the rule
-# directory through those variables instead, run the image with the arguments
-# `serve` alone (examples/kubernetes/base/deployment.yaml does).
-CMD ["serve", "--config", "/etc/sluice/config"]
+# No --config here: it would win over envoyproxy/ratelimit's RUNTIME_ROOT/
+# RUNTIME_SUBDIRECTORY/RUNTIME_APPDIRECTORY, so a manifest of theirs that sets them
+# and keeps the image's arguments would serve the bundled rules instead of its own.
+# Without them, the default ./config (WORKDIR above) is the bundled rules. Their
+# compose files' `command: /bin/ratelimit` also serves (sluice takes it as `serve`).
+CMD ["serve"]

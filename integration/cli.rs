@@ -91,6 +91,29 @@ fn every_bad_file_is_reported() {
     assert!(out.contains("--> "), "location lines: {out}");
 }
 
+/// One run names every error of a file, whatever pass finds it: an unknown key, a unit and
+/// a repeated key (the three runs), each with its line.
+#[test]
+fn every_error_of_a_file_in_one_run() {
+    let dir = tempfile::TempDir::new().unwrap();
+    write(
+        &dir.path().join("edge.yaml"),
+        "domain: edge\ndescriptors:\n  - key: remote_address\n    ratelimit: {unit: second, requests_per_unit: 5}\n  - key: path\n    rate_limit: {unit: fortnight, requests_per_unit: 1}\n  - key: user\n    rate_limit: {unit: hour, requests_per_unit: 1}\n    rate_limit: {unit: day, requests_per_unit: 1}\n",
+    );
+    let (ok, out) = check([dir.path().to_str().unwrap()]);
+    assert!(!ok);
+    let path = dir.path().join("edge.yaml");
+    let expected = [
+        "edge.yaml: config error, unknown key 'ratelimit'".to_owned(),
+        format!("  --> {}:4:5", path.display()),
+        "edge.yaml: config error, duplicate key 'rate_limit'".to_owned(),
+        format!("  --> {}:9:5", path.display()),
+        "edge.yaml: invalid rate limit unit 'fortnight'".to_owned(),
+        format!("  --> {}:6:24", path.display()),
+    ];
+    assert_eq!(out.lines().collect::<Vec<_>>(), expected, "{out}");
+}
+
 #[test]
 fn merge_domains_flag() {
     let dir = tempfile::TempDir::new().unwrap();

@@ -5,6 +5,7 @@ mod support;
 
 mod admin;
 mod alerts;
+mod answers;
 mod architecture;
 mod batched;
 mod bench_scripts;
@@ -33,4 +34,5 @@ mod schema;
 mod service;
 mod startup;
 mod telemetry;
+mod top;
 mod xds;

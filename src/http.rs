@@ -53,11 +53,15 @@ async fn debug_index() -> &'static str {
     "/metrics: Prometheus metrics\n/rlconfig: print out the currently loaded configuration for debugging\n"
 }
 
+/// 200 `OK`, or 500 with why (their 500 has an empty body; a probe reads only the code).
 async fn healthcheck(State(s): State<HttpState>) -> Response {
-    if s.health.check().await {
-        (StatusCode::OK, "OK").into_response()
-    } else {
-        StatusCode::INTERNAL_SERVER_ERROR.into_response()
+    match s.health.check().await {
+        Ok(()) => (StatusCode::OK, "OK").into_response(),
+        Err(why) => (
+            StatusCode::INTERNAL_SERVER_ERROR,
+            format!("NOT_SERVING: {why}\n"),
+        )
+            .into_response(),
     }
 }
 
@@ -83,7 +87,8 @@ async fn json_endpoint(State(s): State<HttpState>, body: Bytes) -> Response {
 }
 
 async fn metrics(State(s): State<HttpState>) -> Response {
-    s.service.refresh_view_gauges();
+    s.service.publish_view_metrics();
+    s.service.refresh_top_gauges();
     (
         [(header::CONTENT_TYPE, "text/plain; version=0.0.4")],
         s.service.metrics().render(),

@@ -11,6 +11,8 @@
 //! - [`limiter`]: one request's decision: one store call, then the status rules.
 //! - [`store`]: the `Store` trait and its memory and Redis implementations.
 //! - [`metrics`]: the Prometheus registry and cached handles.
+//! - [`protojson`]: proto3 JSON of the responses' well-known types (`/json`, `sluice query
+//!   --json`).
 //! - [`explain`]: which rule a descriptor matches and why, its limits and Redis keys
 //!   (`sluice explain`, `/explain`).
 //! - [`http`]: `/healthcheck`, `/json`, `/metrics`, `/rlconfig`, `/explain`.
@@ -21,6 +23,8 @@
 //! - [`client`]: `sluice query`, a client of the RLS v3 API (any server), plain or TLS.
 //! - [`tls`]: TLS plumbing shared by Redis, gRPC and the client (crypto provider, PEM files,
 //!   reloadable server config).
+//! - [`top`]: heavy hitters: per domain, the descriptors with the most hits and denials over
+//!   a recent window, in bounded memory (`/top`, `sluice top`).
 //! - [`transport`]: serving a listener: accept loop, connection caps, timeouts, TLS, drain.
 //! - [`xds`]: rules from an xDS management server (state-of-the-world ADS).
 
@@ -34,6 +38,7 @@ pub mod http;
 pub mod limit;
 pub mod limiter;
 pub mod metrics;
+pub mod protojson;
 pub mod quota;
 pub mod reload;
 pub mod server;
@@ -42,5 +47,6 @@ pub mod settings;
 pub mod store;
 pub mod telemetry;
 pub mod tls;
+pub mod top;
 pub mod transport;
 pub mod xds;

@@ -1,4 +1,4 @@
-//! The `sluice` binary: dispatches `check`, `explain` and `query` to the library (`cli`), and
+//! The `sluice` binary: dispatches `check`, `explain`, `query` and `top` to the library (`cli`), and
 //! runs `serve`: the process around `server::run` (allocator, logging, runtime, signals).
 
 use std::process::ExitCode;
@@ -23,6 +23,7 @@ fn main() -> ExitCode {
         Ok(Invocation::Check(args, s)) => ExitCode::from(cli::check(&args, &s)),
         Ok(Invocation::Explain(args, s)) => ExitCode::from(cli::explain(&args, &s)),
         Ok(Invocation::Query(args)) => ExitCode::from(cli::query(&args)),
+        Ok(Invocation::Top(args, s)) => ExitCode::from(cli::top(&args, &s)),
         Ok(Invocation::Serve(settings)) => match serve(*settings) {
             Ok(()) => ExitCode::SUCCESS,
             Err(e) => {

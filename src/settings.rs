@@ -42,6 +42,8 @@ mod resolver;
 mod rlqs;
 mod rules;
 mod telemetry;
+mod top;
+mod top_args;
 mod trace;
 mod values;
 mod xds;
@@ -63,6 +65,8 @@ pub use redis_url::RedisType;
 pub use resolver::{Given, Source};
 pub use rlqs::RlqsSettings;
 pub use telemetry::{Mogrifier, StatsdProtocol, StatsdSettings, TelemetrySettings};
+pub use top::TopSettings;
+pub use top_args::{TopArgs, TopBy, TopQuerySettings};
 pub use trace::{TracingProtocol, TracingSettings};
 pub use xds::{ConfigSource, XdsBackoff, XdsSettings, XdsTls};
 // The operator tools' descriptor syntax, re-exported for `client` (which uses `settings`).
@@ -75,8 +79,9 @@ static ADMIN_ADDR: Setting<Option<SocketAddr>> =
     Setting::value("admin-addr", "ADDR|off", values::address_or_off)
         .default("127.0.0.1:8082")
         .help(
-            "Admin listener (a descriptor's state: GET to peek, DELETE to reset; no \
-             authentication, see the admin listener's security notes before exposing it), or \
+            "Admin listener (a descriptor's state: GET to peek, DELETE to reset; a domain's heavy \
+             hitters: /top; no authentication, see the admin listener's security notes before \
+             exposing it), or \
              `off`. At the default, a port already taken (a second instance on the host) is a \
              warning and sluice runs without it; an address set here that cannot be used stops \
              startup",
@@ -88,6 +93,9 @@ settings! {
     #[derive(Clone, Debug, PartialEq)]
     pub struct Settings {
         pub config_paths: Vec<PathBuf> = shared(rules::CONFIG),
+        /// What named `config_paths` (`--config`, `SLUICE_CONFIG`, their `RUNTIME_*`, the
+        /// default), for the startup log; beside their `RUNTIME_*`, a note names both.
+        pub config_from: String = with(rules::config_from),
         pub merge_domains: bool = shared(rules::MERGE_DOMAINS),
         pub sanitize_metric_dots: bool = shared(rules::SANITIZE_METRIC_DOTS),
         /// Watch config paths and reload when they change
@@ -205,6 +213,8 @@ settings! {
         ),
         /// The quota service (RLQS, `settings/rlqs.rs`).
         pub rlqs: RlqsSettings = group(),
+        /// Heavy hitters (`settings/top.rs`).
+        pub top: TopSettings = group(),
         /// Unhealthy while no domain is loaded
         pub healthy_requires_config: bool = setting(
             Setting::ref_only(values::boolean)

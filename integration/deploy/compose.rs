@@ -177,10 +177,11 @@ fn sluice_rules() -> &'static Rules {
     static RULES: OnceLock<Rules> = OnceLock::new();
     RULES.get_or_init(|| {
         let svc = sluice_service();
+        let img = image();
         let host_dirs: Vec<PathBuf> = sluice_settings()
             .config_paths
             .iter()
-            .map(|p| svc.host_path(p))
+            .map(|p| svc.host_path(&img.in_image(p)))
             .collect();
         load_rules(&host_dirs, "compose sluice config")
     })

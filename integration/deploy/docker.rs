@@ -4,6 +4,7 @@
 //! Kubernetes tests resolve when those files do not override them.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
 use sluice::settings::Settings;
@@ -107,7 +108,16 @@ fn exec_form(args: &str, what: &str) -> Vec<String> {
 pub struct Image {
     pub binary: String,
     pub cmd: Vec<String>,
+    /// The runtime stage's WORKDIR: where relative paths (the default `./config`) point.
+    pub workdir: PathBuf,
     exposed: Vec<u16>,
+}
+
+impl Image {
+    /// `path` as the container sees it: relative ones from the WORKDIR.
+    pub fn in_image(&self, path: &Path) -> PathBuf {
+        self.workdir.join(path)
+    }
 }
 
 pub fn image() -> Image {
@@ -126,6 +136,7 @@ pub fn image() -> Image {
     Image {
         binary: entrypoint[0].clone(),
         cmd,
+        workdir: PathBuf::from(last.last("WORKDIR").unwrap_or("/")),
         exposed,
     }
 }
@@ -225,7 +236,9 @@ fn dockerfile_entrypoint_is_the_binary_copied_from_a_builder_stage() {
 fn dockerfile_cmd_serves_the_config_the_image_copies() {
     let stages = dockerfile_stages();
     let copies = runtime_stage(&stages).copies();
+    let img = image();
     for p in &image_settings().config_paths {
+        let p = img.in_image(p);
         let p = p.to_str().unwrap();
         assert!(
             copies
@@ -234,6 +247,28 @@ fn dockerfile_cmd_serves_the_config_the_image_copies() {
             "CMD serves {p}, which the final stage does not COPY"
         );
     }
+}
+
+/// A manifest of envoyproxy/ratelimit's sets `RUNTIME_*` and keeps the image's arguments
+/// (or, in their compose files, says `command: /bin/ratelimit`): the rules it names are
+/// served, not the bundled ones.
+#[test]
+fn the_image_arguments_leave_the_rule_directory_to_their_runtime_variables() {
+    let env = BTreeMap::from([
+        ("RUNTIME_ROOT".to_owned(), "/data".to_owned()),
+        ("RUNTIME_SUBDIRECTORY".to_owned(), "ratelimit".to_owned()),
+    ]);
+    let theirs = [PathBuf::from("/data/ratelimit/config")];
+    let img = image();
+    assert_eq!(
+        resolve(&img.cmd, &env, "CMD with RUNTIME_*").config_paths,
+        theirs
+    );
+    let compose = ["/bin/ratelimit".to_owned()];
+    assert_eq!(
+        resolve(&compose, &env, "command: /bin/ratelimit").config_paths,
+        theirs
+    );
 }
 
 #[test]

@@ -144,9 +144,11 @@ impl SluicePod {
     /// ConfigMap files served at the resolved config paths (directory mounts only).
     fn config_maps(&self) -> Vec<String> {
         let volumes = seq_at(self.pod(), "spec.volumes");
+        let img = image();
         self.settings
             .config_paths
             .iter()
+            .map(|path| img.in_image(path))
             .map(|path| {
                 let mount = seq_at(self.container, "volumeMounts")
                     .iter()

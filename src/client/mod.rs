@@ -1,7 +1,8 @@
 //! `sluice query`: a gRPC client for any server of the RLS v3 API
 //! (`envoy.service.ratelimit.v3.RateLimitService`), sluice or envoyproxy/ratelimit: one
 //! `ShouldRateLimit` call built from the command line, its answer as a table or JSON, and an
-//! exit status scripts can branch on (0 OK, 1 OVER_LIMIT, 2 error).
+//! exit status scripts can branch on (0 OK, 1 OVER_LIMIT, 2 error). And `sluice top`
+//! (`top`): a sluice admin listener's heavy hitters, over HTTP.
 //!
 //! It is a client of the protocol, not of sluice's internals: it builds the request with the
 //! envoy-types messages itself (so `service` stays the server's boundary) and uses `tls` for
@@ -9,6 +10,7 @@
 
 mod connect;
 mod render;
+mod top;
 
 use envoy_types::pb::envoy::extensions::common::ratelimit::v3::RateLimitDescriptor;
 use envoy_types::pb::envoy::extensions::common::ratelimit::v3::rate_limit_descriptor::Entry;
@@ -18,6 +20,7 @@ use envoy_types::pb::envoy::service::ratelimit::v3::{RateLimitRequest, RateLimit
 use envoy_types::pb::google::protobuf::UInt64Value;
 
 pub use connect::{Target, TlsTarget, connect};
+pub use top::{TopReport, top};
 
 use crate::settings::{Descriptor, QueryArgs};
 use crate::tls::{ClientTlsFiles, TlsError};
@@ -32,6 +35,9 @@ pub enum ClientError {
     Connect { addr: String, message: String },
     #[error("the call failed: {code:?}: {message}")]
     Status { code: tonic::Code, message: String },
+    /// An HTTP answer other than 200 (`sluice top`), with what the server said.
+    #[error("HTTP {status}: {message}")]
+    Http { status: u16, message: String },
 }
 
 /// A question and its answer.

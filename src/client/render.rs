@@ -1,20 +1,23 @@
 //! A response for people (an aligned table) and for scripts (JSON with proto3 JSON names:
-//! `overallCode`, `statuses[].limitRemaining`, durations as `"1.500s"`), every field present
-//! so `jq` paths never miss.
+//! `overallCode`, `statuses[].limitRemaining`, durations as `"1.500s"`), every field of the
+//! response present (`null` or empty when unset: `rawBody`, `dynamicMetadata`, `quota`) so
+//! `jq` paths never miss.
 //!
 //! A status's counts are `uint32`s, clamped at 4294967295; a server that sends decision
 //! metadata (sluice with `--decision-metadata`) gives each descriptor's exact `remaining`
 //! and `requestsPerUnit` there, which the table shows instead and the JSON adds as `exact`.
 
+use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_response::quota::ExpirationSpecifier;
 use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_response::rate_limit::Unit;
 use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_response::{
-    Code, DescriptorStatus, RateLimit,
+    Code, DescriptorStatus, Quota, RateLimit,
 };
+use envoy_types::pb::google::protobuf::Struct;
 use envoy_types::pb::google::protobuf::value::Kind;
-use envoy_types::pb::google::protobuf::{Duration, Struct};
 use serde_json::{Value, json};
 
 use super::Report;
+use crate::protojson::{base64, duration, struct_json, timestamp};
 
 fn code(c: i32) -> &'static str {
     Code::try_from(c).map_or("UNKNOWN", |c| c.as_str_name())
@@ -22,22 +25,6 @@ fn code(c: i32) -> &'static str {
 
 fn unit(u: i32) -> &'static str {
     Unit::try_from(u).map_or("UNKNOWN", |u| u.as_str_name())
-}
-
-/// proto3 JSON's form: seconds with 0, 3, 6 or 9 fractional digits.
-fn duration(d: &Duration) -> String {
-    let negative = d.seconds < 0 || d.nanos < 0;
-    let (s, n) = (d.seconds.unsigned_abs(), d.nanos.unsigned_abs());
-    let sign = if negative { "-" } else { "" };
-    if n == 0 {
-        format!("{sign}{s}s")
-    } else if n % 1_000_000 == 0 {
-        format!("{sign}{s}.{:03}s", n / 1_000_000)
-    } else if n % 1_000 == 0 {
-        format!("{sign}{s}.{:06}s", n / 1_000)
-    } else {
-        format!("{sign}{s}.{n:09}s")
-    }
 }
 
 /// The exact counts of descriptor `i` in the decision metadata: `(remaining,
@@ -178,6 +165,7 @@ pub(super) fn json(report: &Report) -> String {
                 })),
                 "limitRemaining": s.limit_remaining,
                 "durationUntilReset": s.duration_until_reset.as_ref().map(duration),
+                "quota": s.quota.as_ref().map(quota),
                 "exact": {"limitRemaining": remaining, "requestsPerUnit": per_unit},
             })
         })
@@ -187,21 +175,17 @@ pub(super) fn json(report: &Report) -> String {
         "statuses": statuses,
         "responseHeadersToAdd": headers(&r.response_headers_to_add),
         "requestHeadersToAdd": headers(&r.request_headers_to_add),
+        "rawBody": base64(&r.raw_body),
+        "dynamicMetadata": r.dynamic_metadata.as_ref().map(struct_json),
+        "quota": r.quota.as_ref().map(quota),
     });
     format!("{v}\n")
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn durations_read_like_proto3_json() {
-        let d = |seconds, nanos| duration(&Duration { seconds, nanos });
-        assert_eq!(d(1, 0), "1s");
-        assert_eq!(d(0, 250_000_000), "0.250s");
-        assert_eq!(d(2, 1_000), "2.000001s");
-        assert_eq!(d(0, 5), "0.000000005s");
-        assert_eq!(d(-1, 0), "-1s");
-    }
+fn quota(q: &Quota) -> Value {
+    json!({
+        "requests": q.requests,
+        "id": q.id,
+        "validUntil": q.expiration_specifier.as_ref().map(|ExpirationSpecifier::ValidUntil(t)| timestamp(t)),
+    })
 }

@@ -4,7 +4,9 @@
 //! list element must be a map, leaves must be string/int/bool/null, and nothing under
 //! `metadata` is looked at. Ours on top: a known key is accepted only at the level it
 //! belongs to, and a key may not repeat within one map. Errors are raised at the offending
-//! node so serde_yaml stamps its position.
+//! node so serde_yaml stamps its position; those the walk can go on after (everything but
+//! the top level's shape, YAML tags and the alias budget) are `Ctx::problem`s, so the
+//! walk, run again, reports the next one (`super::parse_file` runs it until none is left).
 //!
 //! The walk is one serde pass with a seed and visitor per node kind (top level, map key,
 //! value, list element), kept in one file: apart, they would hide how levels nest.
@@ -228,36 +230,37 @@ fn top_level_error(found: &str) -> String {
 
 /// Visitor methods for every value that is neither a map nor (for keys) a string: each
 /// hands `self.reject` the value as Go's `%v` would print it. Raising inside the visitor is
-/// what makes serde_yaml stamp the value's own position.
+/// what makes serde_yaml stamp the value's own position; a run that passes over the
+/// problem goes on from here ([`Ctx::problem`]).
 macro_rules! reject_scalars_and_lists {
     ($de:lifetime, $out:ty) => {
         fn visit_bool<E: de::Error>(self, v: bool) -> Result<$out, E> {
-            Err(self.reject(GoValue::Bool(v)))
+            self.reject(GoValue::Bool(v))
         }
         fn visit_i64<E: de::Error>(self, v: i64) -> Result<$out, E> {
-            Err(self.reject(GoValue::Int(v.into())))
+            self.reject(GoValue::Int(v.into()))
         }
         fn visit_u64<E: de::Error>(self, v: u64) -> Result<$out, E> {
-            Err(self.reject(GoValue::Int(v.into())))
+            self.reject(GoValue::Int(v.into()))
         }
         fn visit_i128<E: de::Error>(self, v: i128) -> Result<$out, E> {
-            Err(self.reject(GoValue::Int(v)))
+            self.reject(GoValue::Int(v))
         }
         fn visit_u128<E: de::Error>(self, v: u128) -> Result<$out, E> {
-            Err(self.reject(GoValue::Float(v as f64)))
+            self.reject(GoValue::Float(v as f64))
         }
         fn visit_f64<E: de::Error>(self, v: f64) -> Result<$out, E> {
-            Err(self.reject(GoValue::Float(v)))
+            self.reject(GoValue::Float(v))
         }
         fn visit_unit<E: de::Error>(self) -> Result<$out, E> {
-            Err(self.reject(GoValue::Null))
+            self.reject(GoValue::Null)
         }
         fn visit_none<E: de::Error>(self) -> Result<$out, E> {
-            Err(self.reject(GoValue::Null))
+            self.reject(GoValue::Null)
         }
         fn visit_seq<A: SeqAccess<$de>>(self, seq: A) -> Result<$out, A::Error> {
             let v = GoValue::deserialize(de::value::SeqAccessDeserializer::new(seq))?;
-            Err(self.reject(v))
+            self.reject(v)
         }
         fn visit_enum<A: de::EnumAccess<$de>>(self, _: A) -> Result<$out, A::Error> {
             Err(self.ctx.fail(TAGS))
@@ -308,9 +311,12 @@ impl<'de> DeserializeSeed<'de> for KeySeed<'_, '_> {
 }
 
 impl KeySeed<'_, '_> {
-    fn reject<E: de::Error>(&self, v: GoValue) -> E {
+    /// A key that is not a string; passed over, it stands for no known key (its value is
+    /// walked as any value).
+    fn reject<E: de::Error>(&self, v: GoValue) -> Result<String, E> {
         self.ctx
-            .fail(format!("config error, key is not of type string: {v}"))
+            .problem(format!("config error, key is not of type string: {v}"))
+            .map(|()| String::new())
     }
 }
 
@@ -323,24 +329,23 @@ impl<'de> Visitor<'de> for KeySeed<'_, '_> {
     fn visit_str<E: de::Error>(self, key: &str) -> Result<String, E> {
         let ctx = self.ctx;
         if !known(key) {
-            return Err(ctx.fail(format!("config error, unknown key '{key}'")));
-        }
-        if self.level != Level::Any && !self.level.keys().contains(&key) {
-            return Err(ctx.fail(format!(
+            ctx.problem(format!("config error, unknown key '{key}'"))?;
+        } else if self.level != Level::Any && !self.level.keys().contains(&key) {
+            ctx.problem(format!(
                 "config error, key '{key}' is not allowed {} (it belongs {})",
                 self.level.place(),
                 home(key)
-            )));
+            ))?;
         }
         if !self.seen.insert(key.to_owned()) {
-            return Err(ctx.fail(format!("config error, duplicate key '{key}'")));
+            ctx.problem(format!("config error, duplicate key '{key}'"))?;
         }
         Ok(key.to_owned())
     }
     reject_scalars_and_lists!('de, String);
     fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<String, A::Error> {
         let v = GoValue::deserialize(de::value::MapAccessDeserializer::new(map))?;
-        Err(self.reject(v))
+        self.reject(v)
     }
 }
 
@@ -407,17 +412,17 @@ impl<'de> Visitor<'de> for Walk<'_> {
         if i64::try_from(v).is_ok() {
             Ok(())
         } else {
-            Err(self.ctx.fail(CHECK_ERROR))
+            self.ctx.problem(CHECK_ERROR)
         }
     }
     fn visit_i128<E: de::Error>(self, _: i128) -> Result<(), E> {
-        Err(self.ctx.fail(CHECK_ERROR))
+        self.ctx.problem(CHECK_ERROR)
     }
     fn visit_u128<E: de::Error>(self, _: u128) -> Result<(), E> {
-        Err(self.ctx.fail(CHECK_ERROR))
+        self.ctx.problem(CHECK_ERROR)
     }
     fn visit_f64<E: de::Error>(self, _: f64) -> Result<(), E> {
-        Err(self.ctx.fail(CHECK_ERROR))
+        self.ctx.problem(CHECK_ERROR)
     }
     fn visit_unit<E: de::Error>(self) -> Result<(), E> {
         Ok(())
@@ -446,8 +451,8 @@ impl<'de> DeserializeSeed<'de> for Element<'_> {
 }
 
 impl Element<'_> {
-    fn reject<E: de::Error>(&self, v: GoValue) -> E {
-        self.ctx.fail(format!(
+    fn reject<E: de::Error>(&self, v: GoValue) -> Result<(), E> {
+        self.ctx.problem(format!(
             "config error, yaml file contains list of type other than map: {v}"
         ))
     }
@@ -462,7 +467,7 @@ impl<'de> Visitor<'de> for Element<'_> {
         walk_map(self.ctx, self.level, map)
     }
     fn visit_str<E: de::Error>(self, v: &str) -> Result<(), E> {
-        Err(self.reject(GoValue::Str(v.to_owned())))
+        self.reject(GoValue::Str(v.to_owned()))
     }
     reject_scalars_and_lists!('de, ());
 }

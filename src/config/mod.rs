@@ -2,7 +2,8 @@
 //! compiled, immutable per-domain rule trees that requests are matched against.
 //!
 //! `config` knows nothing of stores, gRPC or metrics. A [`RateLimitConfig`] is built whole
-//! or not at all: any error rejects the entire set of files (every bad file is reported).
+//! or not at all: any error rejects the entire set of files (every error of every file is
+//! reported, up to [`MAX_ERRORS_PER_FILE`] per file).
 //!
 //! A file goes through their pipeline, in their order, so the same file gets the same
 //! message as under envoyproxy/ratelimit:
@@ -142,8 +143,16 @@ impl ConfigError {
     }
 }
 
-/// Passes 0–2 on one file: YAML syntax, the key walk, the typed decode.
-fn parse_file(file: &ConfigFile) -> Result<raw::RawRoot, ConfigError> {
+/// Most errors reported for one file: the key walk runs once per error it reports, so a
+/// file of thousands of bad keys costs a bounded number of walks.
+pub const MAX_ERRORS_PER_FILE: usize = 50;
+
+/// Passes 0–2 on one file: YAML syntax, the key walk, the typed decode. The file's errors,
+/// and its raw tree when the decode went through. The key walk reports every problem it can
+/// walk past (`yaml::Ctx::problem`, one run per problem); after such problems the typed
+/// decode still runs, so validation can report what is wrong besides (a unit, a duplicate
+/// descriptor) in the same `check`.
+fn parse_file(file: &ConfigFile) -> (Option<raw::RawRoot>, Vec<ConfigError>) {
     let content = file.content.as_str();
     let ctx = yaml::Ctx::budget_for(content);
     let from_serde = |e: serde_yaml::Error| {
@@ -184,11 +193,47 @@ fn parse_file(file: &ConfigFile) -> Result<raw::RawRoot, ConfigError> {
     if let Some(doc) = yaml::first_document(content)
         && let Err(e) = serde::de::IgnoredAny::deserialize(doc)
     {
-        return Err(from_serde(e));
+        return (None, vec![from_serde(e)]);
     }
-    keys::check(content, &ctx).map_err(from_serde)?;
-    ctx.refill(content);
-    raw::decode(content, &ctx).map_err(from_serde)
+    let mut errors = Vec::new();
+    loop {
+        ctx.rerun(content, errors.len());
+        let Err(e) = keys::check(content, &ctx) else {
+            break;
+        };
+        let recoverable = ctx.recoverable();
+        let e = from_serde(e);
+        // The same complaint at the same place again: an alias repeating a node already
+        // walked (and every later run would repeat it too).
+        if errors.contains(&e) {
+            break;
+        }
+        errors.push(e);
+        if !recoverable {
+            return (None, errors);
+        }
+        if errors.len() >= MAX_ERRORS_PER_FILE {
+            errors.push(ConfigError::in_file(
+                file,
+                format!("more errors not shown (the first {MAX_ERRORS_PER_FILE} are)"),
+                (None, None),
+            ));
+            return (None, errors);
+        }
+    }
+    ctx.rerun(content, 0);
+    match raw::decode(content, &ctx) {
+        Ok(root) => (Some(root), errors),
+        Err(e) => {
+            let e = from_serde(e);
+            // A key error may also be the shape the decode stops at: said once (on a line
+            // the key walk complained about, the walk's complaint stands alone).
+            if !errors.iter().any(|k| k.line.is_some() && k.line == e.line) {
+                errors.push(e);
+            }
+            (None, errors)
+        }
+    }
 }
 
 /// A request descriptor entry as the matcher sees it (implemented by the service for the
@@ -224,6 +269,9 @@ impl EntryRef for (&[u8], &[u8]) {
 pub struct RateLimitConfig {
     domains: HashMap<Box<str>, Domain>,
     rules: Arc<[Rule]>,
+    /// What loaded but has no effect, each with its file and line (the same shape as an
+    /// error; a config with warnings serves).
+    warnings: Vec<ConfigError>,
 }
 
 impl RateLimitConfig {
@@ -232,29 +280,59 @@ impl RateLimitConfig {
         RateLimitConfig::default()
     }
 
-    /// Parse, validate and compile. Returns every error found (at least one per bad file).
+    /// Parse, validate and compile. Returns every error found (at least one per bad file, at
+    /// most [`MAX_ERRORS_PER_FILE`] and a line saying there were more).
     pub fn build(
         files: &[ConfigFile],
         opts: &LoadOptions,
     ) -> Result<RateLimitConfig, Vec<ConfigError>> {
         let mut errors = Vec::new();
+        let mut warnings = Vec::new();
         let mut loader = validate::Loader::new(opts);
         for file in files {
-            let loaded = parse_file(file).and_then(|root| {
-                loader.load(root).map_err(|p| {
+            let (root, parse_errors) = parse_file(file);
+            let mut found = parse_errors;
+            let loaded = root.map(|root| loader.load(root));
+            if let Some(Ok(notes)) = loaded {
+                warnings.extend(notes.into_iter().map(|w| {
+                    let at = locate::locate(&file.content, &w.at);
+                    ConfigError::in_file(file, w.msg, at)
+                }));
+            } else if let Some(Err(problems)) = loaded {
+                let parsed = found.len();
+                for p in problems {
                     let at = locate::locate(&file.content, &p.at);
-                    ConfigError::in_file(file, p.msg, at)
-                })
-            });
-            if let Err(e) = loaded {
-                errors.push(e);
+                    // On a line the key walk complained about, a validation error is most
+                    // likely its consequence (a list element that is not a map becomes a
+                    // descriptor without a key): the first complaint stands alone.
+                    if found[..parsed]
+                        .iter()
+                        .any(|e| e.line.is_some() && e.line == at.0)
+                    {
+                        continue;
+                    }
+                    found.push(ConfigError::in_file(file, p.msg, at));
+                }
             }
+            found.truncate(MAX_ERRORS_PER_FILE + 1);
+            errors.extend(found);
         }
         if errors.is_empty() {
-            Ok(loader.finish())
+            Ok(loader.finish().with_warnings(warnings))
         } else {
             Err(errors)
         }
+    }
+
+    fn with_warnings(mut self, warnings: Vec<ConfigError>) -> RateLimitConfig {
+        self.warnings = warnings;
+        self
+    }
+
+    /// What loaded but has no effect (`detailed_metric` where no rule counts), each with its
+    /// file and line: `sluice check` prints them, the server logs them at each load.
+    pub fn warnings(&self) -> &[ConfigError] {
+        &self.warnings
     }
 
     /// Validate and compile rule trees that did not come from a YAML file (xDS
@@ -266,19 +344,22 @@ impl RateLimitConfig {
         opts: &LoadOptions,
     ) -> Result<RateLimitConfig, Vec<ConfigError>> {
         let mut errors = Vec::new();
+        let mut warnings = Vec::new();
         let mut loader = validate::Loader::new(opts);
+        let named = |name: &str, p: limits::Problem| ConfigError {
+            message: format!("{name}: {}", p.msg),
+            path: None,
+            line: None,
+            column: None,
+        };
         for (name, root) in documents {
-            if let Err(p) = loader.load(root) {
-                errors.push(ConfigError {
-                    message: format!("{name}: {}", p.msg),
-                    path: None,
-                    line: None,
-                    column: None,
-                });
+            match loader.load(root) {
+                Ok(notes) => warnings.extend(notes.into_iter().map(|p| named(&name, p))),
+                Err(problems) => errors.extend(problems.into_iter().map(|p| named(&name, p))),
             }
         }
         if errors.is_empty() {
-            Ok(loader.finish())
+            Ok(loader.finish().with_warnings(warnings))
         } else {
             Err(errors)
         }

@@ -29,21 +29,24 @@ impl<'o> Loader<'o> {
         }
     }
 
-    /// Add one file. On error the file may be partly added; the caller rejects the config.
-    pub fn load(&mut self, root: RawRoot) -> Result<(), Problem> {
+    /// Add one file, and say what in it has no effect (warnings, which load). On error the
+    /// file may be partly added; the caller rejects the config. Every problem of the file,
+    /// in file order: after a problem the walk goes on with the next field or descriptor (a
+    /// descriptor that cannot be placed in the tree, its children with it, is skipped).
+    pub fn load(&mut self, root: RawRoot) -> Result<Vec<Problem>, Vec<Problem>> {
         let domain_at = [Seg::Key("domain")];
         if root.domain.is_empty() {
-            return Err(Problem::new(
+            return Err(vec![Problem::new(
                 "config file cannot have empty domain",
                 &domain_at,
-            ));
+            )]);
         }
         let index = match self.by_name.get(&root.domain) {
             Some(_) if !self.opts.merge_domains => {
-                return Err(Problem::new(
+                return Err(vec![Problem::new(
                     format!("duplicate domain '{}' in config file", root.domain),
                     &domain_at,
-                ));
+                )]);
             }
             Some(&i) => i,
             None => {
@@ -57,20 +60,27 @@ impl<'o> Loader<'o> {
             }
         };
         let Some(domain) = self.domains.get_mut(index) else {
-            return Ok(());
+            return Ok(Vec::new());
         };
         let mut walk = Walk {
             domain,
             rules: &mut self.rules,
             path: vec![Seg::Key("descriptors")],
             sanitize_dots: self.opts.sanitize_metric_dots,
+            problems: Vec::new(),
+            warnings: Vec::new(),
         };
         let prefix = format!("{}.", root.domain);
         let keys = Keys {
             path: &prefix,
             stats: &prefix,
         };
-        walk.descriptors(None, keys, root.descriptors, 0)
+        walk.descriptors(None, keys, root.descriptors, 0);
+        if walk.problems.is_empty() {
+            Ok(walk.warnings)
+        } else {
+            Err(walk.problems)
+        }
     }
 
     pub fn finish(self) -> RateLimitConfig {
@@ -80,7 +90,11 @@ impl<'o> Loader<'o> {
             .into_iter()
             .map(|b| (Box::<str>::from(&*b.name), b.freeze(&rules)))
             .collect();
-        RateLimitConfig { domains, rules }
+        RateLimitConfig {
+            domains,
+            rules,
+            warnings: Vec::new(),
+        }
     }
 }
 
@@ -100,6 +114,10 @@ struct Walk<'a> {
     path: Vec<Seg>,
     /// `--sanitize-metric-dots`.
     sanitize_dots: bool,
+    /// Every problem found so far, in file order.
+    problems: Vec<Problem>,
+    /// What loads but has no effect (`detailed_metric` where no rule counts).
+    warnings: Vec<Problem>,
 }
 
 /// A parent's key prefixes: its config path (`domain.k_v.`, for messages and `full_key`)
@@ -126,13 +144,17 @@ impl Walk<'_> {
         parent_key: Keys<'_>,
         list: Vec<RawDescriptor>,
         depth: usize,
-    ) -> Result<(), Problem> {
+    ) {
         for (i, d) in list.into_iter().enumerate() {
             self.path.push(Seg::Index(i));
-            self.descriptor(parent, parent_key, d, depth)?;
+            self.descriptor(parent, parent_key, d, depth);
             self.path.pop();
         }
-        Ok(())
+    }
+
+    /// Record `p`; the walk goes on.
+    fn report(&mut self, p: Problem) {
+        self.problems.push(p);
     }
 
     fn descriptor(
@@ -141,15 +163,17 @@ impl Walk<'_> {
         parent_key: Keys<'_>,
         d: RawDescriptor,
         depth: usize,
-    ) -> Result<(), Problem> {
+    ) {
         if depth >= MAX_DEPTH {
-            return Err(self.problem(
+            let p = self.problem(
                 format!("descriptors are nested more than {MAX_DEPTH} levels deep"),
                 &[],
-            ));
+            );
+            return self.report(p);
         }
         if d.key.is_empty() {
-            return Err(self.problem("descriptor has empty key", &[]));
+            let p = self.problem("descriptor has empty key", &[]);
+            return self.report(p);
         }
         let final_key = if d.value.is_empty() {
             d.key.clone()
@@ -169,27 +193,37 @@ impl Walk<'_> {
             detailed_metric: d.detailed_metric,
         };
         let Some(node) = self.domain.add(parent, &final_key, flags) else {
-            return Err(self.problem(
+            let p = self.problem(
                 format!("duplicate descriptor composite key '{full_key}'"),
                 &[],
-            ));
+            );
+            return self.report(p);
         };
-        let limits = self.limits(&d)?;
+        let limits = self.limits(&d).unwrap_or_else(|problems| {
+            self.problems.extend(problems);
+            None
+        });
         if d.share_threshold && !final_key.contains('*') {
-            return Err(self.problem(
+            let p = self.problem(
                 format!(
                     "share_threshold can only be used with wildcard values (containing '*'), but found key '{final_key}'"
                 ),
                 &[Seg::Key("share_threshold")],
-            ));
+            );
+            self.report(p);
         }
-        let consistency = self.consistency(&d, limits.as_ref())?;
+        let consistency = self.consistency(&d, limits.as_ref()).unwrap_or_else(|p| {
+            self.report(p);
+            None
+        });
         let metadata = match d.metadata {
             Some(Err(e)) => {
-                return Err(self.problem(
+                let p = self.problem(
                     format!("error parsing metadata: {e}"),
                     &[Seg::Key("metadata")],
-                ));
+                );
+                self.report(p);
+                None
             }
             Some(Ok(m)) => Some(Arc::new(m)),
             None => None,
@@ -197,12 +231,36 @@ impl Walk<'_> {
         let response = match d.response {
             Some(raw) => {
                 let unlimited = limits.as_ref().is_some_and(|l| l.unlimited);
-                let r = response::compile(raw, limits.is_some(), unlimited)
-                    .map_err(|p| self.problem(p.msg, &p.at))?;
-                Some(Arc::new(r))
+                match response::compile(raw, limits.is_some(), unlimited) {
+                    Ok(r) => Some(Arc::new(r)),
+                    Err(p) => {
+                        let p = self.problem(p.msg, &p.at);
+                        self.report(p);
+                        None
+                    }
+                }
             }
             None => None,
         };
+        // Their `detailed_metric` belongs to the rate limit of its descriptor: it names the
+        // series of the rule a request lands on. Elsewhere it is accepted (their files load)
+        // and said to do nothing.
+        if d.detailed_metric {
+            let why = match &limits {
+                None => Some(
+                    "has no rate_limit: it names the series of the rule a request lands on, so put it on that descriptor",
+                ),
+                Some(l) if l.unlimited => Some("is unlimited, and unlimited rules count nothing"),
+                Some(_) => None,
+            };
+            if let Some(why) = why {
+                let w = self.problem(
+                    format!("detailed_metric has no effect: '{full_key}' {why}"),
+                    &[Seg::Key("detailed_metric")],
+                );
+                self.warnings.push(w);
+            }
+        }
         if let Some(l) = limits {
             let id = self.rules.len();
             self.rules.push(Rule {
@@ -229,9 +287,8 @@ impl Walk<'_> {
             path: &path,
             stats: &stats,
         };
-        self.descriptors(Some(node), keys, d.descriptors, depth + 1)?;
+        self.descriptors(Some(node), keys, d.descriptors, depth + 1);
         self.path.pop();
-        Ok(())
     }
 
     /// The descriptor's `consistency`: a known name, and `batched` only where every limit's
@@ -269,21 +326,22 @@ impl Walk<'_> {
         Ok(Some(c))
     }
 
-    /// The descriptor's limits, or `None` without `rate_limit`/`rate_limits`.
-    fn limits(&self, d: &RawDescriptor) -> Result<Option<Limits>, Problem> {
+    /// The descriptor's limits, or `None` without `rate_limit`/`rate_limits`; every problem
+    /// of them (each entry of `rate_limits` is checked).
+    fn limits(&self, d: &RawDescriptor) -> Result<Option<Limits>, Vec<Problem>> {
         match (&d.rate_limit, &d.rate_limits) {
             (None, None) => Ok(None),
-            (Some(_), Some(_)) => Err(self.problem(
+            (Some(_), Some(_)) => Err(vec![self.problem(
                 "rate_limit and rate_limits cannot both be set (use one rate_limits list)",
                 &[Seg::Key("rate_limits")],
-            )),
+            )]),
             (Some(raw), None) => {
                 let at = |p: Problem| {
                     self.problem(p.msg, &[&[Seg::Key("rate_limit")], &p.at[..]].concat())
                 };
                 let own: Vec<&str> = vec![raw.name.as_str()];
                 let (specs, unlimited) =
-                    match limits::compile(raw, 0, Place::Single, &own).map_err(at)? {
+                    match limits::compile(raw, 0, Place::Single, &own).map_err(|p| vec![at(p)])? {
                         Compiled::Unlimited => (Vec::new(), true),
                         Compiled::Limit(spec) => (vec![spec], false),
                     };
@@ -299,16 +357,16 @@ impl Walk<'_> {
             (None, Some(list)) => {
                 let here = [Seg::Key("rate_limits")];
                 if list.is_empty() {
-                    return Err(self.problem("rate_limits must not be empty", &here));
+                    return Err(vec![self.problem("rate_limits must not be empty", &here)]);
                 }
                 if list.len() > MAX_RATE_LIMITS {
-                    return Err(self.problem(
+                    return Err(vec![self.problem(
                         format!(
                             "rate_limits cannot have more than {MAX_RATE_LIMITS} entries, found {}",
                             list.len()
                         ),
                         &here,
-                    ));
+                    )]);
                 }
                 let own: Vec<&str> = list
                     .iter()
@@ -317,29 +375,32 @@ impl Walk<'_> {
                     .collect();
                 let mut specs = Vec::with_capacity(list.len());
                 let mut replaces = Vec::new();
+                let mut problems = Vec::new();
                 for (i, raw) in list.iter().enumerate() {
                     let item = [Seg::Key("rate_limits"), Seg::Index(i)];
                     let prefix = format!("rate_limits[{i}]: ");
                     if raw.unlimited {
-                        return Err(self.problem(
+                        problems.push(self.problem(
                             format!(
                                 "{prefix}unlimited is not allowed in rate_limits (use rate_limit)"
                             ),
                             &[&item[..], &[Seg::Key("unlimited")]].concat(),
                         ));
+                        continue;
                     }
                     let slot = u8::try_from(i).unwrap_or(u8::MAX);
                     match limits::compile(raw, slot, Place::List, &own) {
                         Ok(Compiled::Limit(spec)) => specs.push(spec),
                         Ok(Compiled::Unlimited) => {}
-                        Err(p) => {
-                            return Err(self.problem(
-                                format!("{prefix}{}", p.msg),
-                                &[&item[..], &p.at[..]].concat(),
-                            ));
-                        }
+                        Err(p) => problems.push(self.problem(
+                            format!("{prefix}{}", p.msg),
+                            &[&item[..], &p.at[..]].concat(),
+                        )),
                     }
                     replaces.extend(raw.replaces.iter().cloned());
+                }
+                if !problems.is_empty() {
+                    return Err(problems);
                 }
                 Ok(Some(Limits {
                     specs,

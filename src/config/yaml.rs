@@ -22,6 +22,11 @@ pub(super) fn load(msg: impl fmt::Display) -> String {
 /// Carries the first message raised during one deserialization pass, and the document
 /// path of the node being read (left as it was when an error unwinds, so it names where a
 /// position-less error, such as serde_yaml's alias limit, happened).
+///
+/// A pass that can walk past a problem (the key walk: an unknown key, a list element that
+/// is not a map) raises it through [`Ctx::problem`], which lets the first `pass_over`
+/// problems of the run go by: running the pass again with one more to pass over raises
+/// the next one, each where serde_yaml stamps its position ([`Ctx::rerun`]).
 #[derive(Default)]
 pub(super) struct Ctx {
     msg: RefCell<Option<String>>,
@@ -29,6 +34,11 @@ pub(super) struct Ctx {
     /// Schema nodes a pass may still enter (see [`Ctx::budget_for`]).
     budget: Cell<usize>,
     over_budget: Cell<bool>,
+    /// Problems this run lets go by, and how many it has.
+    pass_over: Cell<usize>,
+    passed: Cell<usize>,
+    /// The error raised last was a problem the pass could have walked past.
+    recoverable: Cell<bool>,
 }
 
 impl Ctx {
@@ -42,6 +52,35 @@ impl Ctx {
     /// A fresh budget for the next pass.
     pub(super) fn refill(&self, content: &str) {
         self.budget.set(node_budget(content));
+    }
+
+    /// A fresh start for the same pass over `content`, letting its first `pass_over`
+    /// problems go by.
+    pub(super) fn rerun(&self, content: &str, pass_over: usize) {
+        self.refill(content);
+        self.msg.borrow_mut().take();
+        self.path.borrow_mut().clear();
+        self.over_budget.set(false);
+        self.pass_over.set(pass_over);
+        self.passed.set(0);
+        self.recoverable.set(false);
+    }
+
+    /// A problem the pass can walk past: `Ok` (go on as if the node were fine) for the
+    /// first `pass_over` of the run, else raised as [`Ctx::fail`] does.
+    pub(super) fn problem<E: de::Error>(&self, msg: impl Into<String>) -> Result<(), E> {
+        if self.passed.get() < self.pass_over.get() {
+            self.passed.set(self.passed.get() + 1);
+            return Ok(());
+        }
+        let e = self.fail(msg);
+        self.recoverable.set(true);
+        Err(e)
+    }
+
+    /// Whether the error the pass ended with was a [`Ctx::problem`] (a rerun may find more).
+    pub(super) fn recoverable(&self) -> bool {
+        self.recoverable.get()
     }
 
     /// Entering the node at `seg` below the current one. `false` when the pass has
@@ -78,6 +117,7 @@ impl Ctx {
     /// Record `msg` (unless an inner node already recorded one) and return a serde error
     /// for serde_yaml to stamp with the current node's position.
     pub(super) fn fail<E: de::Error>(&self, msg: impl Into<String>) -> E {
+        self.recoverable.set(false);
         self.note(msg);
         E::custom("sluice config error")
     }

@@ -175,9 +175,17 @@ fn day_index(date: Date) -> i64 {
     era * 146_097 + doe - 719_468 + DAYS_1900_TO_EPOCH
 }
 
-/// The date `days` after 1900-01-01 (Howard Hinnant's `civil_from_days`).
+/// The date `days` after 1900-01-01.
 fn date_of_day(days: i64) -> Date {
-    let z = days - DAYS_1900_TO_EPOCH + 719_468;
+    let (y, m, d) = civil_from_days(days - DAYS_1900_TO_EPOCH);
+    ymd(y, m, d)
+}
+
+/// The proleptic Gregorian (year, month, day) `days` after 1970-01-01 (Howard Hinnant's
+/// `civil_from_days`): the calendar's dates, and the one way sluice names a day (a
+/// response's timestamps printed as JSON too).
+pub fn civil_from_days(days: i64) -> (i64, i64, i64) {
+    let z = days + 719_468;
     let era = z.div_euclid(146_097);
     let doe = z - era * 146_097;
     let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
@@ -185,8 +193,7 @@ fn date_of_day(days: i64) -> Date {
     let mp = (5 * doy + 2) / 153;
     let d = doy - (153 * mp + 2) / 5 + 1;
     let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    let y = yoe + era * 400 + i64::from(m <= 2);
-    ymd(y, m, d)
+    (yoe + era * 400 + i64::from(m <= 2), m, d)
 }
 
 /// A date, clamped to jiff's range (only reached by instants beyond [`LAST_MS`]).

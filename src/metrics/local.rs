@@ -1,5 +1,6 @@
 //! Metrics of the local view (batched consistency and the store-failure fallback). The
-//! limiter counts in atomics; the batch task publishes them here every interval.
+//! limiter counts in atomics; the batch task publishes them here every interval, and every
+//! scrape before rendering (`service/view_metrics.rs`).
 
 use prometheus::{IntCounter, IntCounterVec, IntGauge, Opts, Registry};
 

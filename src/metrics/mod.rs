@@ -2,8 +2,9 @@
 //! path only increments atomics.
 //!
 //! Per-rule families keep envoyproxy/ratelimit's Prometheus names and labels (`domain`,
-//! `key1`, `key2` from the first levels of the rule's stats key, as their statsd mapper
-//! produces them) plus `descriptor`, the whole stats key. Stats keys built from request
+//! `key1`, `key2` from the first levels of the rule's sanitized stats key, as their statsd
+//! mapper produces them) plus `descriptor`, the whole stats key as the rule files and the
+//! decision metadata write it. Stats keys built from request
 //! values (`detailed_metric`, `value_to_metric`, overrides) are unbounded, so the number of
 //! distinct keys is capped; the rest fold into one overflow series and are counted.
 
@@ -78,6 +79,8 @@ pub struct Metrics {
     pub local: local::LocalMetrics,
     /// The quota service's (RLQS) families (`quota.rs`).
     pub quota: quota::QuotaMetrics,
+    /// The heavy hitters' gauges (`top.rs`).
+    pub top: top::TopMetrics,
 }
 
 impl std::fmt::Debug for Metrics {
@@ -293,6 +296,7 @@ impl Metrics {
                 "Memory store: bytes of limit state held (tables and state heap).",
             ),
             local: local::LocalMetrics::new(&registry),
+            top: top::TopMetrics::new(&registry),
             registry,
         }
     }
@@ -336,13 +340,18 @@ impl Metrics {
                 .inc();
             return self.overflow.clone();
         }
+        // `domain`, `key1`, `key2` as their Prometheus output has them: levels of the statsd
+        // name, which their SanitizeStatName wrote (`:`, `|` and the dots of an IPv4
+        // address as `_`). `descriptor` is the stats key itself, as `/rlconfig`, `explain`
+        // and the decision metadata (`rule`, `decidingRule`) show it, so a log line's rule
+        // finds its series.
         let key = sanitize(stats_key);
         let mut parts = key.splitn(4, '.');
         let labels = [
             parts.next().unwrap_or(""),
             parts.next().unwrap_or(""),
             parts.next().unwrap_or(""),
-            key.as_str(),
+            stats_key,
         ];
         let c = Arc::new(counters(&self.rule, labels, &key));
         keys.insert(Arc::from(stats_key), c.clone());
@@ -405,6 +414,7 @@ pub mod quota;
 mod rule;
 mod sanitize;
 pub mod statsd;
+pub mod top;
 
 use rule::counters;
 pub use rule::{HitStats, RULE_STATS, RuleCounters};

@@ -63,7 +63,7 @@ fn labels_follow_their_mapper() {
     let text = m.render();
     assert!(
         text.contains(
-            "ratelimit_service_rate_limit_total_hits{descriptor=\"dom.remote_address_10_0_0_1.path\",domain=\"dom\",key1=\"remote_address_10_0_0_1\",key2=\"path\"} 1"
+            "ratelimit_service_rate_limit_total_hits{descriptor=\"dom.remote_address_10.0.0.1.path\",domain=\"dom\",key1=\"remote_address_10_0_0_1\",key2=\"path\"} 1"
         ),
         "{text}"
     );

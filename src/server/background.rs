@@ -111,7 +111,6 @@ pub(super) fn spawn_batch_flush(
     tokio::spawn(async move {
         let mut tick = tokio::time::interval(interval);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        let mut published = Published::default();
         loop {
             tokio::select! {
                 _ = stop.cancelled() => break,
@@ -122,56 +121,9 @@ pub(super) fn spawn_batch_flush(
                 service.count_store_error(e.store(), e.kind());
                 tracing::debug!(error = %e, "write-back of local hits failed; kept for the next one");
             }
-            published.publish(&view, service.metrics());
-            service.refresh_view_gauges();
+            service.publish_view_metrics();
         }
     });
-}
-
-/// What the batch task last published of the view's counters (Prometheus counters take
-/// increments).
-#[derive(Default)]
-struct Published {
-    batched: u64,
-    fallback: u64,
-    overload: u64,
-    overflow: u64,
-    flushes: u64,
-    flush_errors: u64,
-    written: u64,
-    settled: u64,
-}
-
-impl Published {
-    fn publish(&mut self, view: &crate::limiter::LocalView, metrics: &Metrics) {
-        use std::sync::atomic::Ordering::Relaxed;
-        let m = &metrics.local;
-        let s = &view.stats;
-        let step = |last: &mut u64, now: u64| {
-            let d = now.saturating_sub(*last);
-            *last = now;
-            d
-        };
-        m.decisions
-            .with_label_values(&["batched"])
-            .inc_by(step(&mut self.batched, s.batched_decisions.load(Relaxed)));
-        m.decisions
-            .with_label_values(&["store_failure"])
-            .inc_by(step(&mut self.fallback, s.fallback_decisions.load(Relaxed)));
-        m.decisions
-            .with_label_values(&["overload"])
-            .inc_by(step(&mut self.overload, s.overload_decisions.load(Relaxed)));
-        m.overflow
-            .inc_by(step(&mut self.overflow, s.overflow.load(Relaxed)));
-        m.flushes
-            .inc_by(step(&mut self.flushes, s.flushes.load(Relaxed)));
-        m.flush_errors
-            .inc_by(step(&mut self.flush_errors, s.flush_errors.load(Relaxed)));
-        m.written
-            .inc_by(step(&mut self.written, s.written_back.load(Relaxed)));
-        m.settled
-            .inc_by(step(&mut self.settled, s.settled.load(Relaxed)));
-    }
 }
 
 /// Start the configured config source. For xDS, the receiver turns `true` at the first

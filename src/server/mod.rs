@@ -37,6 +37,7 @@ use crate::service::health::Health;
 use crate::service::{RateLimitService, grpc, rlqs};
 use crate::settings::{ConfigSource, Settings};
 use crate::telemetry::Telemetry;
+use crate::top::{TopHitters, TopOptions};
 
 #[derive(Debug, thiserror::Error)]
 pub enum ServerError {
@@ -84,7 +85,7 @@ pub async fn run(
     for (name, ..) in store.redis_pools() {
         metrics.add_store(name);
     }
-    tracing::info!(store = store.name(), "store configured");
+    tracing::info!(store = store.name(), addr = %store.shown(), "store configured");
     let cache = OverLimitCache::new(settings.local_cache_bytes, clock.clone());
     if cache.is_some() {
         tracing::info!(
@@ -93,6 +94,7 @@ pub async fn run(
         );
     }
     let view = local_view(&settings, &clock);
+    let top = heavy_hitters(&settings, &clock);
     let service = Arc::new(
         RateLimitService::new(
             config,
@@ -106,7 +108,8 @@ pub async fn run(
             settings.consistency.default,
             settings.consistency.unhealthy_when_degraded,
         )
-        .with_tracer(telemetry.tracer()),
+        .with_tracer(telemetry.tracer())
+        .with_top(top, settings.top.metrics),
     );
     let (health, grpc_routes) = grpc::routes(service.clone(), settings.healthy_requires_config);
     observe_degraded(&service, &health);
@@ -187,6 +190,19 @@ fn local_view(settings: &Settings, clock: &Arc<dyn Clock>) -> Option<Arc<LocalVi
     Some(Arc::new(LocalView::new(opts, clock.clone())))
 }
 
+/// The heavy hitters (`--top-capacity`, 0: none), on the clock every window reads.
+fn heavy_hitters(settings: &Settings, clock: &Arc<dyn Clock>) -> Option<Arc<TopHitters>> {
+    let t = &settings.top;
+    if t.capacity == 0 {
+        return None;
+    }
+    let opts = TopOptions {
+        capacity: t.capacity,
+        window_ms: u64::try_from(t.window.as_millis()).unwrap_or(u64::MAX),
+    };
+    Some(Arc::new(TopHitters::new(opts, clock.clone())))
+}
+
 /// The degraded state told at the moment it changes, before the first local decision: its
 /// gauge and periods counter, and health (evaluated at once, not at the next tick).
 fn observe_degraded(service: &Arc<RateLimitService>, health: &Arc<Health>) {
@@ -262,6 +278,7 @@ fn load_initial_config(
                 domains = config.domain_count(),
                 rules = config.rules().len(),
                 paths = ?settings.config_paths,
+                from = %settings.config_from,
                 "config loaded"
             );
             Some(config)

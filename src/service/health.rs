@@ -2,7 +2,8 @@
 //! service name) and `/healthcheck` report the same state, from one source: the state is
 //! evaluated here (the store is ready, a config is loaded when required, the process is not
 //! shutting down) and published to the gRPC health service; `/healthcheck` publishes the
-//! state as it is now, then answers what that service says, so the two never disagree. It
+//! state as it is now, then answers what that service says, so the two never disagree, and
+//! says why when it is not serving (the Redis it cannot reach, by address). It
 //! is evaluated on a timer, at once when decisions go local or back to the store
 //! ([`Health::wake`]), and by every `/healthcheck`.
 
@@ -31,7 +32,7 @@ pub struct Health {
     published: HealthService,
     requires_config: bool,
     shutting_down: AtomicBool,
-    /// The store has been ready since startup (see [`Health::healthy`]).
+    /// The store has been ready since startup (see `Health::unhealthy`).
     store_was_ready: AtomicBool,
     /// Last published state: 0 none yet, 1 serving, 2 not serving. Held while publishing, so
     /// two refreshes never interleave their pushes.
@@ -59,10 +60,16 @@ impl Health {
     }
 
     /// Publish the state as it is now, then say what gRPC health says for the server as a
-    /// whole (`""`): `/healthcheck`'s answer.
-    pub async fn check(&self) -> bool {
+    /// whole (`""`): `/healthcheck`'s answer, with why when it is not serving.
+    pub async fn check(&self) -> Result<(), String> {
         self.refresh().await;
-        self.is_serving().await
+        if self.is_serving().await {
+            return Ok(());
+        }
+        // The state may have changed between the two reads: then say what was published.
+        Err(self
+            .why_not()
+            .unwrap_or_else(|| "not serving (it changed as it was asked)".to_owned()))
     }
 
     /// What gRPC health says for the server as a whole (`""`).
@@ -78,7 +85,15 @@ impl Health {
 
     /// The state as it is now (what the next refresh publishes).
     fn evaluate(&self) -> bool {
-        !self.shutting_down.load(Ordering::SeqCst) && self.healthy()
+        self.why_not().is_none()
+    }
+
+    /// Why the state now is not serving, in words; `None` when it is serving.
+    fn why_not(&self) -> Option<String> {
+        if self.shutting_down.load(Ordering::SeqCst) {
+            return Some("shutting down: draining before exit".to_owned());
+        }
+        self.unhealthy()
     }
 
     /// Mark the process as draining: every health check fails from now on.
@@ -118,23 +133,46 @@ impl Health {
         }
     }
 
-    /// The store is ready and, when required, at least one domain is loaded.
+    /// Why the store or the config keeps the server from serving: `None` when the store is
+    /// ready and, when required, at least one domain is loaded.
     ///
     /// With `--store-failure-mode local` decisions go on without the store, so health stays
     /// SERVING through an outage unless `--unhealthy-when-degraded`; but only once the store
     /// has been ready since startup: an instance that never reached it (a wrong address,
     /// password or certificate) is NOT_SERVING, so a readiness probe keeps it out of rotation
     /// and a rolling update stops there instead of replacing working instances.
-    fn healthy(&self) -> bool {
+    fn unhealthy(&self) -> Option<String> {
         let service = &self.service;
-        let ready = service.store().is_ready();
+        let store = service.store();
+        let ready = store.is_ready();
         if ready {
             self.store_was_ready.store(true, Ordering::Relaxed);
         }
         let was_ready = self.store_was_ready.load(Ordering::Relaxed);
-        (ready || (service.serves_without_store() && was_ready))
-            && !service.degraded_unhealthy()
-            && (!self.requires_config || service.config().config.domain_count() > 0)
+        let goes_local = service.serves_without_store() && was_ready;
+        if !(ready || goes_local) {
+            let why = store
+                .not_ready_reason()
+                .unwrap_or_else(|| "the store is not ready".to_owned());
+            return Some(if service.serves_without_store() {
+                format!("{why}; it has not been ready since startup, so decisions do not go local")
+            } else {
+                why
+            });
+        }
+        if service.degraded_unhealthy() {
+            return Some(
+                "decisions are local because the store failed (--unhealthy-when-degraded)"
+                    .to_owned(),
+            );
+        }
+        if self.requires_config && service.config().config.domain_count() == 0 {
+            return Some(
+                "no rule file loaded (HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED requires one)"
+                    .to_owned(),
+            );
+        }
+        None
     }
 }
 

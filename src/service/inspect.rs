@@ -34,12 +34,12 @@ pub struct Reply {
     pub body: String,
 }
 
-fn json(status: Status, value: &impl Serialize) -> Reply {
+pub(super) fn json(status: Status, value: &impl Serialize) -> Reply {
     let body = serde_json::to_string(value).unwrap_or_else(|e| format!("{{\"error\":\"{e}\"}}"));
     Reply { status, body }
 }
 
-fn error(status: Status, message: impl Into<String>) -> Reply {
+pub(super) fn error(status: Status, message: impl Into<String>) -> Reply {
     json(status, &serde_json::json!({ "error": message.into() }))
 }
 

@@ -8,11 +8,12 @@ use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_response::rate_li
 use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_response::{
     Code as PbCode, DescriptorStatus,
 };
-use envoy_types::pb::google::protobuf::{Duration, Struct, Value as PbValue, value::Kind};
+
 use serde_json::{Map, Value, json};
 
 use super::proto::{Entry, RateLimitDescriptor, RateLimitOverride, RateLimitRequest, UInt64Value};
 use super::{RateLimitService, ServiceError};
+use crate::protojson::{base64, duration, struct_json};
 
 type Obj = Map<String, Value>;
 
@@ -218,28 +219,6 @@ pub fn render_response(resp: &RateLimitResponse) -> Value {
     Value::Object(o)
 }
 
-/// Proto3 JSON's `bytes`: standard base64 with padding.
-fn base64(bytes: &[u8]) -> String {
-    const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-    let mut out = String::with_capacity(bytes.len().div_ceil(3) * 4);
-    for chunk in bytes.chunks(3) {
-        let b = [
-            chunk[0],
-            chunk.get(1).copied().unwrap_or(0),
-            chunk.get(2).copied().unwrap_or(0),
-        ];
-        let n = (u32::from(b[0]) << 16) | (u32::from(b[1]) << 8) | u32::from(b[2]);
-        for i in 0..4 {
-            if i <= chunk.len() {
-                out.push(char::from(ALPHABET[(n >> (18 - 6 * i)) as usize & 63]));
-            } else {
-                out.push('=');
-            }
-        }
-    }
-    out
-}
-
 fn status(s: &DescriptorStatus) -> Value {
     let mut o = Obj::new();
     if let Ok(code) = PbCode::try_from(s.code)
@@ -271,42 +250,10 @@ fn status(s: &DescriptorStatus) -> Value {
     Value::Object(o)
 }
 
-/// Proto3 JSON duration: `"58s"`, or with 3/6/9 fractional digits.
-pub fn duration(d: &Duration) -> String {
-    if d.nanos == 0 {
-        format!("{}s", d.seconds)
-    } else if d.nanos % 1_000_000 == 0 {
-        format!("{}.{:03}s", d.seconds, d.nanos / 1_000_000)
-    } else if d.nanos % 1_000 == 0 {
-        format!("{}.{:06}s", d.seconds, d.nanos / 1_000)
-    } else {
-        format!("{}.{:09}s", d.seconds, d.nanos)
-    }
-}
-
-fn struct_json(s: &Struct) -> Value {
-    Value::Object(
-        s.fields
-            .iter()
-            .map(|(k, v)| (k.clone(), value_json(v)))
-            .collect(),
-    )
-}
-
-fn value_json(v: &PbValue) -> Value {
-    match &v.kind {
-        None | Some(Kind::NullValue(_)) => Value::Null,
-        Some(Kind::NumberValue(n)) => json!(n),
-        Some(Kind::StringValue(s)) => json!(s),
-        Some(Kind::BoolValue(b)) => json!(b),
-        Some(Kind::StructValue(s)) => struct_json(s),
-        Some(Kind::ListValue(l)) => Value::Array(l.values.iter().map(value_json).collect()),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use envoy_types::pb::google::protobuf::Duration;
 
     #[test]
     fn parses_camel_and_snake_case() {
@@ -351,16 +298,6 @@ mod tests {
     }
 
     #[test]
-    fn bytes_are_base64_as_protojson() {
-        assert_eq!(base64(b""), "");
-        assert_eq!(base64(b"f"), "Zg==");
-        assert_eq!(base64(b"fo"), "Zm8=");
-        assert_eq!(base64(b"foo"), "Zm9v");
-        assert_eq!(base64(b"foob"), "Zm9vYg==");
-        assert_eq!(base64(&[0xff, 0xfe, 0x00]), "//4A");
-    }
-
-    #[test]
     fn renders_like_protojson() {
         let resp = RateLimitResponse {
             overall_code: PbCode::OverLimit as i32,
@@ -391,13 +328,6 @@ mod tests {
                 {"code":"OVER_LIMIT","currentLimit":{"requestsPerUnit":10,"unit":"MINUTE"},
                  "durationUntilReset":"58s"},
                 {"code":"OK"}]})
-        );
-        assert_eq!(
-            duration(&Duration {
-                seconds: 1,
-                nanos: 250_000_000
-            }),
-            "1.250s"
         );
     }
 }

@@ -8,15 +8,19 @@
 //! flow; `validate` (bounds and their messages), `plan` (matching → plans, `replaces`),
 //! `record` (per-rule statistics), `response` (decision → response, the deciding rule's
 //! body and headers), `headers` (rate limit headers to the client and to the upstream),
-//! `metadata` (dynamic metadata, the decision's included), `health`, the two
-//! codecs, `grpc` and `json`, and `inspect` (operator queries: `/explain`, a descriptor's
-//! state peeked or reset).
+//! `metadata` (dynamic metadata, the decision's included), `log` (a decision as a debug
+//! line), `health`, the two
+//! codecs, `grpc` and `json`, `inspect` (operator queries: `/explain`, a descriptor's
+//! state peeked or reset), `top` (the heavy hitters each decision feeds, `/top`) and
+//! `unknown_domain` (requests for a domain no rule declares, said in the log) and
+//! `view_metrics` (the local view's numbers on `/metrics`).
 
 pub mod grpc;
 mod headers;
 pub mod health;
 pub mod inspect;
 pub mod json;
+mod log;
 mod metadata;
 mod plan;
 pub mod proto;
@@ -24,7 +28,10 @@ mod record;
 mod response;
 pub mod rlqs;
 pub mod routes;
+mod top;
+mod unknown_domain;
 mod validate;
+mod view_metrics;
 
 use std::sync::{Arc, OnceLock};
 use std::time::Instant;
@@ -40,6 +47,7 @@ use crate::metrics::{Metrics, RuleCounters};
 use crate::settings::DecisionSettings;
 use crate::store::{Backend, StoreError};
 use crate::telemetry::{RequestSpan, Tracer};
+use crate::top::TopHitters;
 use proto::{Entry, RateLimitRequest};
 
 impl EntryRef for Entry {
@@ -109,6 +117,19 @@ impl ServiceError {
     }
 }
 
+/// What a config about to serve holds that has no effect, each a warning with its file and
+/// line (every load says them again: startup, reloads, xDS).
+fn log_warnings(config: &RateLimitConfig) {
+    for w in config.warnings() {
+        tracing::warn!(
+            warning = %w,
+            file = w.path.as_ref().map(|p| tracing::field::display(p.display())),
+            line = w.line.map(|l| l as u64),
+            "rule file: this has no effect"
+        );
+    }
+}
+
 /// A loaded config plus what the service caches per rule.
 pub struct ActiveConfig {
     pub config: RateLimitConfig,
@@ -164,6 +185,14 @@ pub struct RateLimitService {
     /// Which gRPC calls get store work (the gRPC adapter asks; [`Self::evaluate`] reports
     /// each store call's round trip).
     admission: Arc<Admission>,
+    /// The heavy hitters (`--top-capacity`), fed after each decision; `None` when off.
+    top: Option<Arc<TopHitters>>,
+    /// `--top-metrics`: descriptors per domain in the `sluice_top_*` gauges.
+    top_metrics: usize,
+    /// When each unknown domain was last named in the log.
+    unknown_domains: unknown_domain::UnknownDomains,
+    /// The local view's counts last published as Prometheus counters.
+    view_published: parking_lot::Mutex<view_metrics::Published>,
 }
 
 impl RateLimitService {
@@ -176,7 +205,10 @@ impl RateLimitService {
         settings: DecisionSettings,
     ) -> RateLimitService {
         let active = match config {
-            Some(c) => ActiveConfig::new(c),
+            Some(c) => {
+                log_warnings(&c);
+                ActiveConfig::new(c)
+            }
             None => ActiveConfig::none(),
         };
         metrics.rules_loaded.set(active.config.rules().len() as i64);
@@ -198,7 +230,19 @@ impl RateLimitService {
             view: None,
             consistency: Consistency::Strict,
             unhealthy_when_degraded: false,
+            top: None,
+            top_metrics: 0,
+            unknown_domains: Default::default(),
+            view_published: Default::default(),
         }
+    }
+
+    /// Keep the heavy hitters in `top` (see `crate::top`), and export the `metrics`
+    /// heaviest of each domain as gauges.
+    pub fn with_top(mut self, top: Option<Arc<TopHitters>>, metrics: usize) -> RateLimitService {
+        self.top = top;
+        self.top_metrics = metrics;
+        self
     }
 
     /// Decide `batched` rules (and rules without `consistency` when `default` is batched)
@@ -224,18 +268,6 @@ impl RateLimitService {
     /// instead of refused (`limiter::decide`: overload).
     pub fn decides_overload_locally(&self) -> bool {
         !self.settings.reference_keys && self.view.as_ref().is_some_and(|v| v.options().fallback)
-    }
-
-    /// Set the local view's gauges (descriptors held, hits not yet in the store) from the
-    /// view as it is now: before rendering the metrics, so a scrape never reads a value older
-    /// than itself (the batch task also sets them every interval).
-    pub fn refresh_view_gauges(&self) {
-        if let Some(v) = &self.view {
-            let m = &self.metrics.local;
-            m.keys.set(i64::try_from(v.len()).unwrap_or(i64::MAX));
-            m.unwritten
-                .set(i64::try_from(v.unwritten()).unwrap_or(i64::MAX));
-        }
     }
 
     /// Count a failed store call in `sluice_store_errors_total`: `store` when it is not the
@@ -268,10 +300,14 @@ impl RateLimitService {
 
     /// Swap in a new config atomically: requests in flight keep the one they started with.
     pub fn set_config(&self, config: RateLimitConfig) {
+        log_warnings(&config);
         self.metrics.rules_loaded.set(config.rules().len() as i64);
         self.metrics
             .domains_loaded
             .set(config.domain_count() as i64);
+        if let Some(top) = &self.top {
+            top.retain(|d| config.domain(d).is_some());
+        }
         self.config.store(Arc::new(ActiveConfig::new(config)));
     }
 
@@ -319,12 +355,8 @@ impl RateLimitService {
             });
         }
         match &result {
-            Ok(resp) => tracing::debug!(
-                domain = %req.domain,
-                descriptors = req.descriptors.len(),
-                overall_code = resp.overall_code,
-                "decided"
-            ),
+            // Logged where the decision's parts are (`evaluate`).
+            Ok(_) => {}
             Err(
                 e @ (ServiceError::InvalidArgument(_)
                 | ServiceError::Malformed(_)
@@ -377,6 +409,7 @@ impl RateLimitService {
             self.metrics
                 .domain_not_found
                 .inc_by(req.descriptors.len() as u64);
+            self.unknown_domains.note(&req.domain);
         }
         let request_cost = u64::from(req.hits_addend.max(1));
 
@@ -434,12 +467,11 @@ impl RateLimitService {
             self.metrics.global_shadow_mode.inc();
         }
         self.record(&active, req, &plans, &matched, &decision);
-        Ok(response::build(
-            req,
-            &plans,
-            &matched,
-            &decision,
-            &self.settings,
-        ))
+        self.feed_top(req, &plans, &matched, &decision);
+        let resp = response::build(req, &plans, &matched, &decision, &self.settings);
+        if tracing::enabled!(tracing::Level::DEBUG) {
+            log::decided(req, &plans, &matched, &decision, resp.overall_code);
+        }
+        Ok(resp)
     }
 }

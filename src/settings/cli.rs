@@ -19,6 +19,7 @@ use super::parse::SettingsError;
 use super::query::QueryArgs;
 use super::resolver::{Group, Resolver, table};
 use super::rules::MERGE_DOMAINS;
+use super::top_args::{TopArgs, TopQuerySettings};
 
 #[derive(Debug, Parser)]
 #[command(
@@ -46,6 +47,9 @@ enum Command {
     /// Ask a rate limit server (any RLS v3 server) one question; print its answer.
     /// Exit status: 0 OK, 1 OVER_LIMIT, 2 error.
     Query(Box<QueryArgs>),
+    /// A domain's heavy hitters: the descriptors with the most hits (or denials) over the
+    /// recent window, from a running sluice's admin listener.
+    Top(TopArgs),
 }
 
 #[derive(Debug, Args)]
@@ -71,6 +75,7 @@ pub enum Invocation {
     Check(CheckArgs, CheckSettings),
     Explain(ExplainArgs, ExplainSettings),
     Query(Box<QueryArgs>),
+    Top(TopArgs, TopQuerySettings),
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -111,6 +116,7 @@ where
         Command::Check(_) => "check",
         Command::Explain(_) => "explain",
         Command::Query(_) => "query",
+        Command::Top(_) => "top",
     };
     let sub = matches
         .subcommand_matches(name)
@@ -123,6 +129,7 @@ where
             ExplainSettings::from_resolver(&r).map(|s| Invocation::Explain(a, s))
         }
         Command::Query(q) => Ok(Invocation::Query(q)),
+        Command::Top(a) => TopQuerySettings::from_resolver(&r).map(|s| Invocation::Top(a, s)),
     };
     resolved.map_err(|error| Error::Setting {
         command: name,
@@ -153,6 +160,7 @@ fn command() -> clap::Command {
         // after it stays a path.
         .mut_subcommand("check", |c| c.args(flags::<CheckSettings>(true)))
         .mut_subcommand("explain", |c| c.args(flags::<ExplainSettings>(false)))
+        .mut_subcommand("top", |c| c.args(flags::<TopQuerySettings>(false)))
 }
 
 fn flags<G: Group>(switch_requires_equals: bool) -> Vec<clap::Arg> {
@@ -174,13 +182,23 @@ fn flags<G: Group>(switch_requires_equals: bool) -> Vec<clap::Arg> {
 /// The command line as sluice parses it. Run as `ratelimit` (the image's `/bin/ratelimit`,
 /// envoyproxy/ratelimit's binary path, which Envoy Gateway's deployment runs with no
 /// arguments), sluice serves: their binary has no subcommands and reads its settings
-/// from the environment.
+/// from the environment. So does `sluice /bin/ratelimit`: their docker-compose files say
+/// `command: /bin/ratelimit`, which replaces the image's arguments, not its entrypoint.
 pub fn invocation(mut argv: Vec<OsString>) -> Vec<OsString> {
-    let invoked_as = argv
-        .first()
-        .and_then(|a| std::path::Path::new(a).file_name())
-        .and_then(|n| n.to_str())
-        .unwrap_or_default();
+    let name = |a: Option<&OsString>| {
+        a.and_then(|a| std::path::Path::new(a).file_name())
+            .and_then(|n| n.to_str())
+            .unwrap_or_default()
+            .to_owned()
+    };
+    if argv.len() >= 2
+        && name(argv.get(1)) == "ratelimit"
+        && argv[1].to_str().is_some_and(|a| a.contains('/'))
+    {
+        argv[1] = "serve".into();
+        return argv;
+    }
+    let invoked_as = name(argv.first());
     let first = argv.get(1).and_then(|a| a.to_str()).unwrap_or_default();
     let explicit = ["serve", "check", "help", "--help", "-h", "--version", "-V"].contains(&first);
     if invoked_as == "ratelimit" && !explicit {

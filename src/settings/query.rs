@@ -53,6 +53,6 @@ pub struct QueryArgs {
     pub timeout: std::time::Duration,
 }
 
-fn parse_timeout(s: &str) -> Result<std::time::Duration, String> {
+pub(super) fn parse_timeout(s: &str) -> Result<std::time::Duration, String> {
     super::parse_duration("--timeout", s).map_err(|e| e.message)
 }

@@ -7,6 +7,7 @@ use std::path::PathBuf;
 use super::decl::{RefVar, Setting};
 use super::env::{Env, var};
 use super::parse::SettingsError;
+use super::resolver::{Resolver, Source};
 use super::values::paths;
 
 /// `--config`: rule files or directories.
@@ -35,6 +36,47 @@ pub(super) static SANITIZE_METRIC_DOTS: Setting<bool> = Setting::switch("sanitiz
          and labels), so a value like `10.0.0.1` or `foo.bar` adds no level to them",
     )
     .same(RefVar::new("SANITIZE_DESCRIPTOR_METRIC_DOTS", "true"));
+
+/// The reference's variables that place the rule files.
+const RUNTIME: [&str; 3] = [
+    "RUNTIME_ROOT",
+    "RUNTIME_SUBDIRECTORY",
+    "RUNTIME_APPDIRECTORY",
+];
+
+/// What named the rule files, for the startup log: `--config`, `SLUICE_CONFIG`, their
+/// `RUNTIME_*` variables or the default. Set beside their variables, sluice's flag or
+/// variable wins (as every setting's does); a note logged at startup says so, naming both,
+/// so a manifest's `RUNTIME_*` is never ignored in silence.
+pub(super) fn config_from(r: &Resolver<'_>) -> Result<String, SettingsError> {
+    let given = r.given(&CONFIG)?;
+    let runtime: Vec<String> = RUNTIME
+        .iter()
+        .filter_map(|name| var(r.env(), name).map(|v| format!("{name}={v}")))
+        .collect();
+    Ok(match given.source {
+        Source::Flag | Source::Var => {
+            if !runtime.is_empty() {
+                let paths: Vec<String> = given
+                    .value
+                    .iter()
+                    .map(|p| p.display().to_string())
+                    .collect();
+                r.note(format!(
+                    "rule files from {} ({}); {} ignored: sluice's own flag or variable wins \
+                     over envoyproxy/ratelimit's (drop {} to use them)",
+                    given.name,
+                    paths.join(","),
+                    runtime.join(" "),
+                    given.name,
+                ));
+            }
+            given.name
+        }
+        Source::RefVar => RUNTIME.join("/"),
+        Source::Default => "the default".to_owned(),
+    })
+}
 
 /// The reference's layout: the rule files live in ROOT/SUBDIRECTORY/APPDIRECTORY, with their defaults
 /// for the parts not set.

@@ -12,7 +12,10 @@ pub fn boolean(s: &str) -> Result<bool, String> {
     match s.trim() {
         "1" | "t" | "T" | "true" | "TRUE" | "True" => Ok(true),
         "0" | "f" | "F" | "false" | "FALSE" | "False" => Ok(false),
-        other => Err(format!("'{other}' is not a boolean (true/false)")),
+        other => Err(format!(
+            "'{other}' is not a boolean: use true or false (also accepted, as Go's \
+             strconv.ParseBool reads them: 1, t, T, TRUE, True, 0, f, F, FALSE, False)"
+        )),
     }
 }
 

@@ -126,6 +126,32 @@ impl Backend {
         }
     }
 
+    /// Where the store keeps its state, for logs: `memory`, or the Redis address(es),
+    /// credentials left out.
+    pub fn shown(&self) -> String {
+        match self {
+            Backend::Memory(_) => "memory".to_owned(),
+            Backend::Redis(s) => s.addr().to_owned(),
+            Backend::RedisPerSecond(p) => format!(
+                "{} (per-second limits: {})",
+                p.main.addr(),
+                p.per_second.addr()
+            ),
+        }
+    }
+
+    /// Why the store cannot decide now, naming the Redis at fault; `None` when it can.
+    pub fn not_ready_reason(&self) -> Option<String> {
+        match self {
+            Backend::Memory(_) => None,
+            Backend::Redis(s) => s.not_ready_reason(),
+            Backend::RedisPerSecond(p) => p
+                .main
+                .not_ready_reason()
+                .or_else(|| p.per_second.not_ready_reason()),
+        }
+    }
+
     /// Each Redis store by its metrics label, with its open connections, readiness and the
     /// connections dropped as broken so far.
     pub fn redis_pools(&self) -> Vec<(&'static str, usize, bool, u64)> {

@@ -47,11 +47,6 @@ fn their_error_fixtures() {
             "misspelled_key2.yaml: config error, unknown key 'requestsperunit'",
         ),
         (
-            &["non_map_list.yaml"],
-            false,
-            "non_map_list.yaml: config error, yaml file contains list of type other than map: a",
-        ),
-        (
             &["non_string_key.yaml"],
             false,
             "non_string_key.yaml: config error, key is not of type string: 0.25",
@@ -90,6 +85,54 @@ fn their_error_fixtures() {
     for (files, merge, expected) in cases {
         check(files, *merge, expected);
     }
+}
+
+/// Their fixture lists three elements that are not maps: theirs stops at the first, ours
+/// names each.
+#[test]
+fn every_element_that_is_not_a_map_is_named() {
+    let got = messages(build(&["non_map_list.yaml"], false));
+    let expected: Vec<String> = ["a", "b", "c"]
+        .iter()
+        .map(|v| {
+            format!("non_map_list.yaml: config error, yaml file contains list of type other than map: {v}")
+        })
+        .collect();
+    assert_eq!(got, expected);
+}
+
+/// One file, three errors of three passes (an unknown key, a unit, a duplicate key, and a
+/// duplicate descriptor): one run names them all, in file order within each pass, the
+/// key walk's first (their first message is the reference's own).
+#[test]
+fn one_run_reports_every_error_of_a_file() {
+    let content = "domain: d\ndescriptors:\n  - key: a\n    ratelimit: {unit: second}\n  - key: b\n    rate_limit: {unit: fortnight, requests_per_unit: 1}\n  - key: c\n    rate_limit: {unit: hour, requests_per_unit: 1}\n    value: x\n    value: y\n  - key: b\n";
+    let errors = build_files(&[inline("x.yaml", content)], false)
+        .err()
+        .unwrap_or_default();
+    let got: Vec<(String, Option<usize>)> =
+        errors.iter().map(|e| (e.message.clone(), e.line)).collect();
+    assert_eq!(
+        got,
+        [
+            (
+                "x.yaml: config error, unknown key 'ratelimit'".to_owned(),
+                Some(4)
+            ),
+            (
+                "x.yaml: config error, duplicate key 'value'".to_owned(),
+                Some(10)
+            ),
+            (
+                "x.yaml: invalid rate limit unit 'fortnight'".to_owned(),
+                Some(6)
+            ),
+            (
+                "x.yaml: duplicate descriptor composite key 'd.b'".to_owned(),
+                Some(11)
+            ),
+        ]
+    );
 }
 
 #[test]
@@ -314,7 +357,7 @@ fn every_bad_file_is_reported_and_good_ones_do_not_hide_them() {
         super::fixture("bad_yaml.yaml"),
     ];
     let got = messages(build_files(&files, false));
-    assert_eq!(got.len(), 4, "{got:?}");
+    assert_eq!(got.len(), 5, "{got:?}");
     assert_eq!(got[0], "bad_limit_unit.yaml: invalid rate limit unit 'foo'");
     // A file that fails after its domain check still claims its domain: fixing it alone
     // would leave this conflict, so it is reported now.
@@ -326,7 +369,12 @@ fn every_bad_file_is_reported_and_good_ones_do_not_hide_them() {
         got[2],
         "misspelled_key.yaml: config error, unknown key 'ratelimit'"
     );
-    assert!(got[3].starts_with("bad_yaml.yaml: error loading config file: "));
+    // Its key error does not hide what validation finds beside it.
+    assert_eq!(
+        got[3],
+        "misspelled_key.yaml: duplicate domain 'test-domain' in config file"
+    );
+    assert!(got[4].starts_with("bad_yaml.yaml: error loading config file: "));
 }
 
 #[test]
@@ -342,9 +390,16 @@ fn syntax_errors_win_over_key_errors_before_them() {
 }
 
 #[test]
-fn key_errors_win_over_type_errors_before_them() {
+fn key_errors_come_before_type_errors_before_them() {
     let content = "domain: d\ndescriptors:\n  - key: a\n    rate_limit: {unit: second, requests_per_unit: x}\n  - key: b\n    bogus: 1\n";
-    check_str(content, "config error, unknown key 'bogus'");
+    let got = messages(build_files(&[inline("x.yaml", content)], false));
+    assert_eq!(
+        got,
+        [
+            "x.yaml: config error, unknown key 'bogus'",
+            "x.yaml: error loading config file: 'requests_per_unit' must be an integer between 0 and 9007199254740992, found 'x'",
+        ]
+    );
 }
 
 #[test]
@@ -353,5 +408,31 @@ fn type_errors_win_over_validation_errors_before_them() {
     check_str(
         content,
         "error loading config file: 'requests_per_unit' must be an integer between 0 and 9007199254740992, found 'x'",
+    );
+}
+
+/// `detailed_metric` on a descriptor without limits, or unlimited, loads (their files must)
+/// and is said to do nothing, with its line.
+#[test]
+fn detailed_metric_where_no_rule_counts_is_a_warning() {
+    let content = "domain: d\ndescriptors:\n  - key: a\n    detailed_metric: true\n    descriptors:\n      - key: b\n        rate_limit: {unit: hour, requests_per_unit: 1}\n  - key: c\n    detailed_metric: true\n    rate_limit: {unlimited: true}\n  - key: e\n    detailed_metric: true\n    rate_limit: {unit: hour, requests_per_unit: 1}\n";
+    let config = build_files(&[inline("x.yaml", content)], false).expect("loads");
+    let got: Vec<(String, Option<usize>)> = config
+        .warnings()
+        .iter()
+        .map(|w| (w.message.clone(), w.line))
+        .collect();
+    assert_eq!(
+        got,
+        [
+            (
+                "x.yaml: detailed_metric has no effect: 'd.a' has no rate_limit: it names the series of the rule a request lands on, so put it on that descriptor".to_owned(),
+                Some(4)
+            ),
+            (
+                "x.yaml: detailed_metric has no effect: 'd.c' is unlimited, and unlimited rules count nothing".to_owned(),
+                Some(9)
+            ),
+        ]
     );
 }

@@ -165,8 +165,13 @@ fn alias_bombs_and_nesting_name_their_cause_and_place() {
         "{head}    metadata:\n{}  - key: j\n    rate_limit: *h\n",
         laughs("      ", true)
     );
-    let (msg, _) = only_error(&bomb);
-    assert!(msg.contains("unknown key 'k1'"), "{msg}");
+    // Each unknown key of the expansion once, where the anchor defines it, then the walk
+    // stops at the first repetition.
+    let errors = build_files(&[inline("x.yaml", &bomb)], false)
+        .err()
+        .unwrap_or_default();
+    assert!(errors[0].message.contains("unknown key 'k1'"), "{errors:?}");
+    assert!(errors.len() < 20, "{errors:?}");
 }
 
 #[test]

@@ -20,7 +20,8 @@ fn statsd_name(family: &str, m: &Metric) -> Option<(String, StatType)> {
             .map(|l| l.value().to_string())
     };
     if let Some(stat) = family.strip_prefix("ratelimit_service_rate_limit_") {
-        let key = label("descriptor")?;
+        // The label is the stats key as written; the statsd name is sanitized (theirs).
+        let key = crate::metrics::sanitize(&label("descriptor")?);
         return Some((
             format!("{}{key}.{stat}", crate::metrics::statsd::RATE_LIMIT_PREFIX),
             StatType::Counter,

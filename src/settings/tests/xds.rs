@@ -119,4 +119,9 @@ fn invoked_as_ratelimit_sluice_serves() {
         invocation(argv(&["/usr/local/bin/sluice"])),
         argv(&["/usr/local/bin/sluice"])
     );
+    // Their compose files' `command: /bin/ratelimit`, after the image's entrypoint.
+    assert_eq!(
+        invocation(argv(&["/usr/local/bin/sluice", "/bin/ratelimit"])),
+        argv(&["/usr/local/bin/sluice", "serve"])
+    );
 }

@@ -175,6 +175,43 @@ pub enum RedisConfigError {
     NoRuntime,
 }
 
+/// `url` without its credentials or query (`redis://user:secret@host:6379/0` →
+/// `redis://host:6379/0`): how logs, health and errors name a Redis, so none shows a
+/// password.
+pub fn shown_url(url: &str) -> String {
+    let url = url.split(['?', '#']).next().unwrap_or_default();
+    let Some((scheme, rest)) = url.split_once("://") else {
+        return url
+            .rsplit_once('@')
+            .map_or(url, |(_, host)| host)
+            .to_owned();
+    };
+    let end = rest.find('/').unwrap_or(rest.len());
+    let (authority, path) = rest.split_at(end);
+    let host = authority.rsplit_once('@').map_or(authority, |(_, h)| h);
+    format!("{scheme}://{host}{path}")
+}
+
+impl RedisConfig {
+    /// Where this store connects, credentials left out: the URL, the cluster's seed nodes,
+    /// or the sentinels and the master's name.
+    pub fn shown_address(&self) -> String {
+        if let Some(s) = &self.sentinel {
+            let sentinels: Vec<String> = s.sentinels.iter().map(|u| shown_url(u)).collect();
+            return format!(
+                "master '{}' via sentinels {}",
+                s.master,
+                sentinels.join(",")
+            );
+        }
+        if !self.cluster_nodes.is_empty() {
+            let nodes: Vec<String> = self.cluster_nodes.iter().map(|u| shown_url(u)).collect();
+            return format!("cluster {}", nodes.join(","));
+        }
+        shown_url(&self.url)
+    }
+}
+
 /// Why a connection was not made; the reconnect task logs it and tries again.
 #[derive(Debug, thiserror::Error)]
 pub enum ConnectError {
@@ -245,7 +282,7 @@ pub(crate) fn connection_info(
     let info = url
         .into_connection_info()
         .map_err(|source| RedisConfigError::Url {
-            url: url.to_owned(),
+            url: shown_url(url),
             source,
         })?;
     let ConnectionAddr::TcpTls { insecure, .. } = info.addr() else {
@@ -286,4 +323,29 @@ pub(crate) fn async_config(connect_timeout: Duration) -> AsyncConnectionConfig {
     AsyncConnectionConfig::new()
         .set_connection_timeout(Some(connect_timeout))
         .set_response_timeout(None)
+}
+
+#[cfg(test)]
+mod shown_tests {
+    use super::shown_url;
+
+    #[test]
+    fn shown_urls_carry_no_credentials() {
+        for (url, shown) in [
+            ("redis://redis:6379", "redis://redis:6379"),
+            ("redis://:s3cret@redis:6379/2", "redis://redis:6379/2"),
+            (
+                "rediss://user:s3cret@cache.internal:6380",
+                "rediss://cache.internal:6380",
+            ),
+            (
+                "redis://redis:6379/0?password=s3cret",
+                "redis://redis:6379/0",
+            ),
+            ("unix:///run/redis.sock", "unix:///run/redis.sock"),
+            ("user:s3cret@redis:6379", "redis:6379"),
+        ] {
+            assert_eq!(shown_url(url), shown, "{url}");
+        }
+    }
 }

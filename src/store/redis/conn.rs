@@ -96,13 +96,17 @@ pub(crate) struct Ring {
     dropped: AtomicU64,
     /// Which store this is, in logs (`redis`, `redis_per_second`).
     name: &'static str,
+    /// Where it connects, credentials left out (`RedisConfig::shown_address`), in logs.
+    addr: String,
+    /// Why the last connection attempt failed, until one succeeds (health says it).
+    last_error: Mutex<Option<String>>,
     /// How long a ping may go unanswered before its connection is dead (`--redis-dead-after`,
     /// the batchers' own bound).
     dead_after: Duration,
 }
 
 impl Ring {
-    pub fn new(name: &'static str, size: usize, dead_after: Duration) -> Ring {
+    pub fn new(name: &'static str, addr: String, size: usize, dead_after: Duration) -> Ring {
         let slots = (0..size.max(1))
             .map(|_| Slot {
                 conn: Mutex::new(None),
@@ -117,8 +121,20 @@ impl Ring {
             wake: Notify::new(),
             dropped: AtomicU64::new(0),
             name,
+            addr,
+            last_error: Mutex::new(None),
             dead_after,
         }
+    }
+
+    /// Where the ring connects, as logs show it.
+    pub fn addr(&self) -> &str {
+        &self.addr
+    }
+
+    /// Why the last connection attempt failed, if it did.
+    pub fn last_error(&self) -> Option<String> {
+        self.last_error.lock().clone()
     }
 
     /// The connection for the next request; `None` when every connection is down.
@@ -203,6 +219,7 @@ impl Ring {
             self.connected.send_modify(|c| *c = c.saturating_sub(1));
             tracing::warn!(
                 store = self.name,
+                addr = %self.addr,
                 slot = lease.slot,
                 "redis connection dropped; reconnecting"
             );
@@ -355,9 +372,11 @@ pub(crate) async fn reconnect_loop(
                 }
             }
             Ok(Ok(conn)) => {
+                ring.last_error.lock().take();
                 if ring.install(conn) {
                     tracing::info!(
                         store = ring.name,
+                        addr = %ring.addr,
                         connected = ring.connected(),
                         "redis connection established"
                     );
@@ -365,14 +384,19 @@ pub(crate) async fn reconnect_loop(
                 delay = backoff.min;
             }
             Ok(Err(e)) => {
-                tracing::warn!(store = ring.name, error = %e, retry_in = ?delay, "redis connect failed");
+                tracing::warn!(store = ring.name, addr = %ring.addr, error = %e, retry_in = ?delay, "redis connect failed");
+                *ring.last_error.lock() = Some(e.to_string());
                 if sleep_or_stop(delay, &stop).await {
                     return;
                 }
                 delay = (delay * 2).min(backoff.max);
             }
             Err(_) => {
-                tracing::warn!(store = ring.name, timeout = ?backoff.connect_timeout, retry_in = ?delay, "redis connect timed out");
+                tracing::warn!(store = ring.name, addr = %ring.addr, timeout = ?backoff.connect_timeout, retry_in = ?delay, "redis connect timed out");
+                *ring.last_error.lock() = Some(format!(
+                    "connect timed out after {:?}",
+                    backoff.connect_timeout
+                ));
                 if sleep_or_stop(delay, &stop).await {
                     return;
                 }

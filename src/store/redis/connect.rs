@@ -79,7 +79,7 @@ impl How {
                     .danger_accept_invalid_hostnames(cfg.tls.skip_hostname_verification);
             }
             let client = builder.build().map_err(|source| RedisConfigError::Url {
-                url: cfg.cluster_nodes.join(","),
+                url: cfg.shown_address(),
                 source,
             })?;
             return Ok(How::Cluster(Box::new(client)));
@@ -88,7 +88,7 @@ impl How {
         let manager =
             deadpool_redis::Manager::new_with_config(info, async_config(cfg.connect_timeout))
                 .map_err(|source| RedisConfigError::Url {
-                    url: cfg.url.clone(),
+                    url: super::config::shown_url(&cfg.url),
                     source,
                 })?;
         let pool = deadpool_redis::Pool::builder(manager)

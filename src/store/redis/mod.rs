@@ -55,7 +55,7 @@ use crate::store::{Call, CallId, Ids, Store, StoreError};
 
 pub use config::{
     DEFAULT_DEAD_AFTER, DEFAULT_KEY_PREFIX, RedisConfig, RedisConfigError, RedisTls,
-    SentinelConfig, TimeSource, check_prefix,
+    SentinelConfig, TimeSource, check_prefix, shown_url,
 };
 use conn::{Backoff, Conn, Ring};
 use connect::Connector;
@@ -126,7 +126,12 @@ impl RedisStore {
         let cluster = !cfg.cluster_nodes.is_empty() && cfg.sentinel.is_none();
         let connector = Connector::new(&cfg, pool_size)?;
         let pool = connector.pool();
-        let ring = Arc::new(Ring::new(cfg.name, pool_size, cfg.dead_after));
+        let ring = Arc::new(Ring::new(
+            cfg.name,
+            cfg.shown_address(),
+            pool_size,
+            cfg.dead_after,
+        ));
         let script = Script::new(source);
         let stop = CancellationToken::new();
         let backoff = Backoff {
@@ -184,6 +189,29 @@ impl RedisStore {
         self.pool
             .as_ref()
             .map_or_else(|| self.ring.connected(), |p| p.status().size)
+    }
+
+    /// Where this store connects, credentials left out (`redis://host:6379/0`).
+    pub fn addr(&self) -> &str {
+        self.ring.addr()
+    }
+
+    /// Why the store is not ready, in words naming its address; `None` when it is.
+    pub fn not_ready_reason(&self) -> Option<String> {
+        if self.ring.connected() == 0 {
+            let why = self.ring.last_error().map_or_else(
+                || "not connected yet".to_owned(),
+                |e| format!("last attempt: {e}"),
+            );
+            return Some(format!("no connection to redis at {} ({why})", self.addr()));
+        }
+        if self.refusals.sustained() {
+            return Some(format!(
+                "redis at {} refuses writes (OOM, READONLY, MISCONF…)",
+                self.addr()
+            ));
+        }
+        None
     }
 
     /// Connections dropped as broken (an error, or silence: `conn.rs`) since the store was
