@@ -50,6 +50,7 @@ use indexmap::IndexMap;
 use parking_lot::Mutex;
 
 use super::local_cache::cacheable_for;
+use crate::limit::hash::FoldBuild;
 use crate::limit::sharded::Sharded;
 use crate::limit::{Algorithm, Clock, LimitResult, LimitSpec, StateTag};
 use crate::store::redis::Fate;
@@ -119,13 +120,13 @@ pub struct LocalView {
     overflow_logged: AtomicBool,
     /// Calls under an id not answered yet: in flight, or whose answer was lost, resent under
     /// their ids (`write_back.rs`). In the order they were held.
-    unsettled: Mutex<IndexMap<CallId, Unsettled>>,
+    unsettled: Mutex<IndexMap<CallId, Unsettled, FoldBuild>>,
     pub stats: ViewStats,
 }
 
 #[derive(Default)]
 struct Shard {
-    map: HashMap<u128, Key>,
+    map: HashMap<u128, Key, FoldBuild>,
     /// Tags with hits to write back (may hold tags whose hits have gone since).
     dirty: Vec<u128>,
 }
@@ -344,7 +345,7 @@ impl LocalView {
             seq: AtomicU64::new(1),
             latency_ms: AtomicU64::new(0),
             overflow_logged: AtomicBool::new(false),
-            unsettled: Mutex::new(IndexMap::new()),
+            unsettled: Mutex::new(IndexMap::default()),
             stats: ViewStats::default(),
         }
     }

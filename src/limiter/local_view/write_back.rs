@@ -45,6 +45,7 @@ use std::sync::{Arc, Weak};
 use indexmap::IndexMap;
 
 use super::{Answer, Asked, LocalView};
+use crate::limit::hash::FoldBuild;
 use crate::limit::{Check, LimitSpec, StateTag};
 use crate::store::redis::Fate;
 use crate::store::{Call, CallId, Ids, Store, StoreError};
@@ -163,7 +164,7 @@ impl LocalView {
     fn settle(
         &self,
         fate: impl Fn(CallId) -> Fate,
-        unsettled: &mut IndexMap<CallId, Unsettled>,
+        unsettled: &mut IndexMap<CallId, Unsettled, FoldBuild>,
     ) -> Vec<CallId> {
         let mut waiting = Vec::new();
         unsettled.retain(|&id, u| {

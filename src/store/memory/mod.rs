@@ -19,15 +19,14 @@
 
 use std::sync::Arc;
 
-use self::hash::{FoldBuild, random_seed};
 use self::shard::{Key, Shard, Slot};
 
 use super::{Call, Store, StoreError};
 use crate::limit::algorithm::{self, LimitState};
+use crate::limit::hash::{FoldBuild, random_seed};
 use crate::limit::sharded::Sharded;
 use crate::limit::{Charge, Check, Clock, LimitResult, LimitSpec, StateTag};
 
-mod hash;
 mod shard;
 #[cfg(test)]
 mod tests;
@@ -84,7 +83,7 @@ impl MemoryStore {
             .clamp(1, 1 << 16)
             .next_power_of_two();
         let budget = opts.max_bytes / n;
-        let map_hasher = FoldBuild::random();
+        let map_hasher = FoldBuild::default();
         let shards = Sharded::new(n, || {
             Shard::new(map_hasher, budget, opts.min_sweep_len, random_seed())
         });

@@ -20,7 +20,7 @@ use std::hash::Hash;
 
 use indexmap::IndexMap;
 
-use super::hash::FoldBuild;
+use crate::limit::hash::FoldBuild;
 use crate::limit::algorithm::LimitState;
 use crate::limit::{LimitResult, LimitSpec};
 
