@@ -27,12 +27,10 @@ mod scenarios;
 use std::hash::{BuildHasher, Hasher};
 use std::sync::Arc;
 
-use sluice::limit::{
-    Algorithm, Charge, Check, Clock, LimitResult, LimitSpec, ManualClock, StateTag, Unit,
-};
+use sluice::limit::{Algorithm, Check, Clock, LimitResult, LimitSpec, ManualClock, StateTag, Unit};
 use sluice::store::memory::MemoryStore;
 use sluice::store::redis::{RedisConfig, RedisStore, TimeSource};
-use sluice::store::{Store, StoreError};
+use sluice::store::{Call, Store, StoreError};
 
 use crate::support::redis::RedisServer;
 
@@ -115,13 +113,12 @@ pub struct RedisUnderTest {
 }
 
 impl Store for RedisUnderTest {
-    fn run_with(
+    fn run(
         &self,
-        checks: &[Check<'_>],
-        charge: Charge,
+        call: &Call<'_>,
         out: &mut Vec<LimitResult>,
     ) -> impl Future<Output = Result<(), StoreError>> + Send {
-        self.store.run_with(checks, charge, out)
+        self.store.run(call, out)
     }
 
     fn reset(
@@ -220,7 +217,10 @@ impl<S: Store> Env<S> {
 
     pub async fn run(&self, checks: &[Check<'_>]) -> Vec<LimitResult> {
         let mut out = Vec::new();
-        self.store.run(checks, &mut out).await.expect("store error");
+        self.store
+            .run(&Call::new(checks), &mut out)
+            .await
+            .expect("store error");
         assert_eq!(
             out.len(),
             checks.iter().map(|c| c.limits.len()).sum::<usize>()

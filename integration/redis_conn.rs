@@ -7,6 +7,7 @@
 //! `redis-sentinel`).
 
 mod health;
+mod idle;
 mod per_second;
 mod sentinel;
 mod tls;
@@ -16,7 +17,7 @@ use std::time::Duration;
 
 use sluice::limit::{Check, LimitResult, LimitSpec, StateTag, SystemClock, Unit};
 use sluice::store::redis::{RedisConfig, RedisStore};
-use sluice::store::{Store, StoreError};
+use sluice::store::{Call, Store, StoreError};
 
 /// A store on `url` with generous request deadlines (the machine is shared) and fast
 /// reconnects.
@@ -50,7 +51,7 @@ pub async fn hit(store: &RedisStore, name: &str) -> Result<Vec<LimitResult>, Sto
         refund: false,
     }];
     let mut out = Vec::new();
-    store.run(&checks, &mut out).await.map(|()| out)
+    store.run(&Call::new(&checks), &mut out).await.map(|()| out)
 }
 
 /// Whether `cfg` gives a store that connects and decides (within 10 s), or — `expect`

@@ -23,8 +23,8 @@ use std::time::Duration;
 use sluice::limit::{
     Algorithm, Check, Clock, DEFAULT_BUCKETS, LimitResult, LimitSpec, ManualClock, StateTag, Unit,
 };
-use sluice::store::Store;
 use sluice::store::redis::{RedisConfig, RedisStore, TimeSource};
+use sluice::store::{Call, Store};
 
 use crate::support::redis::RedisServer;
 
@@ -163,7 +163,10 @@ impl Env {
         checks: &[Check<'_>],
     ) -> Result<Vec<LimitResult>, sluice::store::StoreError> {
         let mut out = Vec::new();
-        self.store.run(checks, &mut out).await.map(|()| out)
+        self.store
+            .run(&Call::new(checks), &mut out)
+            .await
+            .map(|()| out)
     }
 
     pub async fn hit(&self, tag: StateTag, limits: &[LimitSpec], cost: u64) -> Vec<LimitResult> {

@@ -28,8 +28,8 @@ use std::time::Duration;
 use proptest::prelude::*;
 use proptest::test_runner::{Config, TestCaseError, TestRunner};
 use sluice::limit::{Algorithm, Calendar, Check, Clock, LimitSpec, ManualClock, StateTag, Unit};
-use sluice::store::Store;
 use sluice::store::redis::{RedisConfig, RedisStore, TimeSource};
+use sluice::store::{Call, Store};
 
 use crate::support::model_store::ModelStore;
 use crate::support::redis::RedisServer;
@@ -267,10 +267,10 @@ async fn run_trace<A: Store, B: Store>(
                     })
                     .collect();
                 let (mut ra, mut rb) = (Vec::new(), Vec::new());
-                a.run(&checks, &mut ra)
+                a.run(&Call::new(&checks), &mut ra)
                     .await
                     .map_err(|e| TestCaseError::fail(format!("store A failed: {e}")))?;
-                b.run(&checks, &mut rb)
+                b.run(&Call::new(&checks), &mut rb)
                     .await
                     .map_err(|e| TestCaseError::fail(format!("store B failed: {e}")))?;
                 prop_assert_eq!(ra, rb, "step {} {:?} at {}", step, op, clock.now_ms());

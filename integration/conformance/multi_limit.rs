@@ -6,7 +6,8 @@
 use sluice::config::{ConfigFile, LoadOptions, RateLimitConfig};
 use sluice::limit::LimitResult;
 use sluice::limiter::{
-    self, Code, Decision, LimitSet, MAX_DURATION_MS, Metered, Modes, Outcome, Plan, Verdict,
+    self, Code, Decision, LimitSet, MAX_DURATION_MS, Metered, Modes, Outcome, Plan, Sources,
+    Verdict,
 };
 use sluice::store::Store;
 
@@ -44,9 +45,15 @@ async fn ask<S: Store>(
         quota: false,
         reference_key: None,
     })];
-    let d: Decision = limiter::decide(&*env.store, None, &plans, Modes::default())
-        .await
-        .expect("store error");
+    let d: Decision = limiter::decide(
+        &*env.store,
+        Sources::default(),
+        &plans,
+        Modes::default(),
+        None,
+    )
+    .await
+    .expect("store error");
     match d.outcomes.first() {
         Some(Outcome::Metered(v)) => (v.clone(), d.results.clone()),
         other => panic!("not metered: {other:?}"),

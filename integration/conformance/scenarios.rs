@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use sluice::limit::Algorithm::{self, *};
 use sluice::limit::{Check, LimitSpec, Unit::*};
-use sluice::store::Store;
+use sluice::store::{Call, Store};
 
 use super::{Env, MIN, burst, denied, limit, ok, overdraft, penalized, penalty, slot};
 
@@ -471,7 +471,10 @@ pub async fn concurrent_hits_are_counted_exactly<S: Store>(env: &Env<S>) {
                             cost: 1,
                             refund: false,
                         };
-                        store.run(&[check], &mut out).await.expect("store error");
+                        store
+                            .run(&Call::new(&[check]), &mut out)
+                            .await
+                            .expect("store error");
                         allowed += u64::from(out.iter().all(|r| r.allowed));
                     }
                     allowed

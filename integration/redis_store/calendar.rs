@@ -9,8 +9,8 @@ use std::time::Duration;
 use jiff::Timestamp;
 use jiff::tz::TimeZone;
 use sluice::limit::{Algorithm, Calendar, Clock, LimitSpec, ManualClock, SystemClock, Unit};
-use sluice::store::Store;
 use sluice::store::redis::{RedisConfig, RedisStore, TimeSource};
+use sluice::store::{Call, Store};
 
 use super::ops::checks;
 use super::{Env, local_config, spec, tag};
@@ -82,7 +82,10 @@ async fn instances_with_skewed_clocks_count_one_calendar_day() {
                 cost: 1,
                 refund: false,
             }];
-            stores[i % 3].run(&checks, &mut out).await.expect("a check");
+            stores[i % 3]
+                .run(&Call::new(&checks), &mut out)
+                .await
+                .expect("a check");
             let r = out[0];
             assert_eq!(r.used_before, allowed, "{algorithm}, hit {i}: {r:?}");
             allowed += u64::from(r.allowed);
@@ -116,7 +119,7 @@ async fn a_clock_a_period_or_more_away_is_refused() {
         refund: false,
     }];
     let e = store
-        .run(&checks, &mut out)
+        .run(&Call::new(&checks), &mut out)
         .await
         .expect_err("three days away from Redis's clock");
     // The script's message, somewhere in the error's chain of causes.
@@ -136,7 +139,10 @@ async fn a_clock_a_period_or_more_away_is_refused() {
         limits: std::slice::from_ref(&plain),
         ..checks[0]
     }];
-    store.run(&checks, &mut out).await.expect("no calendar");
+    store
+        .run(&Call::new(&checks), &mut out)
+        .await
+        .expect("no calendar");
 }
 
 #[tokio::test]
@@ -163,7 +169,10 @@ async fn cluster_counts_calendar_months_and_big_budgets_on_every_slot() {
             .collect();
         async move {
             let mut out = Vec::new();
-            store.run(&checks, &mut out).await.expect("cluster run");
+            store
+                .run(&Call::new(&checks), &mut out)
+                .await
+                .expect("cluster run");
             out
         }
     };

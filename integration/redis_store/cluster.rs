@@ -3,8 +3,8 @@
 use std::time::Duration;
 
 use sluice::limit::{Algorithm, Clock, LimitSpec, StateTag, SystemClock, Unit};
-use sluice::store::Store;
 use sluice::store::redis::{RedisConfig, TimeSource};
+use sluice::store::{Call, Store};
 
 use super::ops::checks;
 use super::{Env, local_config, spec, tag};
@@ -75,7 +75,10 @@ async fn cluster_checks_on_different_slots_in_one_run() {
         let checks = checks(&tags, &limits);
         async move {
             let mut out = Vec::new();
-            store.run(&checks, &mut out).await.expect("cluster run");
+            store
+                .run(&Call::new(&checks), &mut out)
+                .await
+                .expect("cluster run");
             assert_eq!(out.len(), 48);
             assert!(
                 out.iter()

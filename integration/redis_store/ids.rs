@@ -1,4 +1,4 @@
-//! Calls under an id (`Store::run_once`, `Store::write_back`): applied at most once however
+//! Calls under an id (`Ids::Request`, `Ids::WriteBack`): applied at most once however
 //! often they are sent, one id key per script call (per slot on a cluster), whichever send
 //! arrives first; merged calls keep each request's id; a dry run records none.
 
@@ -6,8 +6,9 @@ use std::time::Duration;
 
 use futures::future::join_all;
 use sluice::limit::{Algorithm, Charge, Check, LimitSpec, StateTag, Unit};
+use sluice::store::redis::Fate;
 use sluice::store::redis::RedisConfig;
-use sluice::store::{Batch, CallId, Fate, Store};
+use sluice::store::{Call, CallId, Ids, Store};
 
 use super::{Env, local_config, spec, tag};
 use crate::support::redis::{RedisCluster, RedisServer};
@@ -34,6 +35,14 @@ fn forced(limits: &[LimitSpec]) -> Vec<LimitSpec> {
         .collect()
 }
 
+/// A request's call of `checks` under `id`.
+fn request<'a>(checks: &'a [Check<'a>], id: CallId) -> Call<'a> {
+    Call {
+        ids: Ids::Request(id),
+        ..Call::new(checks)
+    }
+}
+
 async fn once<S: Store>(
     store: &S,
     checks: &[Check<'_>],
@@ -41,7 +50,7 @@ async fn once<S: Store>(
 ) -> Vec<sluice::limit::LimitResult> {
     let mut out = Vec::new();
     store
-        .run_once(checks, Charge::Each, id, &mut out)
+        .run(&request(checks, id), &mut out)
         .await
         .expect("run_once");
     out
@@ -51,7 +60,7 @@ async fn once<S: Store>(
 async fn used<S: Store>(store: &S, tags: &[StateTag], limits: &[LimitSpec]) -> Vec<u64> {
     let mut out = Vec::new();
     store
-        .run(&checks(tags, limits, 0), &mut out)
+        .run(&Call::new(&checks(tags, limits, 0)), &mut out)
         .await
         .expect("peek");
     out.chunks(limits.len()).map(|r| r[0].used_before).collect()
@@ -108,18 +117,14 @@ async fn a_call_sent_again_under_its_id_only_reports() {
     let (dup, fresh) = (checks(&tags, &f, 7), checks(&tags, &f, 1));
     let c = CallId::fresh();
     let mut out = Vec::new();
-    let batches = [
-        Batch {
-            id: a,
-            checks: &dup,
-        },
-        Batch {
-            id: c,
-            checks: &fresh,
-        },
-    ];
+    let both: Vec<Check<'_>> = dup.iter().chain(&fresh).copied().collect();
+    let batches = [(a, dup.len()), (c, fresh.len())];
+    let write_back = Call {
+        ids: Ids::WriteBack(&batches),
+        ..Call::new(&both)
+    };
     env.store
-        .write_back(&batches, &mut out)
+        .run(&write_back, &mut out)
         .await
         .expect("write_back");
     assert_eq!(out.len(), 12);
@@ -180,10 +185,10 @@ async fn merged_calls_keep_each_id() {
                     let mut out = Vec::new();
                     // Every third request without an id, merged with the others all the same.
                     if i % 3 == 2 && round == 0 {
-                        env.store.run(&c, &mut out).await.expect("run");
+                        env.store.run(&Call::new(&c), &mut out).await.expect("run");
                     } else {
                         env.store
-                            .run_once(&c, Charge::Each, *id, &mut out)
+                            .run(&request(&c, *id), &mut out)
                             .await
                             .expect("run_once");
                     }
@@ -212,15 +217,12 @@ async fn a_dry_run_records_no_id() {
     // id taken by the dry run.
     let tags: Vec<StateTag> = (0..20).map(|i| tag(&format!("d{i}"))).collect();
     let mut out = Vec::new();
-    env.store
-        .run_once(
-            &checks(&tags, &limits, 1),
-            Charge::StopWhenOver,
-            CallId::fresh(),
-            &mut out,
-        )
-        .await
-        .expect("run_once");
+    let checks = checks(&tags, &limits, 1);
+    let call = Call {
+        charge: Charge::StopWhenOver,
+        ..request(&checks, CallId::fresh())
+    };
+    env.store.run(&call, &mut out).await.expect("run_once");
     assert_eq!(used(&env.store, &tags, &limits).await, vec![1; 20]);
 }
 
@@ -288,11 +290,11 @@ async fn what_an_id_costs_redis() {
                 let mut out = Vec::new();
                 if with_id == 1 {
                     env.store
-                        .run_once(&c, Charge::Each, CallId::fresh(), &mut out)
+                        .run(&request(&c, CallId::fresh()), &mut out)
                         .await
                         .expect("run_once");
                 } else {
-                    env.store.run(&c, &mut out).await.expect("run");
+                    env.store.run(&Call::new(&c), &mut out).await.expect("run");
                 }
             }
             let (calls, us) = usec(&env);
@@ -315,7 +317,7 @@ async fn what_an_id_costs_redis() {
     );
 }
 
-/// What became of calls their callers stopped waiting for (`Store::fate`), on the one
+/// What became of calls their callers stopped waiting for (`RedisStore::fate`), on the one
 /// connection of the pool, while Redis holds every client for 1 s (`CLIENT PAUSE ... ALL`;
 /// less than the 2 s a silent pipeline gets before its connection is given up, which would
 /// make the fates unknown): the first call is in a pipeline, so it runs when Redis resumes and its late reply
@@ -338,7 +340,8 @@ async fn the_store_tells_whether_a_call_its_caller_left_ran() {
         let checks = checks(&tags, &limits, 2);
         async move {
             let mut out = Vec::new();
-            let call = store.run_once(&checks, Charge::Each, id, &mut out);
+            let request = request(&checks, id);
+            let call = store.run(&request, &mut out);
             assert!(
                 tokio::time::timeout(Duration::from_millis(200), call)
                     .await

@@ -4,6 +4,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use sluice::limit::{Algorithm, LimitSpec, ManualClock, StateTag, Unit};
+use sluice::store::Call;
 use sluice::store::redis::{RedisConfig, RedisConfigError, RedisStore, TimeSource};
 
 use super::{Env, local_config, spec, tag};
@@ -276,11 +277,11 @@ async fn large_timestamps_are_stored_as_plain_integers() {
         cost: 2,
         refund: false,
     }];
-    sluice::store::Store::run(&store, &checks, &mut out)
+    sluice::store::Store::run(&store, &Call::new(&checks), &mut out)
         .await
         .expect("run");
     assert!(out.iter().all(|r| r.allowed), "{out:?}");
-    sluice::store::Store::run(&store, &checks, &mut out)
+    sluice::store::Store::run(&store, &Call::new(&checks), &mut out)
         .await
         .expect("run");
     let mut conn = server.conn();

@@ -6,7 +6,7 @@
 
 use futures::future::join_all;
 use sluice::limit::{Algorithm, Charge, Check, LimitSpec, Unit};
-use sluice::store::Store;
+use sluice::store::{Call, Store};
 
 use super::{Env, local_config, spec, tag};
 use crate::support::redis::RedisServer;
@@ -141,7 +141,13 @@ async fn stop_increment_requests_are_not_merged_with_others() {
                     },
                 ];
                 env.store
-                    .run_with(&checks, Charge::StopWhenOver, &mut out)
+                    .run(
+                        &Call {
+                            charge: Charge::StopWhenOver,
+                            ..Call::new(&checks)
+                        },
+                        &mut out,
+                    )
                     .await
                     .expect("run");
             } else {
@@ -152,7 +158,7 @@ async fn stop_increment_requests_are_not_merged_with_others() {
                     refund: false,
                 }];
                 env.store
-                    .run_with(&checks, Charge::Each, &mut out)
+                    .run(&Call::new(&checks), &mut out)
                     .await
                     .expect("run");
             }

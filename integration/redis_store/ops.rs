@@ -5,7 +5,7 @@ use std::time::{Duration, Instant};
 
 use sluice::limit::{Algorithm, Check, LimitSpec, ManualClock, StateTag, SystemClock, Unit};
 use sluice::store::redis::{RedisConfig, RedisStore, TimeSource};
-use sluice::store::{Store, StoreError};
+use sluice::store::{Call, Store, StoreError};
 
 use super::{Env, local_config, spec, tag};
 use crate::support::redis::{RedisServer, free_port};
@@ -25,7 +25,7 @@ pub fn checks<'a>(tags: &[StateTag], limits: &'a [LimitSpec]) -> Vec<Check<'a>> 
 async fn timed(store: &RedisStore, checks: &[Check<'_>]) -> (Result<(), StoreError>, Duration) {
     let start = Instant::now();
     let mut out = Vec::new();
-    let r = store.run(checks, &mut out).await;
+    let r = store.run(&Call::new(checks), &mut out).await;
     (r, start.elapsed())
 }
 
@@ -136,7 +136,7 @@ async fn killed_redis_fails_fast_and_recovers_after_restart() {
     );
     let mut out = Vec::new();
     store
-        .run(&checks(&tags, &limits), &mut out)
+        .run(&Call::new(&checks(&tags, &limits)), &mut out)
         .await
         .expect("works again");
     assert!(

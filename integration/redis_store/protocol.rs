@@ -2,6 +2,7 @@
 //! overdraft, and what a configuration change keeps.
 
 use sluice::limit::{Algorithm, Check, LimitResult, LimitSpec, Unit};
+use sluice::store::Call;
 
 use super::{Env, allow, deny, spec, tag};
 
@@ -339,7 +340,7 @@ async fn invalid_parameters_are_a_backend_error_not_a_write() {
         refund: false,
     };
     let mut out = Vec::new();
-    let err = sluice::store::Store::run(&env.store, &[check], &mut out).await;
+    let err = sluice::store::Store::run(&env.store, &Call::new(&[check]), &mut out).await;
     assert!(
         matches!(err, Err(sluice::store::StoreError::Backend(_))),
         "{err:?}"

@@ -3,7 +3,7 @@
 //! first.
 
 use sluice::limit::{Algorithm, Check, StateTag, Unit};
-use sluice::store::Store;
+use sluice::store::{Call, Store};
 
 use super::{Env, spec, tag};
 
@@ -31,7 +31,13 @@ async fn stop_increment_holds_admitted_checks_in_one_call_and_over_several() {
         let before = env.server.command_calls("evalsha");
         let mut out = Vec::new();
         env.store
-            .run_with(&checks, Charge::StopWhenOver, &mut out)
+            .run(
+                &Call {
+                    charge: Charge::StopWhenOver,
+                    ..Call::new(&checks)
+                },
+                &mut out,
+            )
             .await
             .expect("run");
         let calls = env.server.command_calls("evalsha") - before;
@@ -48,7 +54,10 @@ async fn stop_increment_holds_admitted_checks_in_one_call_and_over_several() {
         );
         // Without stop-increment every admitted one is charged.
         let mut out = Vec::new();
-        env.store.run(&checks, &mut out).await.expect("run");
+        env.store
+            .run(&Call::new(&checks), &mut out)
+            .await
+            .expect("run");
         assert!(out[..n - 1].iter().all(|r| r.allowed && r.remaining == 4));
     }
 }

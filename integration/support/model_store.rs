@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use parking_lot::Mutex;
 use sluice::limit::{Charge, Check, Clock, LimitResult, LimitSpec, StateIdentity, StateTag};
-use sluice::store::{Store, StoreError};
+use sluice::store::{Call, Store, StoreError};
 
 use super::model::{P, St, Work, fits, load, remaining, reset, retry, save, used_before};
 use super::model::{charge, refund};
@@ -129,19 +129,14 @@ impl ModelStore {
 impl Store for ModelStore {
     /// The model knows only [`Charge::Each`]; stop-increment is held equal between the two
     /// real stores by the conformance suite.
-    async fn run_with(
-        &self,
-        checks: &[Check<'_>],
-        charge: Charge,
-        out: &mut Vec<LimitResult>,
-    ) -> Result<(), StoreError> {
+    async fn run(&self, call: &Call<'_>, out: &mut Vec<LimitResult>) -> Result<(), StoreError> {
         assert_eq!(
-            charge,
+            call.charge,
             Charge::Each,
             "the document model has no stop-increment"
         );
         let now = i128::from(self.clock.now_ms());
-        for c in checks {
+        for c in call.checks {
             self.check(now, c, out);
         }
         Ok(())

@@ -3,7 +3,8 @@
 //! counts ([`StateTag`]), what a store is asked ([`Check`]) and answers ([`LimitResult`]),
 //! the clock, calendar windows ([`Calendar`]), the native algorithms, a request descriptor
 //! written as text ([`Descriptor`], the operator tools' `k=v,k2=v2`), the one sharded map
-//! (`sharded`) and the one source of random numbers (`random`).
+//! (`sharded`), the one hasher of tags and ids (`hash`) and the one source of random numbers
+//! (`random`).
 //!
 //! The algorithm semantics are defined once in `docs/explanation/algorithms.md`; [`algorithm`]
 //! implements them natively (memory store) and `src/store/lua/*.lua` in Redis. Nothing here
@@ -16,6 +17,7 @@ pub mod algorithm;
 pub mod calendar;
 pub mod clock;
 pub mod descriptor;
+pub mod hash;
 pub mod random;
 pub mod sharded;
 #[cfg(test)]
@@ -378,10 +380,11 @@ impl LimitSpec {
 
     /// What distinguishes this limit's state from any other limit's state on the same
     /// descriptor: algorithm, window length, buckets and slot. `requests_per_unit` and
-    /// `burst` are deliberately absent, so changing them keeps the state (ARCHITECTURE.md, "State identity");
-    /// the window is its length, so `unit_multiplier` is part of it and one hour keeps its
-    /// state whether written `hour` or `minute × 60`. A calendar window is its unit,
-    /// multiplier and zone: never the state of an epoch-aligned window of any length.
+    /// `burst` are deliberately absent, so changing them keeps the state (ARCHITECTURE.md,
+    /// "State identity" under "Invariants"); the window is its length, so `unit_multiplier`
+    /// is part of it and one hour keeps its state whether written `hour` or `minute × 60`. A
+    /// calendar window is its unit, multiplier and zone: never the state of an epoch-aligned
+    /// window of any length.
     pub fn identity(&self) -> StateIdentity {
         StateIdentity {
             algorithm: self.algorithm,

@@ -27,6 +27,7 @@
 use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
 
+use crate::limit::hash::FoldBuild;
 use crate::limit::sharded::Sharded;
 use crate::limit::{Algorithm, Clock, LimitResult, LimitSpec, StateTag};
 
@@ -41,7 +42,7 @@ pub struct OverLimitCache {
 
 #[derive(Default)]
 struct Shard {
-    map: HashMap<u128, Entry>,
+    map: HashMap<u128, Entry, FoldBuild>,
     /// Insertion order, for eviction (entries replaced since may appear twice).
     order: VecDeque<u128>,
     bytes: usize,

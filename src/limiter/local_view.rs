@@ -46,15 +46,18 @@ use std::collections::hash_map::Entry;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock};
 
+use indexmap::IndexMap;
 use parking_lot::Mutex;
 
 use super::local_cache::cacheable_for;
+use crate::limit::hash::FoldBuild;
 use crate::limit::sharded::Sharded;
 use crate::limit::{Algorithm, Clock, LimitResult, LimitSpec, StateTag};
+use crate::store::redis::Fate;
 use crate::store::{CallId, Store, StoreError};
 
-pub use write_back::Held;
 use write_back::Unsettled;
+pub use write_back::{Held, Holding};
 
 const SHARDS: usize = 16;
 
@@ -115,14 +118,15 @@ pub struct LocalView {
     latency_ms: AtomicU64,
     /// Overflow is logged once per degraded period.
     overflow_logged: AtomicBool,
-    /// Calls whose answer was lost, resent under their ids (`write_back.rs`).
-    unsettled: Mutex<Vec<Unsettled>>,
+    /// Calls under an id not answered yet: in flight, or whose answer was lost, resent under
+    /// their ids (`write_back.rs`). In the order they were held.
+    unsettled: Mutex<IndexMap<CallId, Unsettled, FoldBuild>>,
     pub stats: ViewStats,
 }
 
 #[derive(Default)]
 struct Shard {
-    map: HashMap<u128, Key>,
+    map: HashMap<u128, Key, FoldBuild>,
     /// Tags with hits to write back (may hold tags whose hits have gone since).
     dirty: Vec<u128>,
 }
@@ -166,8 +170,8 @@ pub enum Local {
     /// Decided here; its results were appended.
     Answered,
     /// Ask the store. `carry` hits of this descriptor, admitted here, are now in flight:
-    /// send them first ([`LocalView::forced_limits`]) and settle them with
-    /// [`LocalView::landed`], or, if the call fails, [`LocalView::hold`].
+    /// send them first ([`LocalView::forced_limits`]), in a call held under its id
+    /// ([`LocalView::hold`]), and settle them with [`LocalView::landed`] once answered.
     Store { carry: u64 },
 }
 
@@ -211,7 +215,7 @@ pub enum Keep {
     /// Pending: written back by the next write-back.
     Pending,
     /// In flight: the call that failed carries them, settled under its id
-    /// ([`LocalView::hold`]).
+    /// ([`LocalView::failed`]).
     InCall,
 }
 
@@ -282,6 +286,15 @@ impl Key {
             .saturating_sub(self.inflight)
     }
 
+    /// `hits` admitted here, to write back: pending, and the descriptor listed among its
+    /// shard's dirty ones (once).
+    fn pend(&mut self, hits: u64, tag: StateTag, dirty: &mut Vec<u128>) {
+        self.pending += hits;
+        if !std::mem::replace(&mut self.dirty, true) {
+            dirty.push(tag.0);
+        }
+    }
+
     fn take_pending(&mut self) -> u64 {
         let carry = self.pending;
         self.inflight += carry;
@@ -332,7 +345,7 @@ impl LocalView {
             seq: AtomicU64::new(1),
             latency_ms: AtomicU64::new(0),
             overflow_logged: AtomicBool::new(false),
-            unsettled: Mutex::new(Vec::new()),
+            unsettled: Mutex::new(IndexMap::default()),
             stats: ViewStats::default(),
         }
     }
@@ -412,6 +425,7 @@ impl LocalView {
     ) -> Local {
         let now = self.now_ms();
         let mut shard = self.shards.of(tag).lock();
+        let shard = &mut *shard;
         let Some(k) = shard.map.get_mut(&tag.0) else {
             return Local::Store { carry: 0 };
         };
@@ -452,12 +466,7 @@ impl LocalView {
             return carry(k);
         }
         out.extend(k.results(limits, cost, now, true));
-        k.pending += cost;
-        let newly_dirty = !k.dirty;
-        k.dirty = true;
-        if newly_dirty {
-            shard.dirty.push(tag.0);
-        }
+        k.pend(cost, tag, &mut shard.dirty);
         self.stats.batched_decisions.fetch_add(1, Ordering::Relaxed);
         Local::Answered
     }
@@ -493,11 +502,7 @@ impl LocalView {
         let shard = &mut *shard;
         if let Some(k) = shard.map.get_mut(&tag.0) {
             k.inflight = k.inflight.saturating_sub(hits);
-            k.pending += hits;
-            if !k.dirty {
-                k.dirty = true;
-                shard.dirty.push(tag.0);
-            }
+            k.pend(hits, tag, &mut shard.dirty);
         }
     }
 
@@ -650,13 +655,7 @@ impl LocalView {
         }
         match keep {
             Keep::InCall => k.inflight += cost,
-            Keep::Pending => {
-                k.pending += cost;
-                if !k.dirty {
-                    k.dirty = true;
-                    shard.dirty.push(tag.0);
-                }
-            }
+            Keep::Pending => k.pend(cost, tag, &mut shard.dirty),
         }
         cost
     }
@@ -701,18 +700,15 @@ impl LocalView {
         }
     }
 
-    /// A call under `id` failed: keep what it carried, `(tag, forced limits, hits)` per
-    /// check in the order it sent them, to be sent again under the same id by the next
-    /// write-back (`write_back.rs`). The hits are in flight already (carried, or decided
-    /// with [`Keep::InCall`]).
-    pub fn hold(&self, id: CallId, checks: Vec<Held>) {
-        self.unsettled.lock().push(Unsettled::call(id, checks));
-    }
-
-    /// Write every kept hit back to the store (see `write_back.rs`). Run every
+    /// Write every kept hit back to the store (see `write_back.rs`), asking `fate` what
+    /// became of the request calls held here whose callers left. Run every
     /// `--batch-interval`.
-    pub async fn flush<S: Store + ?Sized>(&self, store: &S) -> Result<u64, StoreError> {
-        self.write_back(store).await
+    pub async fn flush<S: Store + ?Sized>(
+        &self,
+        store: &S,
+        fate: impl Fn(CallId) -> Fate,
+    ) -> Result<u64, StoreError> {
+        self.write_back(store, fate).await
     }
 }
 

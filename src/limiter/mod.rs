@@ -1,5 +1,5 @@
-//! One request's decision: run every metered descriptor through the store in one call,
-//! then apply envoyproxy/ratelimit's status rules (per-rule shadow mode, quota mode,
+//! One request's decision: every metered descriptor answered by the store in one call, or
+//! from memory, then envoyproxy/ratelimit's status rules (per-rule shadow mode, quota mode,
 //! overall code, global shadow mode).
 //!
 //! Vocabulary, in the order a request meets it:
@@ -10,22 +10,22 @@
 //! - [`Decision`]: the whole request: every outcome, the store's raw results, the overall
 //!   [`Code`].
 //!
-//! The limiter does no I/O except through [`Store`]. It holds the local over-limit cache
-//! ([`local_cache`]): descriptors known to be over their limit are answered from memory;
-//! and the local view ([`local_view`], [`decide_with_view`]) for `batched` descriptors and
-//! the store-failure fallback.
+//! The limiter does no I/O except through [`Store`]. [`decide()`] answers each descriptor from
+//! a source: the local over-limit cache ([`local_cache`]: descriptors known to be over their
+//! limit), the local view ([`local_view`]: `batched` descriptors, and the store-failure
+//! fallback), else the store, in one call.
 
 use std::ops::Range;
 
-use crate::limit::{Algorithm, Charge, Check, LimitResult, LimitSpec, StateTag};
-use crate::store::{Store, StoreError};
+use crate::limit::{Algorithm, LimitResult, LimitSpec, StateTag};
+use crate::store::{Call, Store, StoreError};
 
+mod decide;
 pub mod local_cache;
 pub mod local_view;
-mod with_view;
+pub use decide::{Sources, decide};
 pub use local_cache::OverLimitCache;
 pub use local_view::{DegradedObserver, LocalView, ViewOptions, Why};
-pub use with_view::decide_with_view;
 
 /// The limits a metered descriptor is held to, and where they came from.
 #[derive(Clone, Debug)]
@@ -67,7 +67,7 @@ pub struct Metered<'a> {
     /// Per-rule `quota_mode` (or global quota mode).
     pub quota: bool,
     /// With `--redis-reference-keys`: envoyproxy/ratelimit's cache key of the descriptor,
-    /// without prefix and window start (see [`Store::run_keyed`]); `None` otherwise.
+    /// without prefix and window start (see [`Call::keys`]); `None` otherwise.
     pub reference_key: Option<Box<[u8]>>,
 }
 
@@ -158,122 +158,26 @@ impl Decision {
 pub struct Modes {
     pub global_shadow: bool,
     /// `STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT`: when any descriptor of the request is over
-    /// its limit, no other descriptor of it is charged ([`Charge::StopWhenOver`]).
+    /// its limit, no other descriptor of it is charged ([`Charge::StopWhenOver`](crate::limit::Charge::StopWhenOver)).
     pub stop_increment: bool,
 }
 
-/// Decide a request: one store call for every limited descriptor the local over-limit
-/// `cache` (if any) does not answer, then status rules.
-pub async fn decide<S: Store + ?Sized>(
+/// `store.run(call)`, its results counted: a store that answers another number than one
+/// per limit has failed (a partial answer cannot be matched to its checks).
+pub(crate) async fn run_counted<S: Store + ?Sized>(
     store: &S,
-    cache: Option<&OverLimitCache>,
-    plans: &[Plan<'_>],
-    modes: Modes,
-) -> Result<Decision, StoreError> {
-    let metered = || {
-        plans.iter().filter_map(|p| match p {
-            Plan::Metered(l) => Some(l),
-            _ => None,
-        })
-    };
-    // Descriptors answered from the cache, in metered order (empty without a cache).
-    let mut cached: Vec<Option<Vec<LimitResult>>> = Vec::new();
-    let mut sent_ms = 0;
-    if let Some(cache) = cache {
-        let now = cache.now_ms();
-        sent_ms = now;
-        cached = metered()
-            .map(|l| {
-                if l.refund {
-                    cache.forget(l.tag);
-                    return None;
-                }
-                let mut r = Vec::new();
-                cache
-                    .lookup(l.tag, l.limits.as_slice(), l.cost, now, &mut r)
-                    .then_some(r)
-            })
-            .collect();
-    }
-    let from_cache: Vec<bool> = cached.iter().map(Option::is_some).collect();
-    let any_cached = from_cache.contains(&true);
-    let is_cached = |i: usize| from_cache.get(i).copied().unwrap_or(false);
-    let checks: Vec<Check<'_>> = metered()
-        .enumerate()
-        .filter(|&(i, _)| !is_cached(i))
-        .map(|(_, l)| Check {
-            tag: l.tag,
-            limits: l.limits.as_slice(),
-            cost: l.cost,
-            refund: l.refund,
-        })
-        .collect();
-    let charge = match (modes.stop_increment, any_cached) {
-        (false, _) => Charge::Each,
-        (true, false) => Charge::StopWhenOver,
-        (true, true) => Charge::Held,
-    };
-    let sent: usize = checks.iter().map(|c| c.limits.len()).sum();
-    let mut fresh = Vec::with_capacity(sent);
-    if !checks.is_empty() {
-        if metered().any(|l| l.reference_key.is_some()) {
-            let keys: Vec<Option<&[u8]>> = metered()
-                .enumerate()
-                .filter(|&(i, _)| !is_cached(i))
-                .map(|(_, l)| l.reference_key.as_deref())
-                .collect();
-            store.run_keyed(&checks, &keys, charge, &mut fresh).await?;
-        } else {
-            store.run_with(&checks, charge, &mut fresh).await?;
-        }
-    }
-    if fresh.len() != sent {
+    call: &Call<'_>,
+    out: &mut Vec<LimitResult>,
+) -> Result<(), StoreError> {
+    let first = out.len();
+    store.run(call, out).await?;
+    let (got, want) = (out.len() - first, call.results());
+    if got != want {
         return Err(StoreError::Backend(
-            format!("store returned {} results for {sent} limits", fresh.len()).into(),
+            format!("store returned {got} results for {want} limits").into(),
         ));
     }
-    // In plan order: the store's results are, unless some descriptors came from the cache.
-    let results = if any_cached {
-        let mut results = Vec::with_capacity(metered().map(|l| l.limits.as_slice().len()).sum());
-        let mut fresh = fresh.into_iter();
-        for (i, l) in metered().enumerate() {
-            match cached.get_mut(i).and_then(Option::take) {
-                Some(r) => results.extend(r),
-                None => results.extend(fresh.by_ref().take(l.limits.as_slice().len())),
-            }
-        }
-        results
-    } else {
-        fresh
-    };
-    // Remember the new denials.
-    if let Some(cache) = cache {
-        let mut at = 0;
-        for (i, l) in metered().enumerate() {
-            let k = l.limits.as_slice().len();
-            if !l.refund && !is_cached(i) {
-                cache.insert(
-                    l.tag,
-                    l.limits.as_slice(),
-                    l.cost,
-                    sent_ms,
-                    &results[at..at + k],
-                );
-            }
-            at += k;
-        }
-    }
-    let mut decision = compose(plans, results, modes);
-    if any_cached {
-        let metered = decision.outcomes.iter_mut().filter_map(|o| match o {
-            Outcome::Metered(v) => Some(v),
-            _ => None,
-        });
-        for (v, c) in metered.zip(from_cache) {
-            v.cached = c;
-        }
-    }
-    Ok(decision)
+    Ok(())
 }
 
 /// Turn store results into outcomes and the overall code. Pure; tested directly.

@@ -116,7 +116,8 @@ pub(super) fn spawn_batch_flush(
                 _ = stop.cancelled() => break,
                 _ = tick.tick() => {}
             }
-            if let Err(e) = view.flush(service.store()).await {
+            let store = service.store();
+            if let Err(e) = view.flush(store, |id| store.fate(id)).await {
                 service.count_store_error(e.store(), e.kind());
                 tracing::debug!(error = %e, "write-back of local hits failed; kept for the next one");
             }

@@ -37,10 +37,9 @@ pub(super) fn build(settings: &Settings, clock: &Arc<dyn Clock>) -> Result<Backe
     let Some(p) = &r.per_second else {
         return Ok(Backend::Redis(main));
     };
-    // One id on two stores: the pair's fate is not tracked (`Backend::fate`).
     Ok(Backend::RedisPerSecond(Box::new(PerSecond {
-        main: main.untracked(),
-        per_second: redis(p)?.untracked(),
+        main,
+        per_second: redis(p)?,
     })))
 }
 

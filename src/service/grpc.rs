@@ -78,7 +78,7 @@ fn grpc_timeout(headers: &http::HeaderMap) -> Option<Duration> {
 
 /// What a call keeps of its timeout to answer after its store work: a tenth, at least 1 ms
 /// (encoding and sending the response, and the scheduling in between on a busy machine), at
-/// most 5 ms. The store gets the rest (`store::deadline`).
+/// most 5 ms. The store gets the rest (the store call's deadline, `store::Call`).
 fn answer_margin(timeout: Duration) -> Duration {
     (timeout / 10).clamp(Duration::from_millis(1), Duration::from_millis(5))
 }
@@ -165,7 +165,7 @@ impl Service<http::Request<Body>> for RateLimitServer {
                 Ok(permit) => (Some(permit), store_by),
                 // With the local fallback, a call that cannot get a timely store answer is
                 // still answered, by the local view: read, and given no time for the store
-                // (`limiter::with_view`, overload). Goodput then follows the CPU.
+                // (`limiter::decide`, overload). Goodput then follows the CPU.
                 Err(refusal) if local => {
                     tracing::debug!(%refusal, "no store time: deciding locally");
                     (None, Some(arrived))

@@ -12,8 +12,8 @@ use super::RateLimitService;
 use crate::explain::{self, EntryJson, KeyLayout, LimitHead};
 use crate::limit::{Check, Descriptor, LimitResult, parse_bucket, parse_descriptor};
 use crate::settings::RequestLimits;
-use crate::store::Store;
 use crate::store::redis::DEFAULT_KEY_PREFIX;
+use crate::store::{Call, Store};
 
 /// How an operator query went, in terms the HTTP layer maps to status codes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -200,14 +200,14 @@ impl RateLimitService {
             };
         }
         let mut out: Vec<LimitResult> = Vec::with_capacity(limits.len());
-        let peek = Check {
+        let peek = [Check {
             tag,
             limits,
             cost: 0,
             refund: false,
-        };
+        }];
         if !limits.is_empty()
-            && let Err(e) = self.store().run(&[peek], &mut out).await
+            && let Err(e) = self.store().run(&Call::new(&peek), &mut out).await
         {
             return error(Status::Unavailable, e.to_string());
         }

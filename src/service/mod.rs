@@ -45,7 +45,7 @@ use crate::limit::Consistency;
 use crate::limiter::{self, LocalView, Modes, OverLimitCache};
 use crate::metrics::{Metrics, RuleCounters};
 use crate::settings::DecisionSettings;
-use crate::store::{Backend, StoreError, deadline};
+use crate::store::{Backend, StoreError};
 use crate::telemetry::{RequestSpan, Tracer};
 use crate::top::TopHitters;
 use proto::{Entry, RateLimitRequest};
@@ -265,7 +265,7 @@ impl RateLimitService {
 
     /// `--store-failure-mode local` (and no `--redis-reference-keys`, which keeps every
     /// decision strict): a call admission refuses is read and decided by the local view
-    /// instead of refused (`limiter::with_view`: overload).
+    /// instead of refused (`limiter::decide`: overload).
     pub fn decides_overload_locally(&self) -> bool {
         !self.settings.reference_keys && self.view.as_ref().is_some_and(|v| v.options().fallback)
     }
@@ -346,7 +346,7 @@ impl RateLimitService {
     ) -> Result<RateLimitResponse, ServiceError> {
         let started = Instant::now();
         self.metrics.total_requests.inc();
-        let result = deadline::within(store_deadline, self.evaluate(req, span.as_ref())).await;
+        let result = self.evaluate(req, span.as_ref(), store_deadline).await;
         self.metrics.observe_response_time(started.elapsed());
         if let Some(span) = span {
             span.finish(match &result {
@@ -396,6 +396,7 @@ impl RateLimitService {
         &self,
         req: &RateLimitRequest,
         span: Option<&RequestSpan>,
+        store_deadline: Option<Instant>,
     ) -> Result<RateLimitResponse, ServiceError> {
         validate::validate(req, &self.settings)?;
         let active = self.config.load();
@@ -432,25 +433,17 @@ impl RateLimitService {
         } else {
             Vec::new()
         };
-        let decision = match &self.view {
+        let sources = limiter::Sources {
+            cache: self.cache.as_ref(),
             // `--redis-reference-keys` counts under envoyproxy/ratelimit's keys, which the
             // view's write-backs do not know: it keeps every decision strict.
-            Some(view)
-                if !self.settings.reference_keys
-                    && (view.options().fallback || batched.contains(&true)) =>
-            {
-                limiter::decide_with_view(
-                    &*self.store,
-                    self.cache.as_ref(),
-                    view,
-                    &batched,
-                    &plans,
-                    modes,
-                )
-                .await
-            }
-            _ => limiter::decide(&*self.store, self.cache.as_ref(), &plans, modes).await,
+            view: self
+                .view
+                .as_deref()
+                .filter(|_| !self.settings.reference_keys),
+            batched: &batched,
         };
+        let decision = limiter::decide(&*self.store, sources, &plans, modes, store_deadline).await;
         let took = started.elapsed();
         self.metrics.store_latency.observe(took.as_secs_f64());
         // The round trip the admission limit follows. Calls that decide nothing, or that the

@@ -5,17 +5,16 @@
 //!
 //! Stores know nothing of gRPC, rule files or metrics.
 
-pub mod deadline;
+mod call;
 pub mod memory;
 pub mod per_second;
 pub mod quota;
 pub mod redis;
 
 use std::future::Future;
-use std::sync::LazyLock;
-use std::sync::atomic::{AtomicU64, Ordering};
 
-use crate::limit::{Charge, Check, LimitResult, LimitSpec, StateTag};
+use crate::limit::{LimitResult, LimitSpec, StateTag};
+pub use call::{Call, CallId, Ids};
 
 /// What went wrong below a store, kept as the error's `source()`: the backend's own error
 /// (a Redis error, to downcast), or a message where there is none (`"…".into()`).
@@ -38,40 +37,6 @@ impl Context {
             source: source.into(),
         })
     }
-}
-
-/// The identity of a store call whose hits may be sent again (see [`Store::run_once`]): a
-/// call sent twice under one id is applied at most once. Unique across instances: a random
-/// base per process, then a counter.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub struct CallId(pub u64);
-
-impl CallId {
-    pub fn fresh() -> CallId {
-        static BASE: LazyLock<u64> = LazyLock::new(crate::limit::random::random_u64);
-        static NEXT: AtomicU64 = AtomicU64::new(0);
-        CallId(BASE.wrapping_add(NEXT.fetch_add(1, Ordering::Relaxed)))
-    }
-}
-
-/// What became of a call under an id that did not end answered ([`Store::fate`]).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Fate {
-    /// Never sent, and never will be: its hits may be written back like any others.
-    NotSent,
-    /// Sent (or about to be), not answered yet: it may still run.
-    InFlight,
-    /// It ran: its charges stand, and nothing of it needs sending again.
-    Applied,
-    /// Not known: it may or may not have run (resend it under its id).
-    Unknown,
-}
-
-/// Hits already admitted, written back under one id ([`Store::write_back`]).
-#[derive(Clone, Copy, Debug)]
-pub struct Batch<'a> {
-    pub id: CallId,
-    pub checks: &'a [Check<'a>],
 }
 
 /// Why a store could not decide. Mapped to gRPC `UNAVAILABLE` by the service.
@@ -116,88 +81,16 @@ impl StoreError {
 
 /// Evaluates checks atomically per check (all limits of one check decided together).
 pub trait Store: Send + Sync + 'static {
-    /// Evaluate every check in order, appending exactly `check.limits.len()` results per
-    /// check to `out`, in order, charging them together as `charge` says. On error, `out` may
-    /// hold a partial prefix and must be discarded. One call is one network round trip for
-    /// remote stores (two for a stop-increment request split over several Redis calls).
-    fn run_with(
-        &self,
-        checks: &[Check<'_>],
-        charge: Charge,
-        out: &mut Vec<LimitResult>,
-    ) -> impl Future<Output = Result<(), StoreError>> + Send;
-
-    /// [`Store::run_with`], each check charged by its own decision.
+    /// Evaluate every check of `call` in order, appending exactly `check.limits.len()`
+    /// results per check to `out`, in order, charging them together as `call.charge` says,
+    /// under its ids ([`Ids`]). On error, `out` may hold a partial prefix and must be
+    /// discarded. One call is one network round trip for remote stores (two for a
+    /// stop-increment request split over several Redis calls).
     fn run(
         &self,
-        checks: &[Check<'_>],
+        call: &Call<'_>,
         out: &mut Vec<LimitResult>,
-    ) -> impl Future<Output = Result<(), StoreError>> + Send {
-        self.run_with(checks, Charge::Each, out)
-    }
-
-    /// [`Store::run_with`] under `id`: sent again under the same id (or as a
-    /// [`Store::write_back`] batch under it, with the same checks in the same order, costs
-    /// aside), the checks are applied at most once, whichever send arrives first; the others
-    /// only report the state. For a call whose answer may be lost while the store still runs
-    /// it (a timeout, a connection dropped mid-call): its hits can then be sent again, or the
-    /// call fenced off, without counting anything twice. Redis records the id with the hits
-    /// it applies (one key per script call, kept for a while); a store that cannot lose an
-    /// answer it applied (memory) ignores the id.
-    fn run_once(
-        &self,
-        checks: &[Check<'_>],
-        charge: Charge,
-        id: CallId,
-        out: &mut Vec<LimitResult>,
-    ) -> impl Future<Output = Result<(), StoreError>> + Send {
-        let _ = id;
-        self.run_with(checks, charge, out)
-    }
-
-    /// What became of the [`Store::run_once`] call under `id` that did not end answered (it
-    /// failed, or its future was dropped at its caller's deadline), as far as the store
-    /// knows; a settled fate is told once. Lets a write-back skip the resend of a call
-    /// that ran, or that was never sent. A store that does not track calls says
-    /// [`Fate::Unknown`].
-    fn fate(&self, id: CallId) -> Fate {
-        let _ = id;
-        Fate::Unknown
-    }
-
-    /// Write back hits that were already admitted (a batch of this instance's local
-    /// decisions, hits admitted while the store was down, or the hits of a call whose answer
-    /// was lost), each batch under its id as [`Store::run_once`] says: every check is
-    /// charged whatever it decides (the caller gives limits with `overdraft`), and the state
-    /// after it is answered as by [`Store::run_with`], every batch's checks in order. Off the
-    /// request path; one round trip for all the batches.
-    fn write_back(
-        &self,
-        batches: &[Batch<'_>],
-        out: &mut Vec<LimitResult>,
-    ) -> impl Future<Output = Result<(), StoreError>> + Send {
-        async move {
-            for b in batches {
-                self.run_with(b.checks, Charge::Each, out).await?;
-            }
-            Ok(())
-        }
-    }
-
-    /// [`Store::run_with`], with envoyproxy/ratelimit's cache key of each check (without
-    /// prefix and window start; `keys[i]` is `checks[i]`'s, `None` for none): a Redis store
-    /// with `--redis-reference-keys` counts the checks that qualify as theirs does, under
-    /// their keys (`store/redis/reference.rs`). Any other store ignores the keys.
-    fn run_keyed(
-        &self,
-        checks: &[Check<'_>],
-        keys: &[Option<&[u8]>],
-        charge: Charge,
-        out: &mut Vec<LimitResult>,
-    ) -> impl Future<Output = Result<(), StoreError>> + Send {
-        let _ = keys;
-        self.run_with(checks, charge, out)
-    }
+    ) -> impl Future<Output = Result<(), StoreError>> + Send;
 
     /// Forget the state of `limits` for the descriptor `tag`, counters and penalty locks
     /// alike, so its next check starts fresh (the admin listener's `DELETE`). Returns how
@@ -259,10 +152,11 @@ impl Backend {
         }
     }
 
-    /// Each Redis store by its metrics label, with its live connections, readiness and the
+    /// Each Redis store by its metrics label, with its open connections, readiness and the
     /// connections dropped as broken so far.
     pub fn redis_pools(&self) -> Vec<(&'static str, usize, bool, u64)> {
-        let pool = |name, s: &redis::RedisStore| (name, s.connected(), s.is_ready(), s.dropped());
+        let pool =
+            |name, s: &redis::RedisStore| (name, s.open_connections(), s.is_ready(), s.dropped());
         match self {
             Backend::Memory(_) => Vec::new(),
             Backend::Redis(s) => vec![pool("redis", s)],
@@ -285,6 +179,17 @@ impl Backend {
         }
     }
 
+    /// What became of the request call under `id` that did not end answered, as far as the
+    /// store knows (`store/redis/fate.rs`); the memory store cannot lose an answer, and
+    /// knows nothing of ids.
+    pub fn fate(&self, id: CallId) -> redis::Fate {
+        match self {
+            Backend::Memory(_) => redis::Fate::Unknown,
+            Backend::Redis(s) => s.fate(id),
+            Backend::RedisPerSecond(p) => p.fate(id),
+        }
+    }
+
     /// The Redis key prefix, for a Redis store.
     pub fn key_prefix(&self) -> Option<&str> {
         match self {
@@ -296,57 +201,13 @@ impl Backend {
 }
 
 impl Store for Backend {
-    async fn run_with(
-        &self,
-        checks: &[Check<'_>],
-        charge: Charge,
-        out: &mut Vec<LimitResult>,
-    ) -> Result<(), StoreError> {
+    async fn run(&self, call: &Call<'_>, out: &mut Vec<LimitResult>) -> Result<(), StoreError> {
         match self {
-            Backend::Memory(s) => s.run_with(checks, charge, out).await,
+            Backend::Memory(s) => s.run(call, out).await,
             // Boxed: the Redis future is ~0.5 KB, and every request's future (moved into
             // tonic's box) would otherwise carry it, memory store included.
-            Backend::Redis(s) => Box::pin(s.run_with(checks, charge, out)).await,
-            Backend::RedisPerSecond(s) => Box::pin(s.run_with(checks, charge, out)).await,
-        }
-    }
-
-    async fn run_once(
-        &self,
-        checks: &[Check<'_>],
-        charge: Charge,
-        id: CallId,
-        out: &mut Vec<LimitResult>,
-    ) -> Result<(), StoreError> {
-        match self {
-            Backend::Memory(s) => s.run_once(checks, charge, id, out).await,
-            Backend::Redis(s) => Box::pin(s.run_once(checks, charge, id, out)).await,
-            Backend::RedisPerSecond(s) => Box::pin(s.run_once(checks, charge, id, out)).await,
-        }
-    }
-
-    async fn write_back(
-        &self,
-        batches: &[Batch<'_>],
-        out: &mut Vec<LimitResult>,
-    ) -> Result<(), StoreError> {
-        match self {
-            Backend::Memory(s) => s.write_back(batches, out).await,
-            Backend::Redis(s) => Box::pin(s.write_back(batches, out)).await,
-            Backend::RedisPerSecond(s) => Box::pin(s.write_back(batches, out)).await,
-        }
-    }
-
-    async fn run_keyed(
-        &self,
-        checks: &[Check<'_>],
-        keys: &[Option<&[u8]>],
-        charge: Charge,
-        out: &mut Vec<LimitResult>,
-    ) -> Result<(), StoreError> {
-        match self {
-            Backend::Redis(s) => Box::pin(s.run_keyed(checks, keys, charge, out)).await,
-            _ => self.run_with(checks, charge, out).await,
+            Backend::Redis(s) => Box::pin(s.run(call, out)).await,
+            Backend::RedisPerSecond(s) => Box::pin(s.run(call, out)).await,
         }
     }
 
@@ -355,14 +216,6 @@ impl Store for Backend {
             Backend::Memory(s) => s.reset(tag, limits).await,
             Backend::Redis(s) => s.reset(tag, limits).await,
             Backend::RedisPerSecond(s) => s.reset(tag, limits).await,
-        }
-    }
-
-    /// The per-second pair runs one id on two stores: its fate is not tracked.
-    fn fate(&self, id: CallId) -> Fate {
-        match self {
-            Backend::Redis(s) => s.fate(id),
-            Backend::Memory(_) | Backend::RedisPerSecond(_) => Fate::Unknown,
         }
     }
 

@@ -18,8 +18,9 @@
 //! denial there holds the main store's descriptors; a denial on the main store cannot
 //! un-charge the per-second descriptors already admitted (not atomic across two servers).
 
+use super::redis::{Fate, RedisStore};
 use crate::limit::{Charge, Check, LimitResult, LimitSpec, StateTag, Unit};
-use crate::store::{Batch, CallId, Store, StoreError};
+use crate::store::{Call, CallId, Ids, Store, StoreError};
 
 /// Routes each check to `main` or `per_second` (see the module documentation).
 pub struct PerSecond<S> {
@@ -52,145 +53,65 @@ fn tagged(e: StoreError) -> StoreError {
     }
 }
 
-/// One store's share of a call: [`Store::run_once`] under `id`, or [`Store::run_with`].
-async fn run<S: Store>(
-    store: &S,
-    checks: &[Check<'_>],
-    charge: Charge,
-    id: Option<CallId>,
-    out: &mut Vec<LimitResult>,
-) -> Result<(), StoreError> {
-    match id {
-        Some(id) => store.run_once(checks, charge, id, out).await,
-        None => store.run_with(checks, charge, out).await,
-    }
-}
-
-impl<S: Store> PerSecond<S> {
-    /// Each check where it goes, under `id` on both stores (each records it on its own
-    /// Redis, for its own share: sent again, the same checks split the same way).
-    async fn split(
-        &self,
-        checks: &[Check<'_>],
-        charge: Charge,
-        id: Option<CallId>,
-        out: &mut Vec<LimitResult>,
-    ) -> Result<(), StoreError> {
-        let fast = checks.iter().filter(|c| is_per_second(c)).count();
+impl<S: Store> Store for PerSecond<S> {
+    /// Each check where it goes, under the call's ids on both stores (each records them on
+    /// its own Redis, for its own share: sent again, the same checks split the same way).
+    /// envoyproxy/ratelimit's keys stay behind: their counters are the main Redis's.
+    async fn run(&self, call: &Call<'_>, out: &mut Vec<LimitResult>) -> Result<(), StoreError> {
+        let fast = call.checks.iter().filter(|c| is_per_second(c)).count();
+        let whole = Call {
+            keys: None,
+            ..*call
+        };
         if fast == 0 {
-            return run(&self.main, checks, charge, id, out).await;
+            return self.main.run(&whole, out).await;
         }
-        if fast == checks.len() {
-            return run(&self.per_second, checks, charge, id, out)
-                .await
-                .map_err(tagged);
+        if fast == call.checks.len() {
+            return self.per_second.run(&whole, out).await.map_err(tagged);
         }
-        let (mut main_checks, mut fast_checks) = (Vec::new(), Vec::with_capacity(fast));
-        main_checks.reserve(checks.len() - fast);
-        for c in checks {
-            if is_per_second(c) {
-                fast_checks.push(*c);
-            } else {
-                main_checks.push(*c);
-            }
-        }
+        let (main_checks, fast_checks): (Vec<Check<'_>>, Vec<Check<'_>>) =
+            call.checks.iter().partition(|c| !is_per_second(c));
+        let (main_segments, fast_segments) = (segments(call, false), segments(call, true));
+        let side = |checks, segments| Call {
+            checks,
+            ids: match call.ids {
+                Ids::WriteBack(_) => Ids::WriteBack(segments),
+                ids => ids,
+            },
+            ..whole
+        };
+        let (main, fast) = (
+            side(&main_checks, &main_segments),
+            side(&fast_checks, &fast_segments),
+        );
         let (mut main_out, mut fast_out) = (Vec::new(), Vec::new());
-        if charge == Charge::StopWhenOver {
+        if call.charge == Charge::StopWhenOver {
             // Stop-increment over two servers: the per-second store first (its bursts are
             // what usually denies); a denial there holds the main store's descriptors. A
             // denial on the main store cannot un-charge the per-second ones (documented).
-            run(&self.per_second, &fast_checks, charge, id, &mut fast_out)
+            self.per_second
+                .run(&fast, &mut fast_out)
                 .await
                 .map_err(tagged)?;
-            let denied = denies(&fast_checks, &fast_out);
-            let main_charge = if denied { Charge::Held } else { charge };
-            run(&self.main, &main_checks, main_charge, id, &mut main_out).await?;
+            let charge = if denies(&fast_checks, &fast_out) {
+                Charge::Held
+            } else {
+                call.charge
+            };
+            self.main
+                .run(&Call { charge, ..main }, &mut main_out)
+                .await?;
         } else {
-            let (main, fast) = futures::join!(
-                run(&self.main, &main_checks, charge, id, &mut main_out),
-                run(&self.per_second, &fast_checks, charge, id, &mut fast_out),
+            let (m, f) = futures::join!(
+                self.main.run(&main, &mut main_out),
+                self.per_second.run(&fast, &mut fast_out),
             );
-            main?;
-            fast.map_err(tagged)?;
+            m?;
+            f.map_err(tagged)?;
         }
         // Each check yields exactly `limits.len()` results: deal them back in check order.
         let (mut main_out, mut fast_out) = (main_out.into_iter(), fast_out.into_iter());
-        for c in checks {
-            let from = if is_per_second(c) {
-                &mut fast_out
-            } else {
-                &mut main_out
-            };
-            out.extend(from.by_ref().take(c.limits.len()));
-        }
-        Ok(())
-    }
-}
-
-impl<S: Store> Store for PerSecond<S> {
-    async fn run_with(
-        &self,
-        checks: &[Check<'_>],
-        charge: Charge,
-        out: &mut Vec<LimitResult>,
-    ) -> Result<(), StoreError> {
-        self.split(checks, charge, None, out).await
-    }
-
-    async fn run_once(
-        &self,
-        checks: &[Check<'_>],
-        charge: Charge,
-        id: CallId,
-        out: &mut Vec<LimitResult>,
-    ) -> Result<(), StoreError> {
-        self.split(checks, charge, Some(id), out).await
-    }
-
-    /// Each batch split as a call is, both stores written concurrently (each one round
-    /// trip), the results dealt back batch after batch, in check order.
-    async fn write_back(
-        &self,
-        batches: &[Batch<'_>],
-        out: &mut Vec<LimitResult>,
-    ) -> Result<(), StoreError> {
-        let split: Vec<(Vec<Check<'_>>, Vec<Check<'_>>)> = batches
-            .iter()
-            .map(|b| b.checks.iter().partition(|c| !is_per_second(c)))
-            .collect();
-        let side = |fast: bool| -> Vec<Batch<'_>> {
-            batches
-                .iter()
-                .zip(&split)
-                .map(|(b, (main, per_second))| Batch {
-                    id: b.id,
-                    checks: if fast { per_second } else { main },
-                })
-                .filter(|b| !b.checks.is_empty())
-                .collect()
-        };
-        let (main_batches, fast_batches) = (side(false), side(true));
-        let (mut main_out, mut fast_out) = (Vec::new(), Vec::new());
-        let (main, fast) = futures::join!(
-            async {
-                if main_batches.is_empty() {
-                    return Ok(());
-                }
-                self.main.write_back(&main_batches, &mut main_out).await
-            },
-            async {
-                if fast_batches.is_empty() {
-                    return Ok(());
-                }
-                self.per_second
-                    .write_back(&fast_batches, &mut fast_out)
-                    .await
-            },
-        );
-        main?;
-        fast.map_err(tagged)?;
-        let (mut main_out, mut fast_out) = (main_out.into_iter(), fast_out.into_iter());
-        for c in batches.iter().flat_map(|b| b.checks) {
+        for c in call.checks {
             let from = if is_per_second(c) {
                 &mut fast_out
             } else {
@@ -218,6 +139,44 @@ impl<S: Store> Store for PerSecond<S> {
 
     fn is_ready(&self) -> bool {
         self.main.is_ready() && self.per_second.is_ready()
+    }
+}
+
+/// A write-back's segments as one side sees them: each batch's checks that go to the
+/// per-second store (`fast`) or stay (empty batches left out).
+fn segments(call: &Call<'_>, fast: bool) -> Vec<(CallId, usize)> {
+    let Ids::WriteBack(all) = call.ids else {
+        return Vec::new();
+    };
+    let mut rest = call.checks;
+    all.iter()
+        .filter_map(|&(id, n)| {
+            let (batch, after) = rest.split_at(n.min(rest.len()));
+            rest = after;
+            let k = batch.iter().filter(|c| is_per_second(c) == fast).count();
+            (k > 0).then_some((id, k))
+        })
+        .collect()
+}
+
+impl PerSecond<RedisStore> {
+    /// What became of a request call that did not end answered: one half ran on each Redis
+    /// under the same id, so the call's fate is known only when both halves' are and agree
+    /// (or either may still run). A half that was answered, or that never was (the call
+    /// went to one Redis), leaves nothing kept: unknown, and resent under its id, which
+    /// the half that ran only reports. Either way nothing stays kept once told.
+    pub fn fate(&self, id: CallId) -> Fate {
+        let (main, fast) = (&self.main.fates, &self.per_second.fates);
+        let fate = match (main.peek(id), fast.peek(id)) {
+            (Some(a), Some(b)) if a == b => a,
+            (Some(Fate::InFlight), Some(_)) | (Some(_), Some(Fate::InFlight)) => Fate::InFlight,
+            _ => Fate::Unknown,
+        };
+        if fate != Fate::InFlight {
+            main.forget(id);
+            fast.forget(id);
+        }
+        fate
     }
 }
 
@@ -259,7 +218,7 @@ mod tests {
             check("d", &sec),
         ];
         let mut out = Vec::new();
-        store.run(&checks, &mut out).await.expect("run");
+        store.run(&Call::new(&checks), &mut out).await.expect("run");
         let remaining: Vec<u64> = out.iter().map(|r| r.remaining).collect();
         assert_eq!(remaining, [4, 6, 2, 8, 4]);
 
@@ -268,7 +227,7 @@ mod tests {
         let mut out = Vec::new();
         store
             .per_second
-            .run(&[check("a", &sec), check("b", &day)], &mut out)
+            .run(&Call::new(&[check("a", &sec), check("b", &day)]), &mut out)
             .await
             .expect("run");
         assert_eq!(out[0].remaining, 3, "a was counted on the per-second store");
@@ -276,7 +235,10 @@ mod tests {
         let mut out = Vec::new();
         store
             .main
-            .run(&[check("c", &mixed), check("a", &sec)], &mut out)
+            .run(
+                &Call::new(&[check("c", &mixed), check("a", &sec)]),
+                &mut out,
+            )
             .await
             .expect("run");
         assert_eq!(
@@ -296,7 +258,7 @@ mod tests {
         let (sec, day) = ([spec(5, Unit::Second)], [spec(7, Unit::Day)]);
         let mut out = Vec::new();
         store
-            .run(&[check("a", &sec), check("b", &day)], &mut out)
+            .run(&Call::new(&[check("a", &sec), check("b", &day)]), &mut out)
             .await
             .expect("run");
         let (a, b) = (check("a", &sec), check("b", &day));

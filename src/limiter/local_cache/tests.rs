@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use super::*;
 use crate::limit::{Algorithm, ManualClock, Unit};
-use crate::limiter::{Decision, LimitSet, Metered, Modes, Outcome, Plan, decide};
+use crate::limiter::{Decision, LimitSet, Metered, Modes, Outcome, Plan, Sources, decide};
 use crate::store::memory::MemoryStore;
 
 const T0: u64 = 1_700_000_000_000 - 1_700_000_000_000 % 3_600_000;
@@ -45,7 +45,11 @@ impl Lab {
             quota: false,
             reference_key: None,
         })];
-        decide(&self.store, Some(&self.cache), &plans, Modes::default())
+        let sources = Sources {
+            cache: Some(&self.cache),
+            ..Sources::default()
+        };
+        decide(&self.store, sources, &plans, Modes::default(), None)
             .await
             .expect("memory store")
     }

@@ -7,8 +7,8 @@
 //! would count them twice if the first send runs after all; not sending them would lose
 //! them if it never does. So every call that carries hits that may be sent again has an id
 //! ([`CallId`]), which the store records atomically with the hits it applies
-//! ([`Store::run_once`]): whichever send of an id arrives first is applied, the others only
-//! report the state.
+//! ([`Ids`]): whichever send of an id arrives first is applied, the others only report the
+//! state.
 //!
 //! **What an id covers: one call, resent unchanged.** A call that failed is kept here as it
 //! was sent, its checks in order with the hits of each (an [`Unsettled`] record), and every
@@ -17,31 +17,38 @@
 //!   pending, so they are never re-batched with newer hits under another id. While it is
 //!   unsettled, newer hits wait (pending) for the next batch: one batch at a time, so a long
 //!   outage resends one batch, not one per interval;
-//! - a request call that failed (`decide_with_view`), which carried hits of batched
-//!   descriptors written ahead of their check, or whose descriptors the fallback then
-//!   decided here: sent again with the same checks in the same order, each now carrying the
-//!   hits this instance admitted for it (its carried hits, then what the fallback admitted;
-//!   0 for a denial). If the request ran in the store after all, its own charges stand and
+//! - a request call (`limiter::decide`) that carries hits of batched descriptors written
+//!   ahead of their check, or whose descriptors the fallback would decide here: held from
+//!   before it is sent ([`LocalView::hold`]) until it is answered, and not resent while its
+//!   caller waits for it. Failed, it is sent again with the same checks in the same order,
+//!   each now carrying the hits this instance admitted for it (its carried hits, then what
+//!   the fallback admitted; 0 for a denial); left unanswered (the caller's future dropped at
+//!   its deadline), with what it carried when sent, 0 for each check (nobody was answered). If the request ran in the store after all, its own charges stand and
 //!   the resend only reports; if not, the resend applies what was admitted here and fences
 //!   the request off: should it arrive later, it only reports. The same checks in the same
 //!   order are split into the same script calls, so on a cluster each resend carries the
 //!   id key of the original's call for its slot.
 //!
-//! **Most held calls are settled without a resend.** A request call is held when its caller
-//! stopped waiting (a timeout under overload, mostly); the store may know what became of
-//! it ([`Store::fate`]): seen to run (its charges stand: done), or never sent (its hits go
-//! back to pending, for the next batch). Only a call whose fate is unknown (its connection
-//! failed with it in flight; a cluster call) is resent, and one still in flight waits.
+//! **Most held calls are settled without a resend.** A request call stays held when its
+//! caller stopped waiting (a timeout under overload, mostly); the store may know what became
+//! of it (the Redis store's `fate`, which the flush is given): seen to run (its charges
+//! stand: done), or never sent (its hits go back to pending, for the next batch). Only a
+//! call whose fate is unknown (its connection failed with it in flight; a cluster call) is
+//! resent, and one still in flight waits.
 //!
 //! Ids cost one key write per script call that carries one (`docs/explanation/consistency.md`); Redis
 //! keeps them for a while (`store/redis/mod.rs`), longer than a stall or a restart takes.
 
-use std::sync::Arc;
 use std::sync::atomic::Ordering;
+use std::sync::{Arc, Weak};
+
+use indexmap::IndexMap;
 
 use super::{Answer, Asked, LocalView};
+use crate::limit::hash::FoldBuild;
 use crate::limit::{Check, LimitSpec, StateTag};
-use crate::store::{Batch, CallId, Fate, Store, StoreError};
+use crate::store::redis::Fate;
+use crate::store::{Call, CallId, Ids, Store, StoreError};
 
 /// One check of a held call: the descriptor, the limits with `overdraft` its hits are
 /// written with, and the hits this instance admitted for it (0: none, sent anyway so the
@@ -54,21 +61,72 @@ pub struct Held {
 }
 
 /// A call whose outcome is not known yet, sent again under its id by every write-back until
-/// one is answered.
+/// one is answered, unless its caller still waits for it.
 #[derive(Clone, Debug)]
 pub(super) struct Unsettled {
-    id: CallId,
     /// A batch of pending hits (of which at most one is unsettled at a time), or a request.
     batch: bool,
     checks: Vec<Held>,
+    /// A request call's caller, while it waits for the answer ([`Holding`]).
+    caller: Option<Weak<()>>,
 }
 
 impl Unsettled {
-    pub(super) fn call(id: CallId, checks: Vec<Held>) -> Unsettled {
-        Unsettled {
-            id,
+    /// Its caller still waits: the call is in flight, not to be sent again.
+    fn waited_for(&self) -> bool {
+        self.caller.as_ref().is_some_and(|c| c.strong_count() > 0)
+    }
+}
+
+/// A request call held under its id while its caller waits ([`LocalView::hold`]). Settled
+/// by [`LocalView::answered`] or [`LocalView::failed`]; dropped with the caller's future
+/// (its deadline passed, the client went away), it leaves the call held as it was sent.
+#[derive(Debug)]
+pub struct Holding {
+    id: CallId,
+    _caller: Arc<()>,
+}
+
+impl Holding {
+    /// The id the call is sent under.
+    pub fn id(&self) -> CallId {
+        self.id
+    }
+}
+
+impl LocalView {
+    /// A request call is about to be sent under a fresh id ([`Holding::id`]): hold it,
+    /// `(tag, forced limits, hits)` per check in the order it sends them (the hits it
+    /// carries, 0 for its own checks), so that, if its caller leaves before an answer, the
+    /// write-back sends it again under its id (its hits counted once, whether or not the
+    /// store ran it).
+    pub fn hold(&self, checks: Vec<Held>) -> Holding {
+        let id = CallId::fresh();
+        let caller = Arc::new(());
+        let call = Unsettled {
             batch: false,
             checks,
+            caller: Some(Arc::downgrade(&caller)),
+        };
+        self.unsettled.lock().insert(id, call);
+        Holding {
+            id,
+            _caller: caller,
+        }
+    }
+
+    /// The held call was answered: nothing of it to send again.
+    pub fn answered(&self, call: Holding) {
+        self.unsettled.lock().swap_remove(&call.id);
+    }
+
+    /// The held call failed: keep `checks` (as [`LocalView::hold`] says, each with the hits
+    /// admitted for it: carried, then what the fallback admitted with [`super::Keep::InCall`]),
+    /// to be sent again under the same id by the next write-back.
+    pub fn failed(&self, call: Holding, checks: Vec<Held>) {
+        if let Some(u) = self.unsettled.lock().get_mut(&call.id) {
+            u.checks = checks;
+            u.caller = None;
         }
     }
 }
@@ -97,23 +155,27 @@ impl LocalView {
         checks
     }
 
-    /// Ask the store what became of each request call held here ([`Store::fate`]), and
-    /// settle those it knows without sending them: one that ran is done (its own charges
-    /// stand), one never sent has its hits pending again (written back with the next batch,
-    /// under its id). Returns the ids of calls still in flight: not sent this time, as the
-    /// original may still run (sending would be safe, under the id, but costs Redis a call
-    /// when it is busiest).
-    fn settle<S: Store + ?Sized>(&self, store: &S, unsettled: &mut Vec<Unsettled>) -> Vec<CallId> {
+    /// Ask `fate` what became of each request call held here whose caller left, and
+    /// settle those the store knows without sending them: one that ran is done (its own
+    /// charges stand), one never sent has its hits pending again (written back with the
+    /// next batch, under its id). Returns the ids of calls still in flight: not sent this
+    /// time, as the original may still run (sending would be safe, under the id, but costs
+    /// Redis a call when it is busiest).
+    fn settle(
+        &self,
+        fate: impl Fn(CallId) -> Fate,
+        unsettled: &mut IndexMap<CallId, Unsettled, FoldBuild>,
+    ) -> Vec<CallId> {
         let mut waiting = Vec::new();
-        unsettled.retain(|u| {
-            if u.batch {
+        unsettled.retain(|&id, u| {
+            if u.batch || u.waited_for() {
                 return true;
             }
-            let settle: fn(&LocalView, StateTag, u64) = match store.fate(u.id) {
+            let settle: fn(&LocalView, StateTag, u64) = match fate(id) {
                 Fate::Applied => LocalView::landed,
                 Fate::NotSent => LocalView::unsent,
                 Fate::InFlight => {
-                    waiting.push(u.id);
+                    waiting.push(id);
                     return true;
                 }
                 Fate::Unknown => return true,
@@ -127,28 +189,34 @@ impl LocalView {
         waiting
     }
 
-    /// Send every unsettled call again, and the pending hits as a new batch unless one is
-    /// still unsettled, in one [`Store::write_back`] (one round trip; per node, per slot on
-    /// a cluster); refresh the view from the answers and leave the degraded state when it
-    /// succeeds. Returns the hits the calls carried.
-    pub(super) async fn write_back<S: Store + ?Sized>(&self, store: &S) -> Result<u64, StoreError> {
-        let sending: Vec<Unsettled> = {
+    /// Send every unsettled call again (but those whose callers still wait), and the
+    /// pending hits as a new batch unless one is still unsettled, in one store call under
+    /// their ids ([`Ids::WriteBack`]: one round trip; per node, per slot on a cluster);
+    /// refresh the view from the answers and leave the degraded state when it succeeds.
+    /// Returns the hits the calls carried.
+    pub(super) async fn write_back<S: Store + ?Sized>(
+        &self,
+        store: &S,
+        fate: impl Fn(CallId) -> Fate,
+    ) -> Result<u64, StoreError> {
+        let sending: Vec<(CallId, Vec<Held>)> = {
             let mut unsettled = self.unsettled.lock();
-            let waiting = self.settle(store, &mut unsettled);
-            if !unsettled.iter().any(|u| u.batch) {
+            let waiting = self.settle(fate, &mut unsettled);
+            if !unsettled.values().any(|u| u.batch) {
                 let checks = self.take_batch();
                 if !checks.is_empty() {
-                    unsettled.push(Unsettled {
-                        id: CallId::fresh(),
+                    let batch = Unsettled {
                         batch: true,
                         checks,
-                    });
+                        caller: None,
+                    };
+                    unsettled.insert(CallId::fresh(), batch);
                 }
             }
             unsettled
                 .iter()
-                .filter(|u| !waiting.contains(&u.id))
-                .cloned()
+                .filter(|(id, u)| !u.waited_for() && !waiting.contains(id))
+                .map(|(&id, u)| (id, u.checks.clone()))
                 .collect()
         };
         if sending.is_empty() {
@@ -157,39 +225,24 @@ impl LocalView {
             }
             return Ok(0);
         }
-        let checks: Vec<Vec<Check<'_>>> = sending
-            .iter()
-            .map(|u| {
-                u.checks
-                    .iter()
-                    .map(|h| Check {
-                        tag: h.tag,
-                        limits: &h.limits,
-                        cost: h.hits,
-                        refund: false,
-                    })
-                    .collect()
+        let segments: Vec<(CallId, usize)> = sending.iter().map(|(id, c)| (*id, c.len())).collect();
+        let held = || sending.iter().flat_map(|(_, checks)| checks);
+        let checks: Vec<Check<'_>> = held()
+            .map(|h| Check {
+                tag: h.tag,
+                limits: &h.limits,
+                cost: h.hits,
+                refund: false,
             })
             .collect();
-        let batches: Vec<Batch<'_>> = sending
-            .iter()
-            .zip(&checks)
-            .map(|(u, checks)| Batch { id: u.id, checks })
-            .collect();
+        let call = Call {
+            ids: Ids::WriteBack(&segments),
+            ..Call::new(&checks)
+        };
         let seq = self.next_seq();
         let sent = self.now_ms();
-        let sent_len: usize = checks.iter().flatten().map(|c| c.limits.len()).sum();
-        let mut out = Vec::with_capacity(sent_len);
-        let result = store.write_back(&batches, &mut out).await;
-        let result = result.and_then(|()| {
-            if out.len() == sent_len {
-                Ok(())
-            } else {
-                Err(StoreError::Backend(
-                    format!("store returned {} results for {sent_len} limits", out.len()).into(),
-                ))
-            }
-        });
+        let mut out = Vec::with_capacity(call.results());
+        let result = crate::limiter::run_counted(store, &call, &mut out).await;
         if let Err(e) = result {
             // Kept as they are, to be sent again under the same ids.
             self.stats.flush_errors.fetch_add(1, Ordering::Relaxed);
@@ -197,12 +250,15 @@ impl LocalView {
             return Err(e);
         }
         self.observe_latency(self.now_ms().saturating_sub(sent));
-        self.unsettled
-            .lock()
-            .retain(|u| !sending.iter().any(|s| s.id == u.id));
+        {
+            let mut unsettled = self.unsettled.lock();
+            for (id, _) in &sending {
+                unsettled.swap_remove(id);
+            }
+        }
         let mut at = 0;
         let mut hits = 0;
-        for h in sending.iter().flat_map(|u| &u.checks) {
+        for h in held() {
             let k = h.limits.len();
             self.landed(h.tag, h.hits);
             self.record(&Answer {

@@ -41,7 +41,7 @@
 --       once however often it is sent: its id key is set (SET NX PX) in this script, with
 --       its hits; a segment whose key is there already runs as peeks (n = 0: it reports the
 --       state, charges nothing). Write-backs and the calls whose hits may be sent again
---       carry one (`Store::run_once`); merged calls keep one segment per request
+--       carry one (`Ids` of a store `Call`); merged calls keep one segment per request
 --   then per check, in order: n (cost, 0 = peek), g (its group, 1..G; -g: a refund)
 -- Returns a flat array of integers:
 --   now_ms, then 6 per limit of every check, in order: ok (0/1), remaining, reset_ms,

@@ -19,15 +19,14 @@
 
 use std::sync::Arc;
 
-use self::hash::{FoldBuild, random_seed};
 use self::shard::{Key, Shard, Slot};
 
-use super::{Store, StoreError};
+use super::{Call, Store, StoreError};
 use crate::limit::algorithm::{self, LimitState};
+use crate::limit::hash::{FoldBuild, random_seed};
 use crate::limit::sharded::Sharded;
 use crate::limit::{Charge, Check, Clock, LimitResult, LimitSpec, StateTag};
 
-mod hash;
 mod shard;
 #[cfg(test)]
 mod tests;
@@ -84,7 +83,7 @@ impl MemoryStore {
             .clamp(1, 1 << 16)
             .next_power_of_two();
         let budget = opts.max_bytes / n;
-        let map_hasher = FoldBuild::random();
+        let map_hasher = FoldBuild::default();
         let shards = Sharded::new(n, || {
             Shard::new(map_hasher, budget, opts.min_sweep_len, random_seed())
         });
@@ -100,7 +99,8 @@ impl MemoryStore {
         self.run_at_with(checks, Charge::Each, now_ms, out);
     }
 
-    /// [`Store::run_with`] at an explicit `now_ms`, synchronously.
+    /// [`Store::run`] of `checks` charged as `charge` says, at an explicit `now_ms`,
+    /// synchronously.
     ///
     /// Stop-increment over several checks holds every shard the request touches (locked in
     /// ascending order, so two requests never wait on each other in a cycle) while it first
@@ -273,14 +273,10 @@ impl std::fmt::Debug for MemoryStore {
 }
 
 impl Store for MemoryStore {
-    async fn run_with(
-        &self,
-        checks: &[Check<'_>],
-        charge: Charge,
-        out: &mut Vec<LimitResult>,
-    ) -> Result<(), StoreError> {
+    /// Ids, deadline and keys aside: an answer in process cannot be lost, nor late.
+    async fn run(&self, call: &Call<'_>, out: &mut Vec<LimitResult>) -> Result<(), StoreError> {
         // Fully synchronous: no await while a shard lock is held.
-        self.run_at_with(checks, charge, self.clock.now_ms(), out);
+        self.run_at_with(call.checks, call.charge, self.clock.now_ms(), out);
         Ok(())
     }
 

@@ -20,8 +20,8 @@ use std::hash::Hash;
 
 use indexmap::IndexMap;
 
-use super::hash::FoldBuild;
 use crate::limit::algorithm::LimitState;
+use crate::limit::hash::FoldBuild;
 use crate::limit::{LimitResult, LimitSpec};
 
 /// `worth` of a limit at its capacity (a penalty lock is worth more: `u16::MAX`).

@@ -26,8 +26,8 @@
 //! request waits for others.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::time::Duration;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
 
 use redis::aio::MultiplexedConnection;
 use redis::{ErrorKind, RedisError, Value};
@@ -67,6 +67,21 @@ pub(crate) struct Batcher {
     waiting: Arc<AtomicUsize>,
     /// The same multiplexed connection, for the odd command that is not a check (`reset`).
     conn: MultiplexedConnection,
+    /// When Redis last answered on this connection ([`Heard`]).
+    heard: Arc<Heard>,
+}
+
+/// When Redis last answered on a connection: milliseconds since the connection was made.
+struct Heard {
+    since: Instant,
+    at_ms: AtomicU64,
+}
+
+impl Heard {
+    fn now(&self) {
+        let ms = u64::try_from(self.since.elapsed().as_millis()).unwrap_or(u64::MAX);
+        self.at_ms.fetch_max(ms, Ordering::Relaxed);
+    }
 }
 
 impl Batcher {
@@ -81,11 +96,46 @@ impl Batcher {
         let (tx, rx) = mpsc::unbounded_channel();
         let direct = conn.clone();
         let waiting = Arc::new(AtomicUsize::new(0));
-        tokio::spawn(run(conn, rx, waiting.clone(), sha, source, dead_after));
+        let heard = Arc::new(Heard {
+            since: Instant::now(),
+            at_ms: AtomicU64::new(0),
+        });
+        let batcher = run(
+            conn,
+            rx,
+            waiting.clone(),
+            heard.clone(),
+            sha,
+            source,
+            dead_after,
+        );
+        tokio::spawn(batcher);
         Batcher {
             tx,
             waiting,
             conn: direct,
+            heard,
+        }
+    }
+
+    /// How long Redis has said nothing on this connection (to any pipeline or ping).
+    pub fn silent_for(&self) -> Duration {
+        let at = Duration::from_millis(self.heard.at_ms.load(Ordering::Relaxed));
+        self.heard.since.elapsed().saturating_sub(at)
+    }
+
+    /// `PING` on the connection, outside the check pipelines (in order behind them): an
+    /// error unless answered within `within` (a timeout is an I/O error, as silence is).
+    pub async fn ping(&self, within: Duration) -> Result<(), RedisError> {
+        let mut conn = self.conn.clone();
+        let cmd = redis::cmd("PING");
+        let ping = cmd.query_async::<()>(&mut conn);
+        match tokio::time::timeout(within, ping).await {
+            Ok(answered) => {
+                self.heard.now();
+                answered
+            }
+            Err(_) => Err(std::io::Error::from(std::io::ErrorKind::TimedOut).into()),
         }
     }
 
@@ -168,6 +218,7 @@ async fn run(
     mut conn: MultiplexedConnection,
     mut rx: mpsc::UnboundedReceiver<Job>,
     waiting: Arc<AtomicUsize>,
+    heard: Arc<Heard>,
     sha: String,
     source: &'static str,
     dead_after: Duration,
@@ -201,7 +252,11 @@ async fn run(
         let counts: Vec<Counted> = jobs.iter_mut().flat_map(|j| j.counts.drain(..)).collect();
         let expected = calls.len() + counts.len();
         let sent = pipeline::evalsha_all(&mut conn, &sha, source, &calls, &counts);
-        match tokio::time::timeout(dead_after, sent).await {
+        let answer = tokio::time::timeout(dead_after, sent).await;
+        if let Ok(Ok(_)) = answer {
+            heard.now();
+        }
+        match answer {
             Ok(Ok(values)) if values.len() == expected => {
                 let mut per_job: Vec<Vec<Value>> = jobs.iter().map(|_| Vec::new()).collect();
                 let mut values = values.into_iter();

@@ -1,7 +1,7 @@
 //! How a request becomes script calls, and replies become results: the grouping of a
 //! request's checks into calls (one per request on a single node, one per slot on a cluster,
-//! split past [`MAX_LIMITS_PER_CALL`]), each under its id key when the request has an id
-//! (`Store::run_once`, write-backs), stop-increment over several calls, and one round trip
+//! split past [`MAX_LIMITS_PER_CALL`]), each under its id key when the call has ids (a
+//! request's, a write-back's batches), stop-increment over several calls, and one round trip
 //! over the connection ring, with the breaker and error classification; on a cluster, the
 //! calls of a slot that is moving are resent.
 
@@ -11,11 +11,11 @@ use redis::cluster_async::ClusterConnection;
 use redis::{ErrorKind, RedisError, ServerErrorKind, Value};
 
 use super::conn::Conn;
-use super::fate::Tracker;
+use super::fate::{Tracker, Watch};
 use super::script::{self, CallContext, IdKey, Invocation, Mode, parse_reply};
 use super::{RedisStore, TimeSource, health, is_connection_error, is_transient};
 use crate::limit::{Charge, Check, LimitResult};
-use crate::store::{CallId, StoreError};
+use crate::store::{Call, CallId, Ids, StoreError};
 
 /// Most limits in one script call: a request bigger than this (up to 64 descriptors with
 /// several limits each) is split over several calls of one pipeline, so no call holds Redis
@@ -24,7 +24,7 @@ pub(super) const MAX_LIMITS_PER_CALL: usize = 16;
 
 /// How long Redis keeps an id (from the first send that reaches it): longer than the gap
 /// until the last send of the same id, or the hits sent again would count twice.
-/// - A request call ([`crate::store::Store::run_once`]): sent again only when it failed,
+/// - A request call ([`Ids::Request`]): sent again only when it failed,
 ///   with the write-back after the store answers again, a few seconds after a stall or
 ///   overload ends; a call applied and persisted just before a crash is covered by a restart
 ///   within this time. One key per request call with the fallback on: at `r` calls per
@@ -34,9 +34,9 @@ pub(super) const MAX_LIMITS_PER_CALL: usize = 16;
 pub(super) const REQUEST_ID_TTL_MS: u64 = 10_000;
 pub(super) const WRITE_BACK_ID_TTL_MS: u64 = 60_000;
 
-/// The checks of one store call, and the id they are applied under, with its TTL.
+/// Checks of one store call under one id (with its TTL), or none.
 #[derive(Clone, Copy)]
-pub(super) struct Part<'a, 'c> {
+struct Part<'a, 'c> {
     pub id: Option<(CallId, u64)>,
     pub checks: &'a [Check<'c>],
 }
@@ -155,15 +155,79 @@ impl RedisStore {
         self.refusals.succeeded();
         Ok(out)
     }
-}
 
-impl RedisStore {
-    /// [`crate::store::Store::run_with`] over `parts` (each under its id, if any), every
-    /// round trip ending by `deadline`: each part's checks grouped into script calls as one
-    /// request's are, every call of every part in one round trip, results part after part,
-    /// in check order. `tracker` follows the round trip that applies the checks (not a dry
-    /// run before it).
-    pub(super) async fn run_within(
+    /// [`Store::run`](crate::store::Store::run) by the script: the call's checks in parts,
+    /// each under its id (one for a request, one per batch for a write-back, none), ending by
+    /// the call's deadline, else by the store's own timeout (a write-back's is the admin
+    /// one: off the request path, it carries every descriptor with hits, and one that times
+    /// out is sent again, so a longer wait saves resends). A request's call is tracked
+    /// through the batcher on a single node (`fate.rs`): redis-rs tells nothing of a call
+    /// it was given on a cluster.
+    pub(super) async fn run_script(
+        &self,
+        call: &Call<'_>,
+        out: &mut Vec<LimitResult>,
+    ) -> Result<(), StoreError> {
+        let whole;
+        let segments: Vec<Part<'_, '_>>;
+        let (parts, watch): (&[Part<'_, '_>], _) = match call.ids {
+            Ids::Unnamed => {
+                whole = [Part {
+                    id: None,
+                    checks: call.checks,
+                }];
+                (&whole, None)
+            }
+            Ids::Request(id) => {
+                whole = [Part {
+                    id: Some((id, REQUEST_ID_TTL_MS)),
+                    checks: call.checks,
+                }];
+                (&whole, (!self.cluster).then(|| self.fates.watch(id)))
+            }
+            Ids::WriteBack(batches) => {
+                let mut rest = call.checks;
+                segments = batches
+                    .iter()
+                    .map(|&(id, n)| {
+                        let (checks, after) = rest.split_at(n.min(rest.len()));
+                        rest = after;
+                        Part {
+                            id: Some((id, WRITE_BACK_ID_TTL_MS)),
+                            checks,
+                        }
+                    })
+                    .collect();
+                (&segments, None)
+            }
+        };
+        let deadline = self.deadline(call);
+        let tracker = watch.as_ref().and_then(Watch::tracker);
+        let result = self
+            .run_within(parts, call.charge, out, deadline, tracker)
+            .await;
+        if let (Ok(()), Some(w)) = (&result, watch) {
+            w.answered();
+        }
+        result
+    }
+
+    /// When `call` must end: its caller's deadline, else the store's own timeout from now.
+    pub(super) fn deadline(&self, call: &Call<'_>) -> Instant {
+        call.deadline.unwrap_or_else(|| {
+            Instant::now()
+                + match call.ids {
+                    Ids::WriteBack(_) => self.admin_timeout,
+                    Ids::Unnamed | Ids::Request(_) => self.request_timeout,
+                }
+        })
+    }
+
+    /// Every part (each under its id, if any), every round trip ending by `deadline`: each
+    /// part's checks grouped into script calls as one request's are, every call of every
+    /// part in one round trip, results part after part, in check order. `tracker` follows
+    /// the round trip that applies the checks (not a dry run before it).
+    async fn run_within(
         &self,
         parts: &[Part<'_, '_>],
         charge: Charge,
@@ -270,9 +334,7 @@ impl RedisStore {
         }
         Ok(())
     }
-}
 
-impl RedisStore {
     /// One `EVALSHA` per call (one per slot), concurrently.
     ///
     /// A call answered `MOVED`, `ASK` or `TRYAGAIN` did not run: its slot is moving (the

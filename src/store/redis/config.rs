@@ -93,12 +93,13 @@ pub struct RedisConfig {
     /// reports itself not ready; see `health.rs`.
     pub refusal_grace: Duration,
     /// Connections kept open (cluster mode: cluster connections, each multiplexing over every
-    /// node, used round-robin). On a single node the first carries every request until its
-    /// forming batch is full, then the next (`conn.rs`, `Ring::pick`).
+    /// node, used round-robin). On a single node the size of the deadpool pool that dials
+    /// them (`connect.rs`); the first carries every request until its forming batch is full,
+    /// then the next (`conn.rs`, `Ring::pick`).
     pub pool_size: usize,
     /// Bound of one connection attempt (including the script preload).
     pub connect_timeout: Duration,
-    /// Bound of one `run()` made without a caller's deadline (`store::deadline`); with one,
+    /// Bound of one `run()` made without a caller's deadline (`Call::deadline`); with one,
     /// the deadline bounds it instead.
     pub request_timeout: Duration,
     /// Prepended to every key. Must not contain `{` or `}` (it would change the hash slot).
@@ -168,6 +169,8 @@ pub enum RedisConfigError {
     Tls(#[source] RedisError),
     #[error("redis sentinel: {0}")]
     Sentinel(&'static str),
+    #[error("redis connection pool: {0}")]
+    Pool(#[source] deadpool_redis::BuildError),
     #[error("the redis store must be created inside a tokio runtime")]
     NoRuntime,
 }
@@ -215,6 +218,10 @@ pub enum ConnectError {
     /// Dialing, the handshake or a command of the connection's setup failed.
     #[error("{0}")]
     Redis(#[from] RedisError),
+    /// The single-node pool gave no connection (all checked out, or it timed out dialing;
+    /// Redis's own errors are [`ConnectError::Redis`]).
+    #[error("redis connection pool: {0}")]
+    Pool(#[source] deadpool_redis::PoolError),
     #[error("SCRIPT LOAD failed: {0}")]
     ScriptLoad(#[source] RedisError),
     /// `ROLE` names another role than `master`.
@@ -238,6 +245,16 @@ pub enum ConnectError {
         master: String,
         misses: Vec<(String, SentinelMiss)>,
     },
+}
+
+impl ConnectError {
+    /// A pool's error, Redis's own kept as it is.
+    pub(crate) fn from_pool(e: deadpool_redis::PoolError) -> ConnectError {
+        match e {
+            deadpool_redis::PoolError::Backend(e) => ConnectError::Redis(e),
+            e => ConnectError::Pool(e),
+        }
+    }
 }
 
 /// What a sentinel answered instead of the master's address.

@@ -2,12 +2,21 @@
 //! connections), a per-connection circuit breaker, and the single background task that
 //! (re)connects with exponential backoff.
 //!
-//! Not a pool with a checkout per request (ARCHITECTURE.md, "Why no connection pool"): a
-//! connection is made once and owned by its batcher; requests clone it (cheap: the
-//! multiplexer is shared). A connection that fails with an
-//! I/O error, or that answers nothing at all for `dead_after`, is dropped from the ring;
-//! requests then go to the remaining ones, or fail fast with `Unavailable` when none is left,
-//! while the reconnect task alone talks to the network. No request ever waits for a connect.
+//! No checkout per request (ARCHITECTURE.md, "deadpool and the ring"): a connection is made
+//! once and owned by its batcher; requests clone it (cheap: the multiplexer is shared). On a
+//! single node the connection is an object of the deadpool pool that dialed it, checked out
+//! when it was made and held by its slot for its whole life, so the pool bounds the
+//! connections and counts them, and never recycles one (no `PING` per call); a dead one is
+//! detached from the pool (`Object::take`), which makes room for the next. A connection that
+//! fails with an I/O error, or that answers nothing at all for `dead_after`, is dropped from
+//! the ring; requests then go to the remaining ones, or fail fast with `Unavailable` when
+//! none is left, while the reconnect task alone talks to the network. No request ever waits
+//! for a connect.
+//!
+//! Idle is not alive either: a connection's death is seen when a call on it fails, so with no
+//! traffic a dead Redis would look connected. When no connection of the store has heard from
+//! Redis for a while, the health refresher pings each ([`Ring::ping_if_silent`]): one `PING`
+//! per connection per second of silence, none while any connection is busy.
 //!
 //! Slow is not dead. A request that times out says only that *this* request was not answered
 //! in time; under overload most do, while Redis keeps answering. So a timeout never drops a
@@ -31,6 +40,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::batch::{Batcher, MERGE_REQUESTS};
 use super::config::ConnectError;
+use super::is_connection_error;
 
 /// What the reconnect task needs from whatever makes connections (the `Connector` of
 /// `connect.rs`, which implements it). Declared here so this file does not import the
@@ -43,7 +53,14 @@ pub(crate) trait Dial {
         &self,
         script: &Script,
         source: &'static str,
-    ) -> impl Future<Output = Result<Conn, ConnectError>> + Send;
+    ) -> impl Future<Output = Result<Dialed, ConnectError>> + Send;
+}
+
+/// A connection as it was made: what requests use, and, on a single node, the pool's object
+/// it was checked out as, held as long as the connection lives.
+pub(crate) struct Dialed {
+    pub conn: Conn,
+    pub object: Option<deadpool_redis::Connection>,
 }
 
 /// A live connection; cloning shares it.
@@ -57,6 +74,8 @@ pub(crate) enum Conn {
 struct Slot {
     /// The connection and the generation it was installed with; `None` while broken.
     conn: Mutex<Option<(u64, Conn)>>,
+    /// Its pool object (single node), detached from the pool when the connection goes.
+    object: Mutex<Option<deadpool_redis::Connection>>,
 }
 
 /// A connection borrowed for one request, with what is needed to report its fate.
@@ -81,13 +100,17 @@ pub(crate) struct Ring {
     addr: String,
     /// Why the last connection attempt failed, until one succeeds (health says it).
     last_error: Mutex<Option<String>>,
+    /// How long a ping may go unanswered before its connection is dead (`--redis-dead-after`,
+    /// the batchers' own bound).
+    dead_after: Duration,
 }
 
 impl Ring {
-    pub fn new(name: &'static str, addr: String, size: usize) -> Ring {
+    pub fn new(name: &'static str, addr: String, size: usize, dead_after: Duration) -> Ring {
         let slots = (0..size.max(1))
             .map(|_| Slot {
                 conn: Mutex::new(None),
+                object: Mutex::new(None),
             })
             .collect();
         Ring {
@@ -100,6 +123,7 @@ impl Ring {
             name,
             addr,
             last_error: Mutex::new(None),
+            dead_after,
         }
     }
 
@@ -185,10 +209,12 @@ impl Ring {
 
     /// Drop the lease's connection (unless it was already replaced) and wake the reconnector.
     pub fn broken(&self, lease: &Lease) {
-        let mut guard = self.slots[lease.slot].conn.lock();
+        let slot = &self.slots[lease.slot];
+        let mut guard = slot.conn.lock();
         if matches!(&*guard, Some((g, _)) if *g == lease.generation) {
             *guard = None;
             drop(guard);
+            slot.detach();
             self.dropped.fetch_add(1, Ordering::Relaxed);
             self.connected.send_modify(|c| *c = c.saturating_sub(1));
             tracing::warn!(
@@ -207,6 +233,7 @@ impl Ring {
         let mut dropped = 0;
         for slot in self.slots.iter() {
             if slot.conn.lock().take().is_some() {
+                slot.detach();
                 dropped += 1;
             }
         }
@@ -229,19 +256,71 @@ impl Ring {
             .count()
     }
 
-    /// Put a fresh connection in the first empty slot. Returns false when none was empty.
-    fn install(&self, conn: Conn) -> bool {
+    /// Put a fresh connection in the first empty slot. Returns false when none was empty
+    /// (its pool object is then detached).
+    fn install(&self, dialed: Dialed) -> bool {
         let generation = self.generation.fetch_add(1, Ordering::Relaxed) + 1;
         for slot in self.slots.iter() {
             let mut guard = slot.conn.lock();
             if guard.is_none() {
-                *guard = Some((generation, conn));
+                *slot.object.lock() = dialed.object;
+                *guard = Some((generation, dialed.conn));
                 drop(guard);
                 self.connected.send_modify(|c| *c += 1);
                 return true;
             }
         }
+        if let Some(object) = dialed.object {
+            drop(deadpool_redis::Connection::take(object));
+        }
         false
+    }
+
+    /// When no single-node connection has heard from Redis for `after` (none is busy),
+    /// `PING` each; one that does not answer within `dead_after`, or whose connection
+    /// fails, is dropped as broken. The health refresher calls this at every tick, so an idle
+    /// store notices a dead Redis within about `after` plus a tick.
+    pub async fn ping_if_silent(&self, after: Duration) {
+        let leases: Vec<(Lease, Batcher)> = self
+            .slots
+            .iter()
+            .enumerate()
+            .filter_map(|(slot, s)| match s.conn.lock().as_ref() {
+                Some((generation, Conn::Single(b))) => Some((
+                    Lease {
+                        slot,
+                        generation: *generation,
+                        conn: Conn::Single(b.clone()),
+                    },
+                    b.clone(),
+                )),
+                _ => None,
+            })
+            .collect();
+        if leases.is_empty() || leases.iter().any(|(_, b)| b.silent_for() < after) {
+            return;
+        }
+        let pings = leases.iter().map(|(lease, b)| async move {
+            match b.ping(self.dead_after).await {
+                Err(e) if is_connection_error(&e) => {
+                    tracing::debug!(store = self.name, slot = lease.slot, error = %e, "idle redis connection did not answer a ping");
+                    self.broken(lease);
+                }
+                // Answered, if only with an error (`LOADING`): alive.
+                _ => {}
+            }
+        });
+        futures::future::join_all(pings).await;
+    }
+}
+
+impl Slot {
+    /// Detach the slot's pool object, if any, from its pool: the connection is gone, and
+    /// the pool may dial another.
+    fn detach(&self) {
+        if let Some(object) = self.object.lock().take() {
+            drop(deadpool_redis::Connection::take(object));
+        }
     }
 }
 
@@ -286,7 +365,12 @@ pub(crate) async fn reconnect_loop(
             r = tokio::time::timeout(backoff.connect_timeout, attempt) => r,
         };
         match result {
-            Ok(Ok(_)) if connector.paused() => {} // made just before a failover began
+            // Made just before a failover began: not used.
+            Ok(Ok(Dialed { object, .. })) if connector.paused() => {
+                if let Some(object) = object {
+                    drop(deadpool_redis::Connection::take(object));
+                }
+            }
             Ok(Ok(conn)) => {
                 ring.last_error.lock().take();
                 if ring.install(conn) {

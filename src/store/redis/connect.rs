@@ -1,6 +1,6 @@
 //! How connections are made: a URL plus the TLS settings become redis-rs connection info
-//! (private CA, client certificate, hostname check), and the three connectors (single node,
-//! cluster, sentinel) make the connections the ring uses.
+//! (private CA, client certificate, hostname check), and the three connectors (single node
+//! through the deadpool pool, cluster, sentinel) make the connections the ring uses.
 //!
 //! Every single-node or sentinel connection is checked with `ROLE` before use: a replica
 //! (a demoted primary, a stale sentinel answer, a node turned `REPLICAOF`) would answer
@@ -11,43 +11,57 @@ use std::sync::Arc;
 
 use redis::aio::MultiplexedConnection;
 use redis::cluster::{ClusterClient, ClusterClientBuilder};
-use redis::{Client, Script, Value};
+use redis::{Script, Value};
 
 use super::batch::Batcher;
 use super::config::{
     ConnectError, RedisConfig, RedisConfigError, async_config, certificates, connection_info,
 };
-use super::conn::{Conn, Dial, Ring};
+use super::conn::{Conn, Dial, Dialed, Ring};
 use super::sentinel::Resolver;
 
 /// How new connections are made, and how long a single-node connection may answer nothing
 /// before its batcher gives it up.
 pub(crate) struct Connector {
     how: How,
-    connect_timeout: std::time::Duration,
     dead_after: std::time::Duration,
 }
 
 enum How {
-    /// Single node: its address, TLS and auth.
-    Single(Box<Client>),
+    /// Single node: deadpool dials it (address, TLS, auth, connect timeout) and bounds the
+    /// connections to `pool_size` (`REDIS_POOL_SIZE`); each is one object checked out for its
+    /// whole life, held by its ring slot (`conn.rs`).
+    Single(deadpool_redis::Pool),
+    /// Not through deadpool: one `ClusterConnection` already multiplexes every node, follows
+    /// the cluster's map and reconnects per node itself, where deadpool-redis's cluster
+    /// pool would lend a connection per call.
     Cluster(Box<ClusterClient>),
-    /// Ask the sentinels for the master, then connect to it.
+    /// Ask the sentinels for the master, then connect to it. Not through deadpool: a
+    /// deadpool manager dials one fixed address, and the master's changes with each
+    /// failover (deadpool-redis's sentinel pool resolves it its own way, without the
+    /// failover pause of `sentinel.rs`).
     Sentinel(Arc<Resolver>),
 }
 
 impl Connector {
-    pub fn new(cfg: &RedisConfig) -> Result<Connector, RedisConfigError> {
+    pub fn new(cfg: &RedisConfig, pool_size: usize) -> Result<Connector, RedisConfigError> {
         Ok(Connector {
-            how: How::new(cfg)?,
-            connect_timeout: cfg.connect_timeout,
+            how: How::new(cfg, pool_size)?,
             dead_after: cfg.dead_after,
         })
+    }
+
+    /// The single-node pool (its status counts the connections).
+    pub fn pool(&self) -> Option<deadpool_redis::Pool> {
+        match &self.how {
+            How::Single(pool) => Some(pool.clone()),
+            How::Cluster(_) | How::Sentinel(_) => None,
+        }
     }
 }
 
 impl How {
-    fn new(cfg: &RedisConfig) -> Result<How, RedisConfigError> {
+    fn new(cfg: &RedisConfig, pool_size: usize) -> Result<How, RedisConfigError> {
         if let Some(s) = &cfg.sentinel {
             return Ok(How::Sentinel(Arc::new(Resolver::new(s, cfg)?)));
         }
@@ -71,11 +85,20 @@ impl How {
             return Ok(How::Cluster(Box::new(client)));
         }
         let info = connection_info(&cfg.url, &cfg.tls)?;
-        let client = Client::open(info).map_err(|source| RedisConfigError::Url {
-            url: super::config::shown_url(&cfg.url),
-            source,
-        })?;
-        Ok(How::Single(Box::new(client)))
+        let manager =
+            deadpool_redis::Manager::new_with_config(info, async_config(cfg.connect_timeout))
+                .map_err(|source| RedisConfigError::Url {
+                    url: super::config::shown_url(&cfg.url),
+                    source,
+                })?;
+        let pool = deadpool_redis::Pool::builder(manager)
+            .max_size(pool_size)
+            .runtime(deadpool_redis::Runtime::Tokio1)
+            .create_timeout(Some(cfg.connect_timeout))
+            .wait_timeout(Some(cfg.connect_timeout))
+            .build()
+            .map_err(RedisConfigError::Pool)?;
+        Ok(How::Single(pool))
     }
 }
 
@@ -103,14 +126,11 @@ impl Connector {
         &self,
         script: &Script,
         source: &'static str,
-    ) -> Result<Conn, ConnectError> {
-        let dead_after = self.dead_after;
-        let mut conn = match &self.how {
-            How::Single(client) => {
-                let config = async_config(self.connect_timeout);
-                client
-                    .get_multiplexed_async_connection_with_config(&config)
-                    .await?
+    ) -> Result<Dialed, ConnectError> {
+        let (mut conn, object) = match &self.how {
+            How::Single(pool) => {
+                let object = pool.get().await.map_err(ConnectError::from_pool)?;
+                (MultiplexedConnection::clone(&object), Some(object))
             }
             How::Cluster(client) => {
                 let mut conn = client.get_async_connection().await?;
@@ -118,16 +138,32 @@ impl Connector {
                     .load_async(&mut conn)
                     .await
                     .map_err(ConnectError::ScriptLoad)?;
-                return Ok(Conn::Cluster(conn));
+                return Ok(Dialed {
+                    conn: Conn::Cluster(conn),
+                    object: None,
+                });
             }
-            How::Sentinel(resolver) => resolver.connect_master().await?,
+            How::Sentinel(resolver) => (resolver.connect_master().await?, None),
         };
-        ensure_primary(&mut conn).await?;
-        script
-            .load_async(&mut conn)
-            .await
-            .map_err(ConnectError::ScriptLoad)?;
-        Ok(single(conn, script, source, dead_after))
+        let ready = async {
+            ensure_primary(&mut conn).await?;
+            script
+                .load_async(&mut conn)
+                .await
+                .map_err(ConnectError::ScriptLoad)
+        };
+        if let Err(e) = ready.await {
+            // Not returned to the pool, which would hand it out again.
+            if let Some(object) = object {
+                drop(deadpool_redis::Connection::take(object));
+            }
+            return Err(e);
+        }
+        let batcher = Batcher::spawn(conn, script.get_hash().to_owned(), source, self.dead_after);
+        Ok(Dialed {
+            conn: Conn::Single(batcher),
+            object,
+        })
     }
 }
 
@@ -140,23 +176,9 @@ impl Dial for Connector {
         &self,
         script: &Script,
         source: &'static str,
-    ) -> impl Future<Output = Result<Conn, ConnectError>> + Send {
+    ) -> impl Future<Output = Result<Dialed, ConnectError>> + Send {
         Connector::connect(self, script, source)
     }
-}
-
-fn single(
-    conn: MultiplexedConnection,
-    script: &Script,
-    source: &'static str,
-    dead_after: std::time::Duration,
-) -> Conn {
-    Conn::Single(Batcher::spawn(
-        conn,
-        script.get_hash().to_owned(),
-        source,
-        dead_after,
-    ))
 }
 
 /// Refuse a replica: the first element of `ROLE` is `master` on a primary. A server that

@@ -1,4 +1,6 @@
-//! What became of an identified call whose caller stopped waiting ([`Store::fate`]).
+//! What became of a request call under an id whose caller stopped waiting
+//! ([`RedisStore::fate`](super::RedisStore::fate)): the Redis store's own knowledge, which
+//! the local view asks before it sends such a call again.
 //!
 //! A request call under an id that times out (its caller's deadline, under overload) is
 //! held by the local view and would be resent under its id by the next write-back: safe
@@ -14,8 +16,6 @@
 //! end answered, the store keeps the tracker under the call's id until the view asks.
 //! Cluster calls go through redis-rs, which tells nothing of a call it was given: they get
 //! no tracker, so their fate is [`Fate::Unknown`].
-//!
-//! [`Store::fate`]: crate::store::Store::fate
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -23,7 +23,20 @@ use std::sync::atomic::{AtomicU8, Ordering};
 
 use parking_lot::Mutex;
 
-use crate::store::{CallId, Fate};
+use crate::store::CallId;
+
+/// What became of a call under an id that did not end answered.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Fate {
+    /// Never sent, and never will be: its hits may be written back like any others.
+    NotSent,
+    /// Sent (or about to be), not answered yet: it may still run.
+    InFlight,
+    /// It ran: its charges stand, and nothing of it needs sending again.
+    Applied,
+    /// Not known: it may or may not have run (resend it under its id).
+    Unknown,
+}
 
 /// Not handed to a connection yet.
 const IDLE: u8 = 0;
@@ -90,7 +103,7 @@ impl Drop for Carried {
 
 /// The trackers of calls that did not end answered, by id.
 #[derive(Default)]
-pub(super) struct Fates(Mutex<HashMap<CallId, Tracker>>);
+pub(crate) struct Fates(Mutex<HashMap<CallId, Tracker>>);
 
 impl Fates {
     fn keep(&self, id: CallId, tracker: Tracker) {
@@ -100,31 +113,37 @@ impl Fates {
         }
     }
 
+    /// The fate of the call under `id`, if its tracker is kept.
+    pub fn peek(&self, id: CallId) -> Option<Fate> {
+        self.0.lock().get(&id).map(Tracker::fate)
+    }
+
+    pub fn forget(&self, id: CallId) {
+        self.0.lock().remove(&id);
+    }
+
     /// The fate of the call under `id`; forgotten once settled (anything but in flight).
     pub fn take(&self, id: CallId) -> Fate {
-        let mut map = self.0.lock();
-        let Some(fate) = map.get(&id).map(Tracker::fate) else {
-            return Fate::Unknown;
-        };
+        let fate = self.peek(id).unwrap_or(Fate::Unknown);
         if fate != Fate::InFlight {
-            map.remove(&id);
+            self.forget(id);
         }
         fate
     }
 
-    /// Watch the call under `id` (without a tracker: nothing is kept).
-    pub fn watch(&self, id: CallId, tracker: Option<Tracker>) -> Watch<'_> {
+    /// Watch the call under `id`.
+    pub fn watch(&self, id: CallId) -> Watch<'_> {
         Watch {
             fates: self,
             id,
-            tracker,
+            tracker: Some(Tracker::default()),
         }
     }
 }
 
 /// A call in progress: unless [`Watch::answered`], its tracker is kept when this drops
 /// (the call failed, or its future was dropped at the caller's deadline).
-pub(super) struct Watch<'a> {
+pub(crate) struct Watch<'a> {
     fates: &'a Fates,
     id: CallId,
     tracker: Option<Tracker>,
@@ -152,16 +171,23 @@ impl Drop for Watch<'_> {
 mod tests {
     use super::*;
 
+    /// A call under `id` whose caller left: its tracker, kept.
+    fn left(fates: &Fates, id: u64) -> Tracker {
+        let w = fates.watch(CallId(id));
+        let t = w.tracker().expect("tracker").clone();
+        drop(w);
+        t
+    }
+
     #[test]
     fn a_call_answered_keeps_nothing_and_one_left_is_kept_until_settled() {
         let fates = Fates::default();
-        let w = fates.watch(CallId(1), Some(Tracker::default()));
+        let w = fates.watch(CallId(1));
         w.tracker().expect("tracker").applied();
         w.answered();
         assert_eq!(fates.take(CallId(1)), Fate::Unknown, "nothing kept");
 
-        let t = Tracker::default();
-        drop(fates.watch(CallId(2), Some(t.clone())));
+        left(&fates, 2);
         assert_eq!(fates.take(CallId(2)), Fate::NotSent, "never handed over");
         assert_eq!(
             fates.take(CallId(2)),
@@ -169,8 +195,7 @@ mod tests {
             "forgotten once settled"
         );
 
-        let t = Tracker::default();
-        drop(fates.watch(CallId(3), Some(t.clone())));
+        let t = left(&fates, 3);
         t.queued();
         assert_eq!(fates.take(CallId(3)), Fate::InFlight);
         t.sent();
@@ -182,8 +207,7 @@ mod tests {
         t.applied();
         assert_eq!(fates.take(CallId(3)), Fate::Applied);
 
-        let t = Tracker::default();
-        drop(fates.watch(CallId(5), Some(t.clone())));
+        let t = left(&fates, 5);
         t.queued();
         t.sent();
         t.lost();
@@ -191,8 +215,7 @@ mod tests {
         // A job dropped queued (its caller left, or the connection's task ended), or sent
         // (its pipeline failed).
         for (id, sent, fate) in [(7, false, Fate::NotSent), (8, true, Fate::Unknown)] {
-            let t = Tracker::default();
-            drop(fates.watch(CallId(id), Some(t.clone())));
+            let t = left(&fates, id);
             t.queued();
             if sent {
                 t.sent();
@@ -200,14 +223,16 @@ mod tests {
             drop(Carried(t));
             assert_eq!(fates.take(CallId(id)), fate);
         }
-        let t = Tracker::default();
-        drop(fates.watch(CallId(9), Some(t.clone())));
+        let t = left(&fates, 9);
         t.queued();
         t.sent();
         t.applied();
         drop(Carried(t));
         assert_eq!(fates.take(CallId(9)), Fate::Applied, "an end set stays");
-        drop(fates.watch(CallId(6), None));
-        assert_eq!(fates.take(CallId(6)), Fate::Unknown, "untracked: unknown");
+        assert_eq!(
+            fates.take(CallId(6)),
+            Fate::Unknown,
+            "never watched (a cluster call): unknown"
+        );
     }
 }

@@ -17,6 +17,39 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
+use super::RedisStore;
+use crate::limit::{Check, LimitSpec, StateTag, Unit};
+use crate::store::{Call, Store};
+
+/// How long every connection of a store may hear nothing before the health refresher pings
+/// them (`conn.rs`, `Ring::ping_if_silent`).
+const IDLE_PING_AFTER: Duration = Duration::from_secs(1);
+
+impl RedisStore {
+    /// Called by the health refresher at every tick, so health follows Redis without
+    /// traffic: while writes are being refused, try one (a real check on a key of the
+    /// store's own, a per-second window no request can fill), so recovery is seen; when no
+    /// connection has heard from Redis for `IDLE_PING_AFTER`, ping each, so a dead Redis
+    /// is seen (its connections dropped, the store not ready).
+    pub async fn probe(&self) {
+        self.ring.ping_if_silent(IDLE_PING_AFTER).await;
+        if !self.refusals.refusing() {
+            return;
+        }
+        let limits = [LimitSpec::fixed_window(1_000_000_000, Unit::Second)];
+        let check = [Check {
+            tag: StateTag::compute("sluice.health", [("probe", "")]),
+            limits: &limits,
+            cost: 1,
+            refund: false,
+        }];
+        let mut out = Vec::with_capacity(1);
+        if let Err(e) = self.run(&Call::new(&check), &mut out).await {
+            tracing::debug!(error = %e, "redis health probe failed");
+        }
+    }
+}
+
 /// Error codes that mean "this server will not take writes now".
 pub(crate) fn is_refusal(code: &str) -> bool {
     matches!(

@@ -10,16 +10,21 @@
 //! - Cluster: the keys of one descriptor share a hash tag (one slot); descriptors are grouped
 //!   by slot, one `EVALSHA` per group, all sent concurrently on the cluster connection (one
 //!   round trip of latency; `Script::invoke_async` handles `NOSCRIPT` per call).
-//! - Stop-increment ([`Charge::StopWhenOver`]) is decided inside the script when the request
+//! - Stop-increment ([`Charge::StopWhenOver`](crate::limit::Charge::StopWhenOver)) is decided inside the script when the request
 //!   is one call; over several calls, a dry run comes first (two round trips, not atomic).
 //! - Connections live in a small ring (see `conn.rs`); a request never connects, never checks
 //!   a connection out of a pool, and never waits past its deadline: what the caller's
-//!   `grpc-timeout` leaves (`store::deadline`), else `request_timeout` (`--redis-timeout`).
+//!   `grpc-timeout` leaves ([`Call::deadline`]), else `request_timeout` (`--redis-timeout`).
 //! - Time: `TIME` inside the script, or the injected [`Clock`] in local mode.
-//! - Ids ([`Store::run_once`], write-backs): each script call of an identified call records
-//!   its id key (`SET NX PX`, in the slot of its first check, kept for the TTLs of
-//!   `calls.rs`) with its hits, and only reports when the key is there already (a resend
-//!   of a call Redis ran but could not answer in time). `header.lua`: segments.
+//! - Ids ([`Ids`]: a request's, a write-back's batches): each script call of an identified
+//!   call records its id key (`SET NX PX`, in the slot of its first check, kept for the TTLs
+//!   of `calls.rs`) with its hits, and only reports when the key is there already (a resend
+//!   of a call Redis ran but could not answer in time). `header.lua`: segments. What became
+//!   of a request call whose caller left is [`RedisStore::fate`] (`fate.rs`).
+//!
+//! Methods by concern: construction, accessors and [`Store`] here; script calls in
+//! `calls.rs`, envoyproxy/ratelimit's counters in `reference.rs`, RLQS in `quota.rs`, the
+//! health probe in `health.rs`.
 //!
 //! Keys: `<prefix>{<tag>}:<code>:<window s>:<buckets>:<slot>` and the same plus `:p` for the
 //! penalty lock (sent only for limits with a penalty); the tag is the descriptor's
@@ -36,26 +41,25 @@ mod merge;
 mod pipeline;
 mod quota;
 mod reference;
-mod reset;
 mod script;
 mod sentinel;
 
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use redis::{ErrorKind, RedisError, Script, ServerErrorKind};
 use tokio_util::sync::{CancellationToken, DropGuard};
 
-use crate::limit::{Algorithm, Charge, Check, Clock, LimitResult, LimitSpec, StateTag, Unit};
-use crate::store::{Batch, CallId, Fate, Store, StoreError, deadline};
+use crate::limit::{Clock, LimitResult, LimitSpec, StateTag};
+use crate::store::{Call, CallId, Ids, Store, StoreError};
 
-use calls::{Part, REQUEST_ID_TTL_MS, WRITE_BACK_ID_TTL_MS};
 pub use config::{
     DEFAULT_DEAD_AFTER, DEFAULT_KEY_PREFIX, RedisConfig, RedisConfigError, RedisTls,
     SentinelConfig, TimeSource, check_prefix, shown_url,
 };
-use conn::{Backoff, Ring};
+use conn::{Backoff, Conn, Ring};
 use connect::Connector;
+pub use fate::Fate;
 use health::Refusals;
 pub use quota::{QUOTA_BUCKETS_PER_CALL, QUOTA_SCRIPT, quota_key};
 pub use script::SCRIPT;
@@ -63,6 +67,9 @@ pub use script::SCRIPT;
 /// State in Redis (single node or cluster). See the module documentation.
 pub struct RedisStore {
     ring: Arc<Ring>,
+    /// The single-node pool that dials the ring's connections (`connect.rs`), for its
+    /// status.
+    pool: Option<deadpool_redis::Pool>,
     /// Calls refused by a server that will not write (see `health.rs`).
     refusals: Refusals,
     cluster: bool,
@@ -76,11 +83,9 @@ pub struct RedisStore {
     request_timeout: Duration,
     /// How long a `reset` (an admin command) may take.
     admin_timeout: Duration,
-    /// Identified calls that did not end answered, and where each went (`fate.rs`).
-    fates: fate::Fates,
-    /// Whether calls are tracked for `fates`: not on a cluster (redis-rs tells nothing of a
-    /// call it was given), nor in a pair that asks for no fate ([`RedisStore::untracked`]).
-    tracks_fates: bool,
+    /// Request calls that did not end answered, and where each went (`fate.rs`); the
+    /// per-second pair, whose calls run on two stores, reads both stores'.
+    pub(in crate::store) fates: fate::Fates,
     /// Stops the reconnect task when the store is dropped.
     _stop: DropGuard,
 }
@@ -119,8 +124,14 @@ impl RedisStore {
         crate::tls::install_crypto_provider();
         let pool_size = cfg.pool_size.max(1);
         let cluster = !cfg.cluster_nodes.is_empty() && cfg.sentinel.is_none();
-        let connector = Connector::new(&cfg)?;
-        let ring = Arc::new(Ring::new(cfg.name, cfg.shown_address(), pool_size));
+        let connector = Connector::new(&cfg, pool_size)?;
+        let pool = connector.pool();
+        let ring = Arc::new(Ring::new(
+            cfg.name,
+            cfg.shown_address(),
+            pool_size,
+            cfg.dead_after,
+        ));
         let script = Script::new(source);
         let stop = CancellationToken::new();
         let backoff = Backoff {
@@ -139,6 +150,7 @@ impl RedisStore {
         ));
         Ok(RedisStore {
             ring,
+            pool,
             refusals: Refusals::new(cfg.refusal_grace),
             cluster,
             script,
@@ -152,17 +164,8 @@ impl RedisStore {
             request_timeout: cfg.request_timeout,
             admin_timeout: cfg.connect_timeout + cfg.request_timeout,
             fates: fate::Fates::default(),
-            tracks_fates: !cluster,
             _stop: stop.drop_guard(),
         })
-    }
-
-    /// This store, its calls not tracked ([`Store::fate`] says `Unknown`): for a store used
-    /// where nobody asks (one of the per-second pair), which would otherwise keep the
-    /// trackers of its failed calls until its bound.
-    pub fn untracked(mut self) -> RedisStore {
-        self.tracks_fates = false;
-        self
     }
 
     /// Wait until at least one connection is up; false if `timeout` passed first.
@@ -174,9 +177,18 @@ impl RedisStore {
         )
     }
 
-    /// Connections currently up.
+    /// Connections currently up and in use (their script loaded).
     pub fn connected(&self) -> usize {
         self.ring.connected()
+    }
+
+    /// Connections open, for the connection gauge: on a single node, the objects of the
+    /// deadpool pool (deadpool's status: each connection is one, checked out for its life);
+    /// otherwise those of the ring.
+    pub fn open_connections(&self) -> usize {
+        self.pool
+            .as_ref()
+            .map_or_else(|| self.ring.connected(), |p| p.status().size)
     }
 
     /// Where this store connects, credentials left out (`redis://host:6379/0`).
@@ -208,36 +220,12 @@ impl RedisStore {
         self.ring.dropped()
     }
 
-    /// While writes are being refused, try one: a real check on a key of the store's own (a
-    /// per-second window no request can fill), so recovery is seen without traffic. Does
-    /// nothing otherwise. Called by the health refresher.
-    pub async fn probe(&self) {
-        if !self.refusals.refusing() {
-            return;
-        }
-        let limits = [LimitSpec {
-            requests_per_unit: 1_000_000_000,
-            unit: Unit::Second,
-            unit_multiplier: 1,
-            algorithm: Algorithm::FixedWindow,
-            burst: 1_000_000_000,
-            buckets: 0,
-            overdraft: true,
-            penalty_ms: 0,
-            name: None,
-            slot: 0,
-            calendar: None,
-        }];
-        let check = Check {
-            tag: StateTag::compute("sluice.health", [("probe", "")]),
-            limits: &limits,
-            cost: 1,
-            refund: false,
-        };
-        let mut out = Vec::with_capacity(1);
-        if let Err(e) = self.run(&[check], &mut out).await {
-            tracing::debug!(error = %e, "redis health probe failed");
-        }
+    /// What became of the request call under `id` that did not end answered (it failed, or
+    /// its future was dropped at its caller's deadline), as far as this store knows; a
+    /// settled fate is told once. Lets the local view skip the resend of a call that ran,
+    /// or that was never sent.
+    pub fn fate(&self, id: CallId) -> Fate {
+        self.fates.take(id)
     }
 
     /// SHA1 of the store's script ([`SCRIPT`] unless built by
@@ -274,81 +262,48 @@ pub fn lock_key(prefix: &str, tag: StateTag, spec: &LimitSpec) -> String {
 }
 
 impl Store for RedisStore {
-    async fn run_with(
-        &self,
-        checks: &[Check<'_>],
-        charge: Charge,
-        out: &mut Vec<LimitResult>,
-    ) -> Result<(), StoreError> {
-        let part = Part { id: None, checks };
-        let deadline = deadline::of_call(self.request_timeout);
-        self.run_within(&[part], charge, out, deadline, None).await
-    }
-
-    /// Each script call of the request records its id (`header.lua`, segments), in the
-    /// slot of its first check.
-    async fn run_once(
-        &self,
-        checks: &[Check<'_>],
-        charge: Charge,
-        id: CallId,
-        out: &mut Vec<LimitResult>,
-    ) -> Result<(), StoreError> {
-        let part = Part {
-            id: Some((id, REQUEST_ID_TTL_MS)),
-            checks,
-        };
-        let deadline = deadline::of_call(self.request_timeout);
-        // Tracked through the batcher (`fate.rs`).
-        let watch = self
-            .fates
-            .watch(id, self.tracks_fates.then(fate::Tracker::default));
-        let result = self
-            .run_within(&[part], charge, out, deadline, watch.tracker())
-            .await;
-        if result.is_ok() {
-            watch.answered();
+    /// By the script, or, with `--redis-reference-keys` and the keys given, the checks that
+    /// qualify as envoyproxy/ratelimit counts them (`reference.rs`).
+    async fn run(&self, call: &Call<'_>, out: &mut Vec<LimitResult>) -> Result<(), StoreError> {
+        match (call.keys, &self.reference_prefix, call.ids) {
+            // Boxed: that future holds a script call's and more, and every request's
+            // future (boxed once per request, `Backend`) would otherwise carry its size.
+            (Some(keys), Some(prefix), Ids::Unnamed) => {
+                Box::pin(self.run_reference(call, keys, prefix, out)).await
+            }
+            _ => self.run_script(call, out).await,
         }
-        result
     }
 
-    fn fate(&self, id: CallId) -> Fate {
-        self.fates.take(id)
-    }
-
-    /// Every batch's calls in one round trip (per slot on a cluster, split as any request),
-    /// each recording its batch's id, under the admin deadline rather than a request's: off
-    /// the request path, it carries every descriptor with hits, and one that times out is
-    /// sent again, so a longer wait saves resends.
-    async fn write_back(
-        &self,
-        batches: &[Batch<'_>],
-        out: &mut Vec<LimitResult>,
-    ) -> Result<(), StoreError> {
-        let parts: Vec<Part<'_, '_>> = batches
-            .iter()
-            .map(|b| Part {
-                id: Some((b.id, WRITE_BACK_ID_TTL_MS)),
-                checks: b.checks,
-            })
-            .collect();
-        let deadline = Instant::now() + self.admin_timeout;
-        self.run_within(&parts, Charge::Each, out, deadline, None)
-            .await
-    }
-
-    async fn run_keyed(
-        &self,
-        checks: &[Check<'_>],
-        keys: &[Option<&[u8]>],
-        charge: Charge,
-        out: &mut Vec<LimitResult>,
-    ) -> Result<(), StoreError> {
-        self.run_reference(checks, keys, charge, out).await
-    }
-
+    /// One `DEL` of the limits' state and lock keys. They share the descriptor's hash tag,
+    /// so on a cluster they live in one slot and one command reaches them all. It goes to a
+    /// connection of the ring, whatever the topology, but not through a batcher's pipeline,
+    /// which carries only checks: on a single node, straight onto the batcher's multiplexed
+    /// connection.
     async fn reset(&self, tag: StateTag, limits: &[LimitSpec]) -> Result<u64, StoreError> {
-        self.delete_state(tag, limits).await
+        if limits.is_empty() {
+            return Ok(0);
+        }
+        let mut cmd = redis::cmd("DEL");
+        for spec in limits {
+            cmd.arg(self.state_key(tag, spec))
+                .arg(self.lock_key(tag, spec));
+        }
+        let lease = self
+            .ring
+            .pick()
+            .ok_or_else(|| StoreError::Unavailable("redis is not connected".into()))?;
+        let deleted = async {
+            match &lease.conn {
+                Conn::Single(batcher) => cmd.query_async::<u64>(&mut batcher.connection()).await,
+                Conn::Cluster(conn) => cmd.query_async::<u64>(&mut conn.clone()).await,
+            }
+            .map_err(classify)
+        };
+        let limit = self.admin_timeout;
+        tokio::time::timeout(limit, deleted)
+            .await
+            .map_err(|_| StoreError::Timeout(limit))?
     }
 
     /// Connected, and not refusing writes for longer than the grace period.
@@ -375,6 +330,16 @@ fn is_connection_error(e: &RedisError) -> bool {
         || e.is_connection_refusal()
         || e.is_unrecoverable_error()
         || e.kind() == ErrorKind::Server(ServerErrorKind::ReadOnly)
+}
+
+/// A Redis error as the store reports it: the connection gone or the server saying "not
+/// now" is `Unavailable`, anything else the backend's error.
+fn classify(e: RedisError) -> StoreError {
+    if is_connection_error(&e) || matches!(e.kind(), ErrorKind::Server(k) if is_transient(k)) {
+        StoreError::Unavailable(e.into())
+    } else {
+        StoreError::Backend(e.into())
+    }
 }
 
 /// Server answers that mean "not now" (loading, failover, resharding), not "bad call".

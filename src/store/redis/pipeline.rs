@@ -32,13 +32,26 @@ pub(crate) fn add_counts(pipe: &mut redis::Pipeline, counts: &[Counted]) {
 /// A script call sent as `EVALSHA` in a pipeline: the check script's [`Invocation`], and the
 /// quota script's calls (`quota.rs`).
 pub(crate) trait ScriptCall {
+    /// Its `KEYS`.
+    fn keys(&self) -> &[String];
+    /// Its `ARGV`, appended to `cmd`.
+    fn args(&self, cmd: &mut redis::Cmd);
+
     /// `EVALSHA <sha> <numkeys> KEYS... ARGV...`.
-    fn evalsha(&self, sha: &str) -> redis::Cmd;
+    fn evalsha(&self, sha: &str) -> redis::Cmd {
+        let mut cmd = redis::cmd("EVALSHA");
+        cmd.arg(sha).arg(self.keys().len()).arg(self.keys());
+        self.args(&mut cmd);
+        cmd
+    }
 }
 
 impl ScriptCall for Invocation {
-    fn evalsha(&self, sha: &str) -> redis::Cmd {
-        Invocation::evalsha(self, sha)
+    fn keys(&self) -> &[String] {
+        &self.keys
+    }
+    fn args(&self, cmd: &mut redis::Cmd) {
+        cmd.arg(&self.args);
     }
 }
 

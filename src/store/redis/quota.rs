@@ -8,7 +8,7 @@
 //! bucket in one slot, so a batch of any buckets is one pipeline to one node on a cluster
 //! too; quota traffic is a report per Envoy every few seconds, not a call per request, so
 //! one slot carries it. The pipeline goes to a connection of the ring, outside the check
-//! pipelines (as `reset.rs` does); a call answered `NOSCRIPT` is resent behind a
+//! pipelines (as a reset does); a call answered `NOSCRIPT` is resent behind a
 //! `SCRIPT LOAD` (`pipeline.rs`).
 //!
 //! **Why chunks give the answers one call gave.** Everything the script reads and writes
@@ -31,9 +31,9 @@ use std::time::Duration;
 
 use redis::{self, RedisError, Script, ServerErrorKind, Value};
 
-use super::conn::Conn;
+use super::conn::{Conn, Ring};
 use super::pipeline::{self, ScriptCall};
-use super::{RedisStore, is_connection_error, is_transient};
+use super::{RedisStore, classify};
 use crate::limit::StateTag;
 use crate::quota::Grant;
 use crate::store::StoreError;
@@ -81,13 +81,11 @@ struct QuotaCall {
 }
 
 impl ScriptCall for QuotaCall {
-    fn evalsha(&self, sha: &str) -> redis::Cmd {
-        let mut cmd = redis::cmd("EVALSHA");
-        cmd.arg(sha)
-            .arg(self.keys.len())
-            .arg(&self.keys)
-            .arg(&self.args);
-        cmd
+    fn keys(&self) -> &[String] {
+        &self.keys
+    }
+    fn args(&self, cmd: &mut redis::Cmd) {
+        cmd.arg(&self.args);
     }
 }
 
@@ -158,36 +156,12 @@ fn answer(value: Value, len: usize) -> Result<Answer, StoreError> {
     ))
 }
 
-fn classify(e: RedisError) -> StoreError {
-    if is_connection_error(&e) || matches!(e.kind(), redis::ErrorKind::Server(k) if is_transient(k))
-    {
-        StoreError::Unavailable(e.into())
-    } else {
-        StoreError::Backend(e.into())
-    }
-}
-
 impl QuotaStore for RedisStore {
-    async fn report(
-        &self,
-        sub: Subscriber<'_>,
-        reports: &[QuotaReport],
-        out: &mut Vec<Grant>,
-    ) -> Result<(), StoreError> {
-        self.quota_report(sub, reports, out).await
-    }
-
-    async fn leave(&self, sub: &str, buckets: &[StateTag]) -> Result<(), StoreError> {
-        self.quota_leave(sub, buckets).await
-    }
-}
-
-impl RedisStore {
     /// Settle `reports` for `sub` (see the module documentation): calls of at most
     /// [`QUOTA_BUCKETS_PER_CALL`] buckets in one pipeline; the buckets a call left for its work
     /// budget, or that did not run on a moving slot, in another round trip, until every
     /// bucket is settled or the admin deadline passes.
-    async fn quota_report(
+    async fn report(
         &self,
         sub: Subscriber<'_>,
         reports: &[QuotaReport],
@@ -232,7 +206,7 @@ impl RedisStore {
         let settle = async {
             while !pending.is_empty() {
                 let calls: Vec<QuotaCall> = pending.iter().map(call).collect();
-                let values = self.quota_pipeline(&calls).await?;
+                let values = send(&self.ring, &calls).await?;
                 if values.len() != calls.len() {
                     return Err(StoreError::Backend(
                         format!("{} replies for {} quota calls", values.len(), calls.len()).into(),
@@ -271,9 +245,9 @@ impl RedisStore {
         Ok(())
     }
 
-    /// Remove `sub` from `buckets`: calls of at most [`LEAVES_PER_CALL`] buckets, in one
+    /// Remove `sub` from `buckets`: calls of at most `LEAVES_PER_CALL` buckets, in one
     /// pipeline.
-    async fn quota_leave(&self, sub: &str, buckets: &[StateTag]) -> Result<(), StoreError> {
+    async fn leave(&self, sub: &str, buckets: &[StateTag]) -> Result<(), StoreError> {
         if buckets.is_empty() {
             return Ok(());
         }
@@ -289,7 +263,7 @@ impl RedisStore {
             })
             .collect();
         let limit = self.admin_timeout;
-        let values = tokio::time::timeout(limit, self.quota_pipeline(&calls))
+        let values = tokio::time::timeout(limit, send(&self.ring, &calls))
             .await
             .map_err(|_| StoreError::Timeout(limit))??;
         for v in values {
@@ -305,30 +279,29 @@ impl RedisStore {
         }
         Ok(())
     }
+}
 
-    /// `calls` in one pipeline on a connection of the ring (on a cluster, to the node of the
-    /// `{rlqs}` slot): one value per call, script errors included. On a single node the
-    /// connection counts as full meanwhile, so checks go to the others rather than wait
-    /// behind the whole report (the ring has 4 connections by default).
-    async fn quota_pipeline(&self, calls: &[QuotaCall]) -> Result<Vec<Value>, StoreError> {
-        let lease = self
-            .ring
-            .pick()
-            .ok_or_else(|| StoreError::Unavailable("redis is not connected".into()))?;
-        let sha = SCRIPT.get_hash();
-        match &lease.conn {
-            Conn::Single(batcher) => {
-                let _checks_elsewhere = batcher.occupy();
-                let mut conn = batcher.connection();
-                pipeline::evalsha_all(&mut conn, sha, QUOTA_SCRIPT, calls, &[]).await
-            }
-            Conn::Cluster(conn) => {
-                let mut conn = conn.clone();
-                pipeline::evalsha_all(&mut conn, sha, QUOTA_SCRIPT, calls, &[]).await
-            }
+/// `calls` in one pipeline on a connection of the ring (on a cluster, to the node of the
+/// `{rlqs}` slot): one value per call, script errors included. On a single node the
+/// connection counts as full meanwhile, so checks go to the others rather than wait
+/// behind the whole report (the ring has 4 connections by default).
+async fn send(ring: &Ring, calls: &[QuotaCall]) -> Result<Vec<Value>, StoreError> {
+    let lease = ring
+        .pick()
+        .ok_or_else(|| StoreError::Unavailable("redis is not connected".into()))?;
+    let sha = SCRIPT.get_hash();
+    match &lease.conn {
+        Conn::Single(batcher) => {
+            let _checks_elsewhere = batcher.occupy();
+            let mut conn = batcher.connection();
+            pipeline::evalsha_all(&mut conn, sha, QUOTA_SCRIPT, calls, &[]).await
         }
-        .map_err(classify)
+        Conn::Cluster(conn) => {
+            let mut conn = conn.clone();
+            pipeline::evalsha_all(&mut conn, sha, QUOTA_SCRIPT, calls, &[]).await
+        }
     }
+    .map_err(classify)
 }
 
 #[cfg(test)]

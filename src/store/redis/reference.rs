@@ -13,13 +13,15 @@
 //! the two commands are not one atomic step (a crash in between leaves a key without TTL
 //! until the next hit sets it, as theirs does).
 
+use std::time::Instant;
+
 use redis::{self, RedisError};
 
 use super::conn::Conn;
 use super::pipeline::add_counts;
 use super::{RedisStore, is_connection_error};
 use crate::limit::{Algorithm, Charge, Check, LimitResult};
-use crate::store::{Store, StoreError};
+use crate::store::{Call, StoreError};
 
 pub(super) use super::pipeline::Counted;
 
@@ -85,25 +87,24 @@ fn count_of(v: redis::Value) -> Result<i64, RedisError> {
 }
 
 impl RedisStore {
-    /// With `--redis-reference-keys`, the checks that qualify (`reference.rs`) are counted
-    /// under their keys, the others by the script, concurrently (one round trip).
+    /// With `--redis-reference-keys` (their `CACHE_KEY_PREFIX` in `prefix`), the checks of
+    /// `call` that qualify are counted under their `keys`, the others by the script,
+    /// concurrently (one round trip).
     pub(super) async fn run_reference(
         &self,
-        checks: &[Check<'_>],
+        call: &Call<'_>,
         keys: &[Option<&[u8]>],
-        charge: Charge,
+        prefix: &str,
         out: &mut Vec<LimitResult>,
     ) -> Result<(), StoreError> {
-        let Some(prefix) = &self.reference_prefix else {
-            return Store::run_with(self, checks, charge, out).await;
-        };
+        let checks = call.checks;
         let theirs = |i: usize| {
-            charge == Charge::Each
+            call.charge == Charge::Each
                 && keys.get(i).copied().flatten().is_some()
                 && qualifies(&checks[i])
         };
         if !(0..checks.len()).any(theirs) {
-            return Store::run_with(self, checks, charge, out).await;
+            return self.run_script(call, out).await;
         }
         let now_ms = self.clock.now_ms();
         let mut counted = Vec::new();
@@ -123,9 +124,14 @@ impl RedisStore {
             }
         }
         let mut script_out = Vec::new();
+        let script_call = Call {
+            checks: &scripted,
+            keys: None,
+            ..*call
+        };
         let (counts, script) = futures::join!(
-            self.count(counted),
-            Store::run_with(self, &scripted, charge, &mut script_out)
+            self.count(counted, self.deadline(call)),
+            self.run_script(&script_call, &mut script_out)
         );
         let counts = counts?;
         script?;
@@ -142,10 +148,14 @@ impl RedisStore {
         Ok(())
     }
 
-    /// `INCRBY` + `EXPIRE` per check in one round trip: on a single node in the batcher's
-    /// next pipeline (with the other requests' checks), on a cluster one pipeline per key
-    /// (concurrently). The counts `INCRBY` returned, in order.
-    pub(super) async fn count(&self, counted: Vec<Counted>) -> Result<Vec<i64>, StoreError> {
+    /// `INCRBY` + `EXPIRE` per check in one round trip ending by `deadline`: on a single
+    /// node in the batcher's next pipeline (with the other requests' checks), on a cluster
+    /// one pipeline per key (concurrently). The counts `INCRBY` returned, in order.
+    async fn count(
+        &self,
+        counted: Vec<Counted>,
+        deadline: Instant,
+    ) -> Result<Vec<i64>, StoreError> {
         let n = counted.len();
         let Some(lease) = self.ring.pick() else {
             return Err(StoreError::Unavailable("redis is not connected".into()));
@@ -176,8 +186,7 @@ impl RedisStore {
                 }
             }
         };
-        let deadline = crate::store::deadline::of_call(self.request_timeout);
-        let budget = deadline.saturating_duration_since(std::time::Instant::now());
+        let budget = deadline.saturating_duration_since(Instant::now());
         // A timeout alone never drops the connection: the batcher (single node) tells a slow
         // connection from a dead one by its replies.
         match tokio::time::timeout_at(deadline.into(), sent).await {

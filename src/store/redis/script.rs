@@ -278,16 +278,6 @@ impl Invocation {
             ids,
         }
     }
-
-    /// `EVALSHA <sha> <numkeys> KEYS... ARGV...` for pipelines.
-    pub fn evalsha(&self, sha: &str) -> redis::Cmd {
-        let mut cmd = redis::cmd("EVALSHA");
-        cmd.arg(sha)
-            .arg(self.keys.len())
-            .arg(&self.keys)
-            .arg(&self.args);
-        cmd
-    }
 }
 
 /// The Redis Cluster slot of a state tag (every key of a descriptor hashes to it): CRC16

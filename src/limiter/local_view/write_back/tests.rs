@@ -1,90 +1,19 @@
-//! Exactly once through a store that stalls
-//! (`src/limiter/local_view/write_back/tests/stalling.rs`): after any order of stalls,
-//! resumes and resends, the store holds exactly the hits answered OK.
+//! Exactly once through a store that stalls (`src/limiter/local_view/tests/stalling.rs`):
+//! after any order of stalls, resumes and resends, the store holds exactly the hits answered
+//! OK.
 
 mod overload;
-mod stalling;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use parking_lot::Mutex;
-
-use crate::limit::{LimitSpec, ManualClock, StateTag, Unit};
-use crate::limiter::decide_with_view;
-use crate::limiter::{LimitSet, LocalView, Metered, Modes, Outcome, Plan};
-use crate::store::StoreError;
-use stalling::Stalling;
-
-const T0: u64 = 1_700_000_000_000 - 1_700_000_000_000 % 3_600_000;
-
-struct Lab {
-    clock: Arc<ManualClock>,
-    store: Stalling,
-    view: LocalView,
-    /// Hits answered OK.
-    admitted: Mutex<u64>,
-}
-
-fn lab(fallback: bool) -> Lab {
-    let clock = Arc::new(ManualClock::new(T0));
-    Lab {
-        store: Stalling::new(clock.clone()),
-        view: super::super::tests::test_view(fallback, clock.clone()),
-        clock,
-        admitted: Mutex::new(0),
-    }
-}
-
-fn hourly(n: u64) -> Vec<LimitSpec> {
-    vec![LimitSpec::fixed_window(n, Unit::Hour)]
-}
+use super::super::tests::{Lab, hourly, lab};
+use crate::limit::StateTag;
+use crate::limiter::{LimitSet, Metered, Modes, Outcome, Plan, Sources, decide};
 
 impl Lab {
-    /// One hit on `tag`; counted when answered OK.
-    async fn hit(
-        &self,
-        tag: u128,
-        limits: &[LimitSpec],
-        batched: bool,
-    ) -> Result<bool, StoreError> {
-        self.hit_cost(tag, limits, batched, 1).await
-    }
-
-    async fn hit_cost(
-        &self,
-        tag: u128,
-        limits: &[LimitSpec],
-        batched: bool,
-        cost: u64,
-    ) -> Result<bool, StoreError> {
-        let plans = [Plan::Metered(Metered {
-            limits: LimitSet::Rule(limits),
-            tag: StateTag(tag),
-            cost,
-            refund: false,
-            shadow: false,
-            quota: false,
-            reference_key: None,
-        })];
-        let d = decide_with_view(
-            &self.store,
-            None,
-            &self.view,
-            &[batched],
-            &plans,
-            Modes::default(),
-        )
-        .await?;
-        let ok = matches!(&d.outcomes[0], Outcome::Metered(v) if !v.over_limit);
-        if ok {
-            *self.admitted.lock() += cost;
-        }
-        Ok(ok)
-    }
-
-    async fn hits(&self, tag: u128, limits: &[LimitSpec], n: usize) {
+    async fn hits(&self, tag: u128, limits: &[crate::limit::LimitSpec], n: usize) {
         for _ in 0..n {
             let _ = self.hit(tag, limits, false).await;
         }
@@ -93,13 +22,9 @@ impl Lab {
     /// Flush until nothing is left to write.
     async fn settle(&self) {
         for _ in 0..4 {
-            self.view.flush(&self.store).await.expect("store up");
+            self.flush().await.expect("store up");
         }
         assert_eq!(self.view.unwritten(), 0);
-    }
-
-    fn admitted(&self) -> u64 {
-        *self.admitted.lock()
     }
 
     /// The stalled store comes back and the resends reach it before the calls it took while
@@ -124,9 +49,9 @@ async fn a_stall_counts_each_admitted_hit_once_when_the_queue_runs_first() {
     // decides; two write-backs fail, the second resending the first's batch.
     l.hits(1, &limits, 20).await;
     assert!(l.view.degraded());
-    assert!(l.view.flush(&l.store).await.is_err());
+    assert!(l.flush().await.is_err());
     l.hits(1, &limits, 20).await;
-    assert!(l.view.flush(&l.store).await.is_err());
+    assert!(l.flush().await.is_err());
     l.hits(1, &limits, 20).await;
     // Redis resumes: everything it took runs, then the resends find their ids.
     l.store.resume(true).await;
@@ -143,7 +68,7 @@ async fn a_stall_counts_each_admitted_hit_once_when_the_resends_run_first() {
     l.hits(1, &limits, 5).await;
     l.store.stall();
     l.hits(1, &limits, 10).await;
-    assert!(l.view.flush(&l.store).await.is_err());
+    assert!(l.flush().await.is_err());
     l.hits(1, &limits, 10).await;
     l.resends_before_the_late_calls().await;
     assert_eq!(l.admitted(), 25);
@@ -157,7 +82,7 @@ async fn calls_lost_with_a_stalled_store_are_written_back() {
     l.hits(1, &limits, 5).await;
     l.store.stall();
     l.hits(1, &limits, 10).await;
-    assert!(l.view.flush(&l.store).await.is_err());
+    assert!(l.flush().await.is_err());
     l.hits(2, &limits, 10).await;
     // Killed: what it took never runs.
     l.store.resume(false).await;
@@ -173,16 +98,11 @@ async fn a_denial_decided_here_fences_the_lost_call_off() {
     // where the store, had it answered, would have admitted them.
     let limits = hourly(10);
     l.store.stall();
-    assert!(!l.hit_cost(3, &limits, false, 6).await.expect("answered"));
+    assert!(!l.hit_n(3, &limits, false, 6).await.expect("answered"));
     l.hits(3, &limits, 8).await;
     assert_eq!(l.admitted(), 5);
     // Resent first, the held call (no hits: a denial) fences the original off.
-    let late = std::mem::take(&mut *l.store.queue.lock());
-    l.store.resume(false).await;
-    l.settle().await;
-    *l.store.queue.lock() = late;
-    l.store.stall();
-    l.store.resume(true).await;
+    l.resends_before_the_late_calls().await;
     assert_eq!(l.store.used(3, &limits).await, 5);
 }
 
@@ -260,7 +180,7 @@ async fn chaos(seed: u64, run_late: bool) {
         let (l, done) = (l.clone(), done.clone());
         tokio::spawn(async move {
             while !done.load(Ordering::Relaxed) {
-                let _ = l.view.flush(&l.store).await;
+                let _ = l.flush().await;
                 l.clock.advance(40);
                 tokio::time::sleep(Duration::from_millis(1)).await;
             }
@@ -282,15 +202,12 @@ async fn chaos(seed: u64, run_late: bool) {
                         reference_key: None,
                     })
                 });
-                let d = decide_with_view(
-                    &l.store,
-                    None,
-                    &l.view,
-                    &[false, true],
-                    &plans,
-                    Modes::default(),
-                )
-                .await;
+                let sources = Sources {
+                    cache: None,
+                    view: Some(&l.view),
+                    batched: &[false, true],
+                };
+                let d = decide(&l.store, sources, &plans, Modes::default(), None).await;
                 if let Ok(d) = d {
                     for (i, o) in d.outcomes.iter().enumerate() {
                         if matches!(o, Outcome::Metered(v) if !v.over_limit) {

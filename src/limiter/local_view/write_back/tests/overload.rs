@@ -5,12 +5,20 @@
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
-use super::{hourly, lab};
-use crate::store::deadline;
+use super::{Lab, hourly, lab};
+use crate::limit::LimitSpec;
+use crate::store::StoreError;
 
-/// Within a caller's deadline `d` from now (what the gRPC adapter sets).
-async fn within<F: Future>(d: Duration, f: F) -> F::Output {
-    deadline::within(Some(Instant::now() + d), f).await
+/// One hit on `tag` within a caller's deadline `d` from now (what the gRPC adapter sets).
+async fn within(
+    l: &Lab,
+    d: Duration,
+    tag: u128,
+    limits: &[LimitSpec],
+    batched: bool,
+) -> Result<bool, StoreError> {
+    l.hit_by(tag, limits, batched, 1, Some(Instant::now() + d))
+        .await
 }
 
 #[tokio::test]
@@ -22,7 +30,7 @@ async fn a_timeout_at_the_callers_deadline_is_overload_and_its_hits_count_once()
     // later. Decided here, answered OK, held under their ids.
     l.store.stall();
     for _ in 0..20 {
-        let ok = within(Duration::from_secs(60), l.hit(1, &limits, false)).await;
+        let ok = within(&l, Duration::from_secs(60), 1, &limits, false).await;
         assert!(ok.expect("decided here"));
     }
     assert!(!l.view.degraded(), "busy is not failing");
@@ -43,7 +51,7 @@ async fn resent_first_the_held_calls_fence_off_the_late_ones() {
     l.hits(1, &limits, 5).await;
     l.store.stall();
     for _ in 0..20 {
-        let _ = within(Duration::from_secs(60), l.hit(1, &limits, false)).await;
+        let _ = within(&l, Duration::from_secs(60), 1, &limits, false).await;
     }
     l.resends_before_the_late_calls().await;
     assert_eq!(l.admitted(), 25);
@@ -58,7 +66,7 @@ async fn no_time_left_decides_here_without_sending_anything() {
     // Admission refused the calls (the adapter gives them a deadline already passed).
     l.store.stall();
     for _ in 0..20 {
-        let ok = within(Duration::ZERO, l.hit(1, &limits, false)).await;
+        let ok = within(&l, Duration::ZERO, 1, &limits, false).await;
         assert!(ok.expect("decided here"));
     }
     assert!(l.store.queue.lock().is_empty(), "nothing sent");
@@ -88,7 +96,7 @@ async fn without_the_fallback_the_store_is_asked_as_ever() {
     let limits = hourly(1_000_000);
     // A batched rule keeps a view without the fallback: with no time left, its call still
     // goes to the store (the Redis store then fails it at once).
-    let asked = within(Duration::ZERO, l.hit(1, &limits, true)).await;
+    let asked = within(&l, Duration::ZERO, 1, &limits, true).await;
     assert!(asked.expect("this store ignores deadlines"));
     assert_eq!(l.store.used(1, &limits).await, 1);
     assert_eq!(l.view.stats.overload_decisions.load(Ordering::Relaxed), 0);

@@ -1,7 +1,7 @@
-//! The store the write-back tests run against: a memory store behind a switch that, while
+//! The store the local view's tests run against: a memory store behind a switch that, while
 //! stalled, queues every call and fails it (the answer lost), or hangs it, then runs the
 //! queue when it resumes (or drops it: killed), honouring ids as the Redis script does: the
-//! first send of an id applies, later ones only report.
+//! first send of an id applies, later ones only report; or, while down, refuses every call.
 
 use std::collections::HashSet;
 use std::sync::Arc;
@@ -12,11 +12,13 @@ use parking_lot::Mutex;
 
 use crate::limit::{Charge, Check, LimitResult, LimitSpec, ManualClock, StateTag};
 use crate::store::memory::MemoryStore;
-use crate::store::{Batch, CallId, Store, StoreError};
+use crate::store::{Call, CallId, Ids, Store, StoreError};
 
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum State {
     Up,
+    /// Every call refused, nothing run.
+    Down,
     /// Calls are taken, not answered: queued, failed with a timeout.
     Stalled,
     /// Calls are taken and never answered: queued, and the caller waits until it gives up.
@@ -79,7 +81,11 @@ impl Stalling {
     ) -> Result<(), StoreError> {
         let first = id.is_none_or(|id| self.seen.lock().insert(id));
         if first {
-            return self.store.run_with(checks, charge, out).await;
+            let call = Call {
+                charge,
+                ..Call::new(checks)
+            };
+            return self.store.run(&call, out).await;
         }
         let peeks: Vec<Check<'_>> = checks
             .iter()
@@ -89,7 +95,7 @@ impl Stalling {
                 ..*c
             })
             .collect();
-        self.store.run_with(&peeks, Charge::Each, out).await
+        self.store.run(&Call::new(&peeks), out).await
     }
 
     /// Take a call: run it, or queue it and lose its answer.
@@ -101,6 +107,9 @@ impl Stalling {
         out: &mut Vec<LimitResult>,
     ) -> Result<(), StoreError> {
         let state = *self.state.lock();
+        if state == State::Down {
+            return Err(StoreError::Unavailable("switched off".into()));
+        }
         if state == State::Chaos {
             match self.roll() {
                 0..=5 => return self.apply(id, checks, charge, out).await,
@@ -134,6 +143,10 @@ impl Stalling {
 
     pub fn stall(&self) {
         *self.state.lock() = State::Stalled;
+    }
+
+    pub fn down(&self) {
+        *self.state.lock() = State::Down;
     }
 
     pub fn hang(&self) {
@@ -173,46 +186,42 @@ impl Stalling {
 
     /// What the store holds for `tag`: the usage a peek reports.
     pub async fn used(&self, tag: u128, limits: &[LimitSpec]) -> u64 {
+        self.peek(tag, limits).await.used_before
+    }
+
+    /// What the store holds for `tag`: the room a peek reports.
+    pub async fn remaining(&self, tag: u128, limits: &[LimitSpec]) -> u64 {
+        self.peek(tag, limits).await.remaining
+    }
+
+    async fn peek(&self, tag: u128, limits: &[LimitSpec]) -> LimitResult {
         let mut out = Vec::new();
-        let check = Check {
+        let check = [Check {
             tag: StateTag(tag),
             limits,
             cost: 0,
             refund: false,
-        };
-        self.store.run(&[check], &mut out).await.expect("memory");
-        out[0].used_before
+        }];
+        let call = Call::new(&check);
+        self.store.run(&call, &mut out).await.expect("memory");
+        out[0]
     }
 }
 
 impl Store for Stalling {
-    async fn run_with(
-        &self,
-        checks: &[Check<'_>],
-        charge: Charge,
-        out: &mut Vec<LimitResult>,
-    ) -> Result<(), StoreError> {
-        self.take(None, checks, charge, out).await
-    }
-
-    async fn run_once(
-        &self,
-        checks: &[Check<'_>],
-        charge: Charge,
-        id: CallId,
-        out: &mut Vec<LimitResult>,
-    ) -> Result<(), StoreError> {
-        self.take(Some(id), checks, charge, out).await
-    }
-
-    async fn write_back(
-        &self,
-        batches: &[Batch<'_>],
-        out: &mut Vec<LimitResult>,
-    ) -> Result<(), StoreError> {
+    /// A write-back's batches are taken one by one, each under its id.
+    async fn run(&self, call: &Call<'_>, out: &mut Vec<LimitResult>) -> Result<(), StoreError> {
+        let batches = match call.ids {
+            Ids::Unnamed => return self.take(None, call.checks, call.charge, out).await,
+            Ids::Request(id) => return self.take(Some(id), call.checks, call.charge, out).await,
+            Ids::WriteBack(batches) => batches,
+        };
         let mut failed = None;
-        for b in batches {
-            if let Err(e) = self.take(Some(b.id), b.checks, Charge::Each, out).await {
+        let mut rest = call.checks;
+        for &(id, n) in batches {
+            let (checks, after) = rest.split_at(n);
+            rest = after;
+            if let Err(e) = self.take(Some(id), checks, Charge::Each, out).await {
                 failed = Some(e);
             }
         }

@@ -1,22 +1,25 @@
-//! The memory store's hashing: a keyed fold of 128-bit words (one 64×64→128 multiply, as
-//! foldhash does). Tags are already well mixed, but they are unkeyed hashes of client-chosen
-//! values, so the per-store random seeds keep crafted descriptors from colliding on purpose.
+//! The hashing of every map keyed by a descriptor's tag or a call's id (the memory store's,
+//! the over-limit cache's, the local view's): a keyed fold of 128-bit words (one 64×64→128
+//! multiply, as foldhash does), a few instructions where SipHash takes dozens. Tags are
+//! already well mixed, but they are unkeyed hashes of client-chosen values, so random seeds
+//! per map keep crafted descriptors from colliding on purpose.
 
 use std::hash::{BuildHasher, Hasher};
 
-use crate::limit::sharded::folded_mul;
+use super::random::random_u64;
+use super::sharded::folded_mul;
 
 /// A random odd seed (odd: a multiply by it loses no bits).
-pub(super) fn random_seed() -> u64 {
-    crate::limit::random::random_u64() | 1
+pub fn random_seed() -> u64 {
+    random_u64() | 1
 }
 
-/// Keyed builder of [`FoldHasher`]s.
+/// Keyed builder of [`FoldHasher`]s; its `Default` draws random seeds.
 #[derive(Clone, Copy, Debug)]
-pub(super) struct FoldBuild(u64, u64);
+pub struct FoldBuild(u64, u64);
 
-impl FoldBuild {
-    pub(super) fn random() -> FoldBuild {
+impl Default for FoldBuild {
+    fn default() -> FoldBuild {
         FoldBuild(random_seed(), random_seed())
     }
 }
@@ -32,7 +35,7 @@ impl BuildHasher for FoldBuild {
 }
 
 /// `folded_mul(lo ^ k0, hi ^ k1)` of each 128-bit word written (the store's keys write one).
-pub(super) struct FoldHasher {
+pub struct FoldHasher {
     k: (u64, u64),
     h: u64,
 }
