@@ -10,7 +10,7 @@
 //! - [`Decision`]: the whole request: every outcome, the store's raw results, the overall
 //!   [`Code`].
 //!
-//! The limiter does no I/O except through [`Store`]. [`decide`] answers each descriptor from
+//! The limiter does no I/O except through [`Store`]. [`decide()`] answers each descriptor from
 //! a source: the local over-limit cache ([`local_cache`]: descriptors known to be over their
 //! limit), the local view ([`local_view`]: `batched` descriptors, and the store-failure
 //! fallback), else the store, in one call.
@@ -158,7 +158,7 @@ impl Decision {
 pub struct Modes {
     pub global_shadow: bool,
     /// `STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT`: when any descriptor of the request is over
-    /// its limit, no other descriptor of it is charged ([`Charge::StopWhenOver`]).
+    /// its limit, no other descriptor of it is charged ([`Charge::StopWhenOver`](crate::limit::Charge::StopWhenOver)).
     pub stop_increment: bool,
 }
 

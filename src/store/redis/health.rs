@@ -29,7 +29,7 @@ impl RedisStore {
     /// Called by the health refresher at every tick, so health follows Redis without
     /// traffic: while writes are being refused, try one (a real check on a key of the
     /// store's own, a per-second window no request can fill), so recovery is seen; when no
-    /// connection has heard from Redis for [`IDLE_PING_AFTER`], ping each, so a dead Redis
+    /// connection has heard from Redis for `IDLE_PING_AFTER`, ping each, so a dead Redis
     /// is seen (its connections dropped, the store not ready).
     pub async fn probe(&self) {
         self.ring.ping_if_silent(IDLE_PING_AFTER).await;

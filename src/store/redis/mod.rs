@@ -10,7 +10,7 @@
 //! - Cluster: the keys of one descriptor share a hash tag (one slot); descriptors are grouped
 //!   by slot, one `EVALSHA` per group, all sent concurrently on the cluster connection (one
 //!   round trip of latency; `Script::invoke_async` handles `NOSCRIPT` per call).
-//! - Stop-increment ([`Charge::StopWhenOver`]) is decided inside the script when the request
+//! - Stop-increment ([`Charge::StopWhenOver`](crate::limit::Charge::StopWhenOver)) is decided inside the script when the request
 //!   is one call; over several calls, a dry run comes first (two round trips, not atomic).
 //! - Connections live in a small ring (see `conn.rs`); a request never connects, never checks
 //!   a connection out of a pool, and never waits past its deadline: what the caller's

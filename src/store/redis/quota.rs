@@ -245,7 +245,7 @@ impl QuotaStore for RedisStore {
         Ok(())
     }
 
-    /// Remove `sub` from `buckets`: calls of at most [`LEAVES_PER_CALL`] buckets, in one
+    /// Remove `sub` from `buckets`: calls of at most `LEAVES_PER_CALL` buckets, in one
     /// pipeline.
     async fn leave(&self, sub: &str, buckets: &[StateTag]) -> Result<(), StoreError> {
         if buckets.is_empty() {
