@@ -2,12 +2,7 @@ use super::*;
 use crate::limit::Unit;
 
 fn spec(algorithm: Algorithm, rpu: u64) -> LimitSpec {
-    LimitSpec {
-        algorithm,
-        burst: rpu,
-        overdraft: algorithm.default_overdraft(),
-        ..LimitSpec::fixed_window(rpu, Unit::Minute)
-    }
+    LimitSpec::new(algorithm, rpu, Unit::Minute)
 }
 
 fn ok(remaining: u64, reset_ms: u64) -> LimitResult {
