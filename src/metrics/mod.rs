@@ -91,15 +91,15 @@ impl std::fmt::Debug for Metrics {
 }
 
 /// `ratelimit_service_response_time_seconds{grpc_method}` with these buckets.
-fn response_time_family(buckets: &[f64]) -> HistogramVec {
-    must(HistogramVec::new(
+fn response_time_family(buckets: &[f64]) -> prometheus::Result<HistogramVec> {
+    HistogramVec::new(
         HistogramOpts::new(
             "ratelimit_service_response_time_seconds",
             "ShouldRateLimit latency.",
         )
         .buckets(buckets.to_vec()),
         &["grpc_method"],
-    ))
+    )
 }
 
 fn must<T>(r: prometheus::Result<T>) -> T {
@@ -173,7 +173,7 @@ impl Metrics {
             "ShouldRateLimit calls.",
             &["grpc_method"],
         );
-        let response_time = reg.add(Ok(response_time_family(LATENCY_BUCKETS)));
+        let response_time = reg.add(response_time_family(LATENCY_BUCKETS));
         let store_latency = reg.add(HistogramVec::new(
             HistogramOpts::new(
                 "sluice_store_latency_seconds",
@@ -294,7 +294,7 @@ impl Metrics {
         let _ = self
             .registry
             .unregister(Box::new(self.response_time_family.clone()));
-        let family = response_time_family(prometheus::DEFAULT_BUCKETS);
+        let family = must(response_time_family(prometheus::DEFAULT_BUCKETS));
         must(self.registry.register(Box::new(family.clone())));
         self.response_time = family.with_label_values(&["ShouldRateLimit"]);
         self.response_time_family = family;
