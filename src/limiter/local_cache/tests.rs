@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use super::*;
 use crate::limit::{Algorithm, ManualClock, Unit};
-use crate::limiter::{Decision, LimitSet, Metered, Modes, Outcome, Plan, Sources, decide};
+use crate::limiter::{Decision, Metered, Modes, Outcome, Plan, Sources, decide};
 use crate::store::memory::MemoryStore;
 
 const T0: u64 = 1_700_000_000_000 - 1_700_000_000_000 % 3_600_000;
@@ -28,13 +28,8 @@ fn lab() -> Lab {
 impl Lab {
     async fn hit(&self, limits: &[LimitSpec], cost: u64, refund: bool) -> Decision {
         let plans = [Plan::Metered(Metered {
-            limits: LimitSet::Rule(limits),
-            tag: StateTag(7),
-            cost,
             refund,
-            shadow: false,
-            quota: false,
-            reference_key: None,
+            ..Metered::charge(limits, 7, cost)
         })];
         let sources = Sources {
             cache: Some(&self.cache),
