@@ -13,10 +13,7 @@ use sluice::store::memory::MemoryStore;
 const T0: u64 = 1_700_000_040_000;
 
 fn limit(algorithm: Algorithm) -> LimitSpec {
-    let mut s = LimitSpec::fixed_window(1_000_000_000, Unit::Second);
-    s.algorithm = algorithm;
-    s.overdraft = algorithm.default_overdraft();
-    s
+    LimitSpec::new(algorithm, 1_000_000_000, Unit::Second)
 }
 
 fn bench(c: &mut Criterion) {

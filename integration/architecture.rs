@@ -458,6 +458,31 @@ fn grpc_statuses_come_only_from_service_error_to_status() {
     assert!(code_lines(&text).any(|(_, l)| builds_status(l)));
 }
 
+/// A `Result<_, String>` is an argument's value parser (clap's, in `src/settings/`) or the
+/// operator tools' descriptor syntax (`src/limit/descriptor.rs`); every other error is a type.
+#[test]
+fn errors_are_typed_outside_argument_parsers() {
+    let string_error = regex::Regex::new(r"Result<[^;{]*, *String>").expect("pattern");
+    let parsers =
+        ["src/settings", "src/settings.rs", "src/limit/descriptor.rs"].map(|p| root().join(p));
+    let mut bad = Vec::new();
+    for (path, text) in read_all(&src_files()) {
+        if parsers.iter().any(|p| path.starts_with(p)) {
+            continue;
+        }
+        for (n, line) in code_lines(&text) {
+            if string_error.is_match(line) {
+                bad.push(format!("{}:{n}: {}", rel(&path), line.trim()));
+            }
+        }
+    }
+    assert!(
+        bad.is_empty(),
+        "Result<_, String> outside argument parsing (give the error a thiserror type):\n{}",
+        bad.join("\n")
+    );
+}
+
 // The checker itself: it must catch an edge added against the rules, in every form a
 // `crate::` path takes.
 

@@ -265,13 +265,7 @@ impl<S: Store> Env<S> {
 /// A limit with the defaults config gives it (`burst = rpu`, 10 sub-windows, overdraft
 /// only for fixed windows, no penalty, slot 0).
 pub fn limit(algorithm: Algorithm, rpu: u64, unit: Unit) -> LimitSpec {
-    let mut s = LimitSpec::fixed_window(rpu, unit);
-    s.algorithm = algorithm;
-    s.overdraft = algorithm.default_overdraft();
-    if algorithm == Algorithm::SlidingWindow {
-        s.buckets = 10;
-    }
-    s
+    LimitSpec::new(algorithm, rpu, unit)
 }
 
 pub fn burst(mut s: LimitSpec, burst: u64) -> LimitSpec {

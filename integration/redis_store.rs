@@ -20,9 +20,7 @@ mod upgrade;
 use std::sync::Arc;
 use std::time::Duration;
 
-use sluice::limit::{
-    Algorithm, Check, Clock, DEFAULT_BUCKETS, LimitResult, LimitSpec, ManualClock, StateTag, Unit,
-};
+use sluice::limit::{Algorithm, Check, Clock, LimitResult, LimitSpec, ManualClock, StateTag, Unit};
 use sluice::store::redis::{RedisConfig, RedisStore, TimeSource};
 use sluice::store::{Call, Store};
 
@@ -42,23 +40,7 @@ pub fn t0() -> u64 {
 /// A limit with the defaults of a rule file: burst = rate, 10 buckets for sliding_window,
 /// overdraft as the algorithm's default, no penalty.
 pub fn spec(algorithm: Algorithm, rate: u64, unit: Unit) -> LimitSpec {
-    LimitSpec {
-        requests_per_unit: rate,
-        unit,
-        unit_multiplier: 1,
-        algorithm,
-        burst: rate,
-        buckets: if algorithm == Algorithm::SlidingWindow {
-            DEFAULT_BUCKETS
-        } else {
-            0
-        },
-        overdraft: algorithm.default_overdraft(),
-        penalty_ms: 0,
-        name: None,
-        slot: 0,
-        calendar: None,
-    }
+    LimitSpec::new(algorithm, rate, unit)
 }
 
 pub fn tag(name: &str) -> StateTag {

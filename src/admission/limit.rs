@@ -147,13 +147,18 @@ mod tests {
         })
     }
 
+    /// `windows` windows of round trip `rtt` (seconds), every slot in use.
+    fn busy(g: &mut Gradient, rtt: f64, windows: usize) {
+        for _ in 0..windows {
+            let busy = g.limit();
+            g.update(rtt, busy);
+        }
+    }
+
     #[test]
     fn a_steady_busy_store_lets_the_limit_grow_to_the_ceiling() {
         let mut g = gradient();
-        for _ in 0..2000 {
-            let busy = g.limit();
-            g.update(0.001, busy);
-        }
+        busy(&mut g, 0.001, 2000);
         assert_eq!(g.limit(), 1024);
     }
 
@@ -170,23 +175,14 @@ mod tests {
     #[test]
     fn a_store_that_slows_down_shrinks_the_limit_then_it_recovers() {
         let mut g = gradient();
-        for _ in 0..300 {
-            let busy = g.limit();
-            g.update(0.001, busy);
-        }
+        busy(&mut g, 0.001, 300);
         let before = g.limit();
         // Ten times slower: at most half per window, smoothed.
-        for _ in 0..20 {
-            let busy = g.limit();
-            g.update(0.010, busy);
-        }
+        busy(&mut g, 0.010, 20);
         let slowed = g.limit();
         assert!(slowed < before / 2, "{before} -> {slowed}");
         // Back to normal: the limit grows again.
-        for _ in 0..300 {
-            let busy = g.limit();
-            g.update(0.001, busy);
-        }
+        busy(&mut g, 0.001, 300);
         assert!(g.limit() > slowed * 2, "{slowed} -> {}", g.limit());
     }
 
@@ -206,22 +202,13 @@ mod tests {
     #[test]
     fn a_sustained_overload_keeps_the_limit_down_and_a_lasting_change_is_taken_in() {
         let mut g = gradient();
-        for _ in 0..300 {
-            let busy = g.limit();
-            g.update(0.001, busy);
-        }
+        busy(&mut g, 0.001, 300);
         // Five seconds of round trips ten times the usual, every slot in use.
-        for _ in 0..500 {
-            let busy = g.limit();
-            g.update(0.010, busy);
-        }
+        busy(&mut g, 0.010, 500);
         assert!(g.limit() <= 8, "{}", g.limit());
         // A minute of it: the new round trip is the usual one now, the limit grows.
         let low = g.limit();
-        for _ in 0..6000 {
-            let busy = g.limit();
-            g.update(0.010, busy);
-        }
+        busy(&mut g, 0.010, 6000);
         assert!(g.limit() > low * 4, "{low} -> {}", g.limit());
     }
 

@@ -6,13 +6,8 @@ fn gate(max: usize) -> Arc<Admission> {
     Arc::new(Admission::new(max, true))
 }
 
-#[tokio::test(start_paused = true)]
-async fn admits_up_to_the_limit_then_queues_and_hands_over_on_release() {
-    let a = gate(2);
-    let now = Instant::now();
-    let p1 = a.admit(now, None).await.expect("first");
-    let _p2 = a.admit(now, None).await.expect("second");
-    assert_eq!((a.in_flight(), a.limit()), (2, 2));
+/// A call of its own task, once it waits in the queue.
+async fn queued(a: &Arc<Admission>) -> tokio::task::JoinHandle<Result<(), Refusal>> {
     let waiter = {
         let a = a.clone();
         tokio::spawn(async move { a.admit(Instant::now(), None).await.map(|_| ()) })
@@ -20,6 +15,17 @@ async fn admits_up_to_the_limit_then_queues_and_hands_over_on_release() {
     while a.queued() == 0 {
         tokio::task::yield_now().await;
     }
+    waiter
+}
+
+#[tokio::test(start_paused = true)]
+async fn admits_up_to_the_limit_then_queues_and_hands_over_on_release() {
+    let a = gate(2);
+    let now = Instant::now();
+    let p1 = a.admit(now, None).await.expect("first");
+    let _p2 = a.admit(now, None).await.expect("second");
+    assert_eq!((a.in_flight(), a.limit()), (2, 2));
+    let waiter = queued(&a).await;
     drop(p1);
     waiter
         .await
@@ -64,13 +70,7 @@ async fn a_call_that_waited_its_patience_is_refused_and_leaves_the_queue() {
 async fn the_queue_is_bounded_by_the_ceiling() {
     let a = gate(1);
     let _p = a.admit(Instant::now(), None).await.expect("first");
-    let waiter = {
-        let a = a.clone();
-        tokio::spawn(async move { a.admit(Instant::now(), None).await.map(|_| ()) })
-    };
-    while a.queued() == 0 {
-        tokio::task::yield_now().await;
-    }
+    let waiter = queued(&a).await;
     let r = a.admit(Instant::now(), None).await.map(|_| ());
     assert_eq!(r, Err(Refusal::QueueFull { limit: 1 }));
     waiter.abort();
@@ -80,13 +80,7 @@ async fn the_queue_is_bounded_by_the_ceiling() {
 async fn a_cancelled_waiter_gives_up_its_place_and_leaks_no_slot() {
     let a = gate(1);
     let p = a.admit(Instant::now(), None).await.expect("first");
-    let waiter = {
-        let a = a.clone();
-        tokio::spawn(async move { a.admit(Instant::now(), None).await.map(|_| ()) })
-    };
-    while a.queued() == 0 {
-        tokio::task::yield_now().await;
-    }
+    let waiter = queued(&a).await;
     waiter.abort();
     let _ = waiter.await;
     assert_eq!(a.queued(), 0);

@@ -20,26 +20,23 @@ fn args(argv: &[&str]) -> QueryArgs {
     }
 }
 
+/// The target of a query of `k=v` in domain `d` with these options.
+fn target_of(options: &[&str]) -> Result<Target, ClientError> {
+    target(&args(&[options, &["--domain", "d", "-d", "k=v"]].concat()))
+}
+
 #[test]
 fn targets_from_addresses_and_tls_options() {
-    let plain = target(&args(&["--domain", "d", "-d", "k=v"])).unwrap();
+    let plain = target_of(&[]).unwrap();
     assert_eq!(plain.authority, "localhost:8081");
     assert!(plain.tls.is_none());
 
-    let https = target(&args(&[
-        "--addr",
-        "https://rls.example:443",
-        "--domain",
-        "d",
-        "-d",
-        "k=v",
-    ]))
-    .unwrap();
+    let https = target_of(&["--addr", "https://rls.example:443"]).unwrap();
     let tls = https.tls.expect("https implies TLS");
     assert_eq!(tls.server_name, "rls.example");
     assert_eq!(tls.files, ClientTlsFiles::default());
 
-    let mtls = target(&args(&[
+    let mtls = target_of(&[
         "--addr",
         "[::1]:8081",
         "--ca",
@@ -48,33 +45,25 @@ fn targets_from_addresses_and_tls_options() {
         "c.pem",
         "--key",
         "k.pem",
-        "--domain",
-        "d",
-        "-d",
-        "k=v",
-    ]))
+    ])
     .unwrap();
     let tls = mtls.tls.expect("--ca implies TLS");
     assert_eq!(tls.server_name, "::1");
     assert_eq!(tls.files.ca, Some(PathBuf::from("ca.pem")));
     assert_eq!(tls.files.cert, Some(PathBuf::from("c.pem")));
 
-    let named = target(&args(&[
+    let named = target_of(&[
         "--tls",
         "--server-name",
         "sluice.internal",
         "--addr",
         "10.0.0.1:8081",
-        "--domain",
-        "d",
-        "-d",
-        "k=v",
-    ]))
+    ])
     .unwrap();
     assert_eq!(named.tls.unwrap().server_name, "sluice.internal");
 
     for bad in ["localhost", "http://", "a b:1"] {
-        let e = target(&args(&["--addr", bad, "--domain", "d", "-d", "k=v"])).unwrap_err();
+        let e = target_of(&["--addr", bad]).unwrap_err();
         assert!(matches!(e, ClientError::Address(_)), "{bad}: {e}");
     }
 }

@@ -14,11 +14,11 @@
 use std::collections::HashSet;
 use std::fmt;
 
-use serde::de::{
-    self, Deserialize, DeserializeSeed, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor,
-};
+use serde::de::{self, Deserialize, DeserializeSeed, IgnoredAny, MapAccess, SeqAccess, Visitor};
 
 use super::yaml::{ALIAS_BUDGET, Ctx, GoValue, Seg};
+
+super::yaml::seed_from_any!(TopSeed<'_>, KeySeed<'_, '_>, Walk<'_>, Element<'_>);
 
 /// Where in the schema a map sits.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -178,13 +178,6 @@ struct TopSeed<'c> {
     ctx: &'c Ctx,
 }
 
-impl<'de> DeserializeSeed<'de> for TopSeed<'_> {
-    type Value = ();
-    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
-        d.deserialize_any(self)
-    }
-}
-
 impl<'de> Visitor<'de> for TopSeed<'_> {
     type Value = ();
     fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
@@ -303,13 +296,6 @@ struct KeySeed<'c, 's> {
     seen: &'s mut HashSet<String>,
 }
 
-impl<'de> DeserializeSeed<'de> for KeySeed<'_, '_> {
-    type Value = String;
-    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<String, D::Error> {
-        d.deserialize_any(self)
-    }
-}
-
 impl KeySeed<'_, '_> {
     /// A key that is not a string; passed over, it stands for no known key (its value is
     /// walked as any value).
@@ -353,13 +339,6 @@ impl<'de> Visitor<'de> for KeySeed<'_, '_> {
 struct Walk<'c> {
     ctx: &'c Ctx,
     expect: Expect,
-}
-
-impl<'de> DeserializeSeed<'de> for Walk<'_> {
-    type Value = ();
-    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
-        d.deserialize_any(self)
-    }
 }
 
 const CHECK_ERROR: &str = "error checking config";
@@ -441,13 +420,6 @@ impl<'de> Visitor<'de> for Walk<'_> {
 struct Element<'c> {
     ctx: &'c Ctx,
     level: Level,
-}
-
-impl<'de> DeserializeSeed<'de> for Element<'_> {
-    type Value = ();
-    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
-        d.deserialize_any(self)
-    }
 }
 
 impl Element<'_> {

@@ -8,6 +8,8 @@ use serde::de::{self, DeserializeSeed, Deserializer, IgnoredAny, MapAccess, SeqA
 
 use super::yaml::{GoValue, Seg, first_document, position};
 
+super::yaml::seed_from_any!(Locate<'_>, KeyHere<'_>);
+
 /// Position of the node at `path` (or of its deepest existing ancestor) in `content`.
 pub(super) fn locate(content: &str, path: &[Seg]) -> (Option<usize>, Option<usize>) {
     locate_in(content, path, false)
@@ -33,13 +35,6 @@ struct Locate<'p> {
     path: &'p [Seg],
     /// At the end of the path, stop at the key rather than its value.
     at_key: bool,
-}
-
-impl<'de> DeserializeSeed<'de> for Locate<'_> {
-    type Value = ();
-    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
-        d.deserialize_any(self)
-    }
 }
 
 /// Reaching the target (or running out of path) raises an error at the current node.
@@ -130,13 +125,6 @@ impl<'de> Visitor<'de> for Locate<'_> {
 /// A map key that raises [`here`] (so serde_yaml stamps the key's own position) when it is
 /// the wanted one. Keys on a located path are strings (pass 1 requires it).
 struct KeyHere<'w>(&'w str);
-
-impl<'de> DeserializeSeed<'de> for KeyHere<'_> {
-    type Value = ();
-    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
-        d.deserialize_any(self)
-    }
-}
 
 impl<'de> Visitor<'de> for KeyHere<'_> {
     type Value = ();

@@ -5,8 +5,10 @@
 
 use std::fmt;
 
-use serde::de::{self, DeserializeSeed, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
+use serde::de::{self, IgnoredAny, MapAccess, SeqAccess, Visitor};
 use serde_json::{Map, Value};
+
+super::yaml::seed_from_any!(Metadata, Json);
 
 /// `metadata`: a mapping converted to a JSON object (their `google.protobuf.Struct`).
 pub(super) struct Metadata;
@@ -21,13 +23,6 @@ pub enum MetadataError {
 }
 
 type Converted = Result<Value, MetadataError>;
-
-impl<'de> DeserializeSeed<'de> for Metadata {
-    type Value = Option<Result<Map<String, Value>, MetadataError>>;
-    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
-        d.deserialize_any(self)
-    }
-}
 
 impl<'de> Visitor<'de> for Metadata {
     type Value = Option<Result<Map<String, Value>, MetadataError>>;
@@ -51,13 +46,6 @@ impl<'de> Visitor<'de> for Metadata {
 /// Any metadata value as JSON. Never fails on content: problems come back as `Err`.
 #[derive(Clone, Copy)]
 struct Json;
-
-impl<'de> DeserializeSeed<'de> for Json {
-    type Value = Converted;
-    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Converted, D::Error> {
-        d.deserialize_any(self)
-    }
-}
 
 impl<'de> Visitor<'de> for Json {
     type Value = Converted;

@@ -7,7 +7,7 @@
 
 use std::fmt;
 
-use serde::de::{self, DeserializeSeed, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
+use serde::de::{self, DeserializeSeed, IgnoredAny, MapAccess, SeqAccess, Visitor};
 use serde_json::{Map, Value};
 
 use super::keys::static_key;
@@ -15,6 +15,8 @@ use super::metadata::{Metadata, MetadataError};
 use super::scalars::{FLAG, Flag, Int, Optional, STRING, Str};
 use super::yaml::{ALIAS_BUDGET, Ctx, Seg, first_document, load};
 use crate::limit::MAX_BUDGET;
+
+super::yaml::seed_from_any!({T: Fields} Node<'_, T>, {T: Fields} ListOf<'_, T>, Headers);
 
 #[derive(Debug, Default)]
 pub struct RawRoot {
@@ -145,13 +147,6 @@ trait Fields: Default {
     ) -> Result<(), A::Error>;
 }
 
-impl<'de, T: Fields> DeserializeSeed<'de> for Node<'_, T> {
-    type Value = Option<T>;
-    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Option<T>, D::Error> {
-        d.deserialize_any(self)
-    }
-}
-
 impl<'de, T: Fields> Visitor<'de> for Node<'_, T> {
     type Value = Option<T>;
     fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
@@ -184,13 +179,6 @@ impl<'de, T: Fields> Visitor<'de> for Node<'_, T> {
 
 /// A list of schema nodes; null is empty.
 struct ListOf<'c, T>(Node<'c, T>);
-
-impl<'de, T: Fields> DeserializeSeed<'de> for ListOf<'_, T> {
-    type Value = Vec<T>;
-    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Vec<T>, D::Error> {
-        d.deserialize_any(self)
-    }
-}
 
 impl<'de, T: Fields> Visitor<'de> for ListOf<'_, T> {
     type Value = Vec<T>;
@@ -298,13 +286,6 @@ impl Fields for RawResponse {
 
 /// `headers`: name → value, both read as their string fields are; null is none.
 struct Headers;
-
-impl<'de> DeserializeSeed<'de> for Headers {
-    type Value = Vec<(String, String)>;
-    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
-        d.deserialize_any(self)
-    }
-}
 
 impl<'de> Visitor<'de> for Headers {
     type Value = Vec<(String, String)>;

@@ -9,6 +9,8 @@ use serde::de::{self, DeserializeSeed, Deserializer, Visitor};
 
 use super::yaml::{Ctx, load};
 
+super::yaml::seed_from_any!(Int<'_, '_>);
+
 pub(super) const STRING: &str = "a string";
 pub(super) const FLAG: &str = "true or false";
 pub(super) const INT: &str = "an integer between 0 and 4294967295";
@@ -124,13 +126,6 @@ pub(super) struct Int<'c, 'k> {
     pub ctx: &'c Ctx,
     pub key: &'k str,
     pub max: u64,
-}
-
-impl<'de> DeserializeSeed<'de> for Int<'_, '_> {
-    type Value = Option<u64>;
-    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Option<u64>, D::Error> {
-        d.deserialize_any(self)
-    }
 }
 
 impl Int<'_, '_> {

@@ -13,6 +13,21 @@ use std::fmt;
 
 use serde::de::{self, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
 
+/// `DeserializeSeed` for each visitor listed that reads whatever the node holds (serde_yaml
+/// then calls the visitor's method for the node's kind); `{T: Bound}` before a type gives
+/// its generic parameters.
+macro_rules! seed_from_any {
+    ($($({$($generics:tt)*})? $seed:ty),+) => {$(
+        impl<'de, $($($generics)*)?> serde::de::DeserializeSeed<'de> for $seed {
+            type Value = <Self as serde::de::Visitor<'de>>::Value;
+            fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
+                d.deserialize_any(self)
+            }
+        }
+    )+};
+}
+pub(super) use seed_from_any;
+
 /// Their prefix for every message about a file's shape (YAML syntax or a field of the
 /// wrong kind): `error loading config file: <msg>`.
 pub(super) fn load(msg: impl fmt::Display) -> String {

@@ -284,22 +284,33 @@ pub struct LimitSpec {
 }
 
 impl LimitSpec {
-    /// The limit a request `limit` override (RateLimitOverride) asks for: their semantics,
-    /// a fixed window.
-    pub fn fixed_window(requests_per_unit: u64, unit: Unit) -> LimitSpec {
+    /// `algorithm` at `requests_per_unit` per `unit` with the defaults a rule file gives it:
+    /// `burst` the rate, [`DEFAULT_BUCKETS`] sub-windows for a `sliding_window`, the
+    /// algorithm's default overdraft, no penalty, no name, slot 0, no calendar.
+    pub fn new(algorithm: Algorithm, requests_per_unit: u64, unit: Unit) -> LimitSpec {
         LimitSpec {
             requests_per_unit,
             unit,
             unit_multiplier: 1,
-            algorithm: Algorithm::FixedWindow,
+            algorithm,
             burst: requests_per_unit,
-            buckets: 0,
-            overdraft: true,
+            buckets: if algorithm == Algorithm::SlidingWindow {
+                DEFAULT_BUCKETS
+            } else {
+                0
+            },
+            overdraft: algorithm.default_overdraft(),
             penalty_ms: 0,
             name: None,
             slot: 0,
             calendar: None,
         }
+    }
+
+    /// The limit a request `limit` override (RateLimitOverride) asks for: their semantics,
+    /// a fixed window.
+    pub fn fixed_window(requests_per_unit: u64, unit: Unit) -> LimitSpec {
+        LimitSpec::new(Algorithm::FixedWindow, requests_per_unit, unit)
     }
 
     /// `C` of `docs/explanation/algorithms.md`: the most usage a key may hold.

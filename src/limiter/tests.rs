@@ -2,12 +2,7 @@ use super::*;
 use crate::limit::Unit;
 
 fn spec(algorithm: Algorithm, rpu: u64) -> LimitSpec {
-    LimitSpec {
-        algorithm,
-        burst: rpu,
-        overdraft: algorithm.default_overdraft(),
-        ..LimitSpec::fixed_window(rpu, Unit::Minute)
-    }
+    LimitSpec::new(algorithm, rpu, Unit::Minute)
 }
 
 fn ok(remaining: u64, reset_ms: u64) -> LimitResult {
@@ -28,15 +23,26 @@ fn denied(retry_ms: Option<u64>, reset_ms: u64) -> LimitResult {
     }
 }
 
+/// The tests' plans: `cost` hits of `tag` on a rule's `limits`, not shadowed, no quota.
+impl<'a> Metered<'a> {
+    pub(super) fn charge(limits: &'a [LimitSpec], tag: u128, cost: u64) -> Metered<'a> {
+        Metered {
+            limits: LimitSet::Rule(limits),
+            tag: StateTag(tag),
+            cost,
+            refund: false,
+            shadow: false,
+            quota: false,
+            reference_key: None,
+        }
+    }
+}
+
 fn limited<'a>(limits: &'a [LimitSpec], shadow: bool, quota: bool) -> Plan<'a> {
     Plan::Metered(Metered {
-        limits: LimitSet::Rule(limits),
-        tag: StateTag(1),
-        cost: 1,
-        refund: false,
         shadow,
         quota,
-        reference_key: None,
+        ..Metered::charge(limits, 1, 1)
     })
 }
 
@@ -252,13 +258,8 @@ fn unlimited_and_unmatched_are_ok() {
 fn refunds_are_always_ok() {
     let l = [spec(Algorithm::TokenBucket, 5)];
     let plans = [Plan::Metered(Metered {
-        limits: LimitSet::Rule(&l),
-        tag: StateTag(1),
-        cost: 2,
         refund: true,
-        shadow: false,
-        quota: false,
-        reference_key: None,
+        ..Metered::charge(&l, 1, 2)
     })];
     let d = compose(&plans, vec![ok(5, 0)], Modes::default());
     assert_eq!(st(&d, 0).code, Code::Ok);

@@ -2,9 +2,9 @@
 //! limiter counts in atomics; the batch task publishes them here every interval, and every
 //! scrape before rendering (`service/view_metrics.rs`).
 
-use prometheus::{IntCounter, IntCounterVec, IntGauge, Opts, Registry};
+use prometheus::{IntCounter, IntCounterVec, IntGauge};
 
-use super::must;
+use super::Reg;
 
 pub struct LocalMetrics {
     /// 1 while decisions are local because the store failed.
@@ -25,64 +25,50 @@ pub struct LocalMetrics {
 }
 
 impl LocalMetrics {
-    pub(super) fn new(registry: &Registry) -> LocalMetrics {
-        let reg = |c: Box<dyn prometheus::core::Collector>| must(registry.register(c));
-        let counter = |name: &str, help: &str| {
-            let c = must(IntCounter::new(name, help));
-            reg(Box::new(c.clone()));
-            c
-        };
-        let gauge = |name: &str, help: &str| {
-            let g = must(IntGauge::new(name, help));
-            reg(Box::new(g.clone()));
-            g
-        };
-        let decisions = must(IntCounterVec::new(
-            Opts::new(
-                "sluice_local_decisions_total",
-                "Descriptors decided from the local view, without the store, by reason (batched: a batched rule with room to spare; store_failure: the store failed, --store-failure-mode local; overload: the call could not get a timely store answer, --store-failure-mode local).",
-            ),
+    pub(super) fn new(reg: &Reg) -> LocalMetrics {
+        let decisions = reg.counters(
+            "sluice_local_decisions_total",
+            "Descriptors decided from the local view, without the store, by reason (batched: a batched rule with room to spare; store_failure: the store failed, --store-failure-mode local; overload: the call could not get a timely store answer, --store-failure-mode local).",
             &["reason"],
-        ));
-        reg(Box::new(decisions.clone()));
+        );
         for reason in ["batched", "store_failure", "overload"] {
             decisions.with_label_values(&[reason]);
         }
         LocalMetrics {
-            degraded: gauge(
+            degraded: reg.gauge(
                 "sluice_store_degraded",
                 "1 while decisions are local because the store failed (--store-failure-mode local).",
             ),
-            degraded_periods: counter(
+            degraded_periods: reg.counter(
                 "sluice_store_degraded_periods_total",
                 "Times the store failed and decisions went local.",
             ),
             decisions,
-            overflow: counter(
+            overflow: reg.counter(
                 "sluice_local_view_overflow_total",
                 "Hits admitted while the store was down that could not be kept for write-back (--local-view-max-keys reached).",
             ),
-            keys: gauge(
+            keys: reg.gauge(
                 "sluice_local_view_keys",
                 "Descriptors held by the local view.",
             ),
-            unwritten: gauge(
+            unwritten: reg.gauge(
                 "sluice_local_view_unwritten_hits",
                 "Hits admitted locally and not yet written to the store.",
             ),
-            flushes: counter(
+            flushes: reg.counter(
                 "sluice_batch_flushes_total",
                 "Write-backs of locally admitted hits that reached the store (one store call each).",
             ),
-            flush_errors: counter(
+            flush_errors: reg.counter(
                 "sluice_batch_flush_errors_total",
                 "Write-backs that failed (their hits wait for the next one).",
             ),
-            written: counter(
+            written: reg.counter(
                 "sluice_batch_written_hits_total",
                 "Locally admitted hits written to the store.",
             ),
-            settled: counter(
+            settled: reg.counter(
                 "sluice_batch_settled_calls_total",
                 "Store calls whose callers stopped waiting (timed out) that the store was seen to run, or never sent: settled without being sent again.",
             ),

@@ -12,6 +12,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use parking_lot::RwLock;
+use prometheus::core::Collector;
 use prometheus::{
     Encoder, Histogram, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGauge,
     IntGaugeVec, Opts, Registry, TextEncoder,
@@ -90,15 +91,15 @@ impl std::fmt::Debug for Metrics {
 }
 
 /// `ratelimit_service_response_time_seconds{grpc_method}` with these buckets.
-fn response_time_family(buckets: &[f64]) -> HistogramVec {
-    must(HistogramVec::new(
+fn response_time_family(buckets: &[f64]) -> prometheus::Result<HistogramVec> {
+    HistogramVec::new(
         HistogramOpts::new(
             "ratelimit_service_response_time_seconds",
             "ShouldRateLimit latency.",
         )
         .buckets(buckets.to_vec()),
         &["grpc_method"],
-    ))
+    )
 }
 
 fn must<T>(r: prometheus::Result<T>) -> T {
@@ -106,18 +107,41 @@ fn must<T>(r: prometheus::Result<T>) -> T {
     r.unwrap_or_else(|e| panic!("metric definition error: {e}"))
 }
 
+/// Makes metrics and registers them: the one way every family here is created.
+struct Reg<'r>(&'r Registry);
+
+impl Reg<'_> {
+    fn add<C: Collector + Clone + 'static>(&self, c: prometheus::Result<C>) -> C {
+        let c = must(c);
+        must(self.0.register(Box::new(c.clone())));
+        c
+    }
+
+    fn counter(&self, name: &str, help: &str) -> IntCounter {
+        self.add(IntCounter::new(name, help))
+    }
+
+    fn gauge(&self, name: &str, help: &str) -> IntGauge {
+        self.add(IntGauge::new(name, help))
+    }
+
+    fn counters(&self, name: &str, help: &str, labels: &[&str]) -> IntCounterVec {
+        self.add(IntCounterVec::new(Opts::new(name, help), labels))
+    }
+
+    fn gauges(&self, name: &str, help: &str, labels: &[&str]) -> IntGaugeVec {
+        self.add(IntGaugeVec::new(Opts::new(name, help), labels))
+    }
+}
+
 impl Metrics {
     pub fn new(near_limit_ratio: f32, max_series: usize, store: &str) -> Metrics {
         let registry = Registry::new();
-        let reg = |c: Box<dyn prometheus::core::Collector>| must(registry.register(c));
+        let reg = Reg(&registry);
 
         let rule_vec = |stat: &str, help: &str| {
-            let v = must(IntCounterVec::new(
-                Opts::new(format!("ratelimit_service_rate_limit_{stat}"), help),
-                &["domain", "key1", "key2", "descriptor"],
-            ));
-            reg(Box::new(v.clone()));
-            v
+            let name = format!("ratelimit_service_rate_limit_{stat}");
+            reg.counters(&name, help, &["domain", "key1", "key2", "descriptor"])
         };
         let rule = [
             rule_vec("total_hits", "Hits (sum of hits_addend) on a rule."),
@@ -139,31 +163,18 @@ impl Metrics {
             OVERFLOW_DESCRIPTOR,
         ));
 
-        let counter = |name: &str, help: &str, labels: &[(&str, &str)]| {
-            let mut opts = Opts::new(name, help);
-            for (k, v) in labels {
-                opts = opts.const_label(*k, *v);
-            }
-            let c = must(IntCounter::with_opts(opts));
-            reg(Box::new(c.clone()));
-            c
-        };
-        let error_vec = must(IntCounterVec::new(
-            Opts::new(
-                "ratelimit_service_should_rate_limit_error",
-                "ShouldRateLimit calls that failed, by cause.",
-            ),
+        let error_vec = reg.counters(
+            "ratelimit_service_should_rate_limit_error",
+            "ShouldRateLimit calls that failed, by cause.",
             &["err_type"],
-        ));
-        reg(Box::new(error_vec.clone()));
-        let total_requests = must(IntCounterVec::new(
-            Opts::new("ratelimit_service_total_requests", "ShouldRateLimit calls."),
+        );
+        let total_requests = reg.counters(
+            "ratelimit_service_total_requests",
+            "ShouldRateLimit calls.",
             &["grpc_method"],
-        ));
-        reg(Box::new(total_requests.clone()));
-        let response_time = response_time_family(LATENCY_BUCKETS);
-        reg(Box::new(response_time.clone()));
-        let store_latency = must(HistogramVec::new(
+        );
+        let response_time = reg.add(response_time_family(LATENCY_BUCKETS));
+        let store_latency = reg.add(HistogramVec::new(
             HistogramOpts::new(
                 "sluice_store_latency_seconds",
                 "Latency of one store call (one Redis round trip).",
@@ -171,64 +182,43 @@ impl Metrics {
             .buckets(LATENCY_BUCKETS.to_vec()),
             &["store"],
         ));
-        reg(Box::new(store_latency.clone()));
-        let store_errors = must(IntCounterVec::new(
-            Opts::new("sluice_store_errors_total", "Failed store calls, by kind."),
+        let store_errors = reg.counters(
+            "sluice_store_errors_total",
+            "Failed store calls, by kind.",
             &["store", "kind"],
-        ));
-        reg(Box::new(store_errors.clone()));
-        let store_gauge = |name: &str, help: &str| {
-            let g = must(IntGaugeVec::new(Opts::new(name, help), &["store"]));
-            reg(Box::new(g.clone()));
-            g
-        };
-        let store_connections = store_gauge(
+        );
+        let store_connections = reg.gauges(
             "sluice_store_connections",
             "Live connections of each Redis store.",
+            &["store"],
         );
-        let store_ready = store_gauge(
+        let store_ready = reg.gauges(
             "sluice_store_ready",
             "1 while a Redis store can decide (connected, accepting writes).",
-        );
-        let store_connections_dropped = must(IntCounterVec::new(
-            Opts::new(
-                "sluice_store_connections_dropped_total",
-                "Redis connections dropped as broken: an I/O error, or no reply at all for the \
-                 breaker's silence limit (late replies count as replies).",
-            ),
             &["store"],
-        ));
-        reg(Box::new(store_connections_dropped.clone()));
-        let overflow_total = must(IntCounterVec::new(
-            Opts::new(
-                "sluice_metrics_overflow_total",
-                "Per-rule updates folded into the overflow series because of the series cap.",
-            ),
+        );
+        let store_connections_dropped = reg.counters(
+            "sluice_store_connections_dropped_total",
+            "Redis connections dropped as broken: an I/O error, or no reply at all for the \
+             breaker's silence limit (late replies count as replies).",
+            &["store"],
+        );
+        let overflow_total = reg.counters(
+            "sluice_metrics_overflow_total",
+            "Per-rule updates folded into the overflow series because of the series cap.",
             &["family"],
-        ));
-        reg(Box::new(overflow_total.clone()));
+        );
         // Series that exist from the start, so rate() and alerts see a zero, not nothing.
         overflow_total.with_label_values(&["ratelimit_service_rate_limit"]);
         for kind in ["unavailable", "timeout", "backend"] {
             store_errors.with_label_values(&[store, kind]);
         }
-        let gauge = |name: &str, help: &str| {
-            let g = must(IntGauge::new(name, help));
-            reg(Box::new(g.clone()));
-            g
-        };
-        let build_info = must(IntGaugeVec::new(
-            Opts::new("sluice_build_info", "Build information."),
-            &["version"],
-        ));
-        reg(Box::new(build_info.clone()));
-        build_info
+        reg.gauges("sluice_build_info", "Build information.", &["version"])
             .with_label_values(&[env!("CARGO_PKG_VERSION")])
             .set(1);
 
-        let quota = must(quota::QuotaMetrics::new(&registry));
         Metrics {
-            quota,
+            quota: quota::QuotaMetrics::new(&reg),
             near_limit_ratio,
             max_series,
             rule,
@@ -243,60 +233,55 @@ impl Metrics {
             redis_error: error_vec.with_label_values(&["redis_error"]),
             shed: error_vec.with_label_values(&["shed"]),
             deadline_exceeded: error_vec.with_label_values(&["deadline_exceeded"]),
-            config_load_success: counter(
+            config_load_success: reg.counter(
                 "ratelimit_service_config_load_success",
                 "Successful config loads.",
-                &[],
             ),
-            config_load_error: counter(
+            config_load_error: reg.counter(
                 "ratelimit_service_config_load_error",
                 "Rejected config loads (the previous config keeps serving).",
-                &[],
             ),
-            global_shadow_mode: counter(
+            global_shadow_mode: reg.counter(
                 "ratelimit_service_global_shadow_mode",
                 "Requests allowed by global shadow mode.",
-                &[],
             ),
-            domain_not_found: counter(
+            domain_not_found: reg.counter(
                 "sluice_domain_not_found_total",
                 "Descriptors whose domain is not configured.",
-                &[],
             ),
             store_latency: store_latency.with_label_values(&[store]),
             store_errors,
             store_connections,
             store_ready,
             store_connections_dropped,
-            admission_limit: gauge(
+            admission_limit: reg.gauge(
                 "sluice_admission_limit",
                 "Admission: the adaptive limit on ShouldRateLimit gRPC calls in flight (it \
                  follows the store's round trip; at most --max-in-flight).",
             ),
-            admission_in_flight: gauge(
+            admission_in_flight: reg.gauge(
                 "sluice_admission_in_flight",
                 "Admission: ShouldRateLimit gRPC calls holding a slot.",
             ),
-            admission_queued: gauge(
+            admission_queued: reg.gauge(
                 "sluice_admission_queued",
                 "Admission: ShouldRateLimit gRPC calls waiting for a slot.",
             ),
-            rules_loaded: gauge("sluice_rules_loaded", "Rules in the active config."),
-            domains_loaded: gauge("sluice_domains_loaded", "Domains in the active config."),
+            rules_loaded: reg.gauge("sluice_rules_loaded", "Rules in the active config."),
+            domains_loaded: reg.gauge("sluice_domains_loaded", "Domains in the active config."),
             statsd_timings: None,
             statsd_sent: statsd::Sent::default(),
             mapper: None,
-            memory_evictions: counter(
+            memory_evictions: reg.counter(
                 "sluice_memory_store_evictions_total",
                 "Memory store: live entries evicted to stay within --memory-max-bytes (the least used go first).",
-                &[],
             ),
-            memory_bytes: gauge(
+            memory_bytes: reg.gauge(
                 "sluice_memory_store_bytes",
                 "Memory store: bytes of limit state held (tables and state heap).",
             ),
-            local: local::LocalMetrics::new(&registry),
-            top: top::TopMetrics::new(&registry),
+            local: local::LocalMetrics::new(&reg),
+            top: top::TopMetrics::new(&reg),
             registry,
         }
     }
@@ -309,7 +294,7 @@ impl Metrics {
         let _ = self
             .registry
             .unregister(Box::new(self.response_time_family.clone()));
-        let family = response_time_family(prometheus::DEFAULT_BUCKETS);
+        let family = must(response_time_family(prometheus::DEFAULT_BUCKETS));
         must(self.registry.register(Box::new(family.clone())));
         self.response_time = family.with_label_values(&["ShouldRateLimit"]);
         self.response_time_family = family;

@@ -4,7 +4,9 @@
 //! configured domain names (the service passes [`UNKNOWN_DOMAIN`] for any other), so a
 //! client cannot grow the series without bound.
 
-use prometheus::{IntCounterVec, IntGaugeVec, Opts, Registry};
+use prometheus::{IntCounterVec, IntGaugeVec};
+
+use super::Reg;
 
 /// The `domain` label of streams whose domain is not configured.
 pub const UNKNOWN_DOMAIN: &str = "__unknown__";
@@ -25,43 +27,33 @@ pub struct QuotaMetrics {
 }
 
 impl QuotaMetrics {
-    pub(super) fn new(registry: &Registry) -> prometheus::Result<QuotaMetrics> {
-        let gauge = |name: &str, help: &str, labels: &[&str]| -> prometheus::Result<_> {
-            let g = IntGaugeVec::new(Opts::new(name, help), labels)?;
-            registry.register(Box::new(g.clone()))?;
-            Ok(g)
-        };
-        let counter = |name: &str, help: &str, labels: &[&str]| -> prometheus::Result<_> {
-            let c = IntCounterVec::new(Opts::new(name, help), labels)?;
-            registry.register(Box::new(c.clone()))?;
-            Ok(c)
-        };
-        Ok(QuotaMetrics {
-            streams: gauge(
+    pub(super) fn new(reg: &Reg) -> QuotaMetrics {
+        QuotaMetrics {
+            streams: reg.gauges(
                 "sluice_rlqs_streams",
                 "Open RLQS streams (one per Envoy), by domain.",
                 &["domain"],
-            )?,
-            buckets: gauge(
+            ),
+            buckets: reg.gauges(
                 "sluice_rlqs_buckets",
                 "RLQS buckets subscribed through this replica, by domain.",
                 &["domain"],
-            )?,
-            assignments: counter(
+            ),
+            assignments: reg.counters(
                 "sluice_rlqs_assignments_total",
                 "RLQS bucket actions sent, by domain and action.",
                 &["domain", "action"],
-            )?,
-            usage: counter(
+            ),
+            usage: reg.counters(
                 "sluice_rlqs_usage_total",
                 "Requests Envoys reported over RLQS, by domain and outcome (allowed, denied).",
                 &["domain", "outcome"],
-            )?,
-            errors: counter(
+            ),
+            errors: reg.counters(
                 "sluice_rlqs_errors_total",
                 "RLQS failures: invalid streams, store errors, buckets over the cap.",
                 &["reason"],
-            )?,
-        })
+            ),
+        }
     }
 }

@@ -4,9 +4,9 @@
 //! is new whenever a descriptor enters a domain's top (its labels name it), so the number
 //! of series over time follows who becomes heavy, not how many values were seen.
 
-use prometheus::{IntGaugeVec, Opts, Registry};
+use prometheus::IntGaugeVec;
 
-use super::must;
+use super::Reg;
 
 /// Label names of both families.
 const LABELS: [&str; 4] = ["domain", "rank", "rule", "entries"];
@@ -19,12 +19,8 @@ pub struct TopMetrics {
 }
 
 impl TopMetrics {
-    pub(super) fn new(registry: &Registry) -> TopMetrics {
-        let family = |name: &str, help: &str| {
-            let g = must(IntGaugeVec::new(Opts::new(name, help), &LABELS));
-            must(registry.register(Box::new(g.clone())));
-            g
-        };
+    pub(super) fn new(reg: &Reg) -> TopMetrics {
+        let family = |name: &str, help: &str| reg.gauges(name, help, &LABELS);
         TopMetrics {
             hits: family(
                 "sluice_top_hits",

@@ -25,6 +25,26 @@ const SERVICE_NAMES: [&str; 3] = [
     "envoy.service.ratelimit.v3.RateLimitService",
 ];
 
+/// Why the server is not serving: what `/healthcheck` answers after `NOT_SERVING: `.
+#[derive(Debug, thiserror::Error)]
+pub enum NotServing {
+    #[error("shutting down: draining before exit")]
+    ShuttingDown,
+    /// The store's own reason (the Redis it cannot reach, by address).
+    #[error("{0}")]
+    StoreNotReady(String),
+    /// With the local fallback, which a store never ready since startup does not get.
+    #[error("{0}; it has not been ready since startup, so decisions do not go local")]
+    StoreNeverReady(String),
+    #[error("decisions are local because the store failed (--unhealthy-when-degraded)")]
+    Degraded,
+    #[error("no rule file loaded (HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED requires one)")]
+    NoConfig,
+    /// The state changed between publishing it and reading it back.
+    #[error("not serving (it changed as it was asked)")]
+    Changed,
+}
+
 pub struct Health {
     service: Arc<RateLimitService>,
     reporter: HealthReporter,
@@ -61,15 +81,13 @@ impl Health {
 
     /// Publish the state as it is now, then say what gRPC health says for the server as a
     /// whole (`""`): `/healthcheck`'s answer, with why when it is not serving.
-    pub async fn check(&self) -> Result<(), String> {
+    pub async fn check(&self) -> Result<(), NotServing> {
         self.refresh().await;
         if self.is_serving().await {
             return Ok(());
         }
         // The state may have changed between the two reads: then say what was published.
-        Err(self
-            .why_not()
-            .unwrap_or_else(|| "not serving (it changed as it was asked)".to_owned()))
+        Err(self.why_not().unwrap_or(NotServing::Changed))
     }
 
     /// What gRPC health says for the server as a whole (`""`).
@@ -88,10 +106,10 @@ impl Health {
         self.why_not().is_none()
     }
 
-    /// Why the state now is not serving, in words; `None` when it is serving.
-    fn why_not(&self) -> Option<String> {
+    /// Why the state now is not serving; `None` when it is serving.
+    fn why_not(&self) -> Option<NotServing> {
         if self.shutting_down.load(Ordering::SeqCst) {
-            return Some("shutting down: draining before exit".to_owned());
+            return Some(NotServing::ShuttingDown);
         }
         self.unhealthy()
     }
@@ -141,7 +159,7 @@ impl Health {
     /// has been ready since startup: an instance that never reached it (a wrong address,
     /// password or certificate) is NOT_SERVING, so a readiness probe keeps it out of rotation
     /// and a rolling update stops there instead of replacing working instances.
-    fn unhealthy(&self) -> Option<String> {
+    fn unhealthy(&self) -> Option<NotServing> {
         let service = &self.service;
         let store = service.store();
         let ready = store.is_ready();
@@ -155,22 +173,16 @@ impl Health {
                 .not_ready_reason()
                 .unwrap_or_else(|| "the store is not ready".to_owned());
             return Some(if service.serves_without_store() {
-                format!("{why}; it has not been ready since startup, so decisions do not go local")
+                NotServing::StoreNeverReady(why)
             } else {
-                why
+                NotServing::StoreNotReady(why)
             });
         }
         if service.degraded_unhealthy() {
-            return Some(
-                "decisions are local because the store failed (--unhealthy-when-degraded)"
-                    .to_owned(),
-            );
+            return Some(NotServing::Degraded);
         }
         if self.requires_config && service.config().config.domain_count() == 0 {
-            return Some(
-                "no rule file loaded (HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED requires one)"
-                    .to_owned(),
-            );
+            return Some(NotServing::NoConfig);
         }
         None
     }

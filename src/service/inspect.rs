@@ -43,48 +43,53 @@ pub(super) fn error(status: Status, message: impl Into<String>) -> Reply {
     json(status, &serde_json::json!({ "error": message.into() }))
 }
 
+/// Why a query is malformed (a 400's `error`).
+#[derive(Debug, thiserror::Error)]
+enum BadQuery {
+    /// A `descriptor` or `bucket` the operator tools' parser refuses, in its words.
+    #[error("{0}")]
+    Descriptor(String),
+    #[error("unknown query parameter '{0}' (use domain and descriptor or bucket)")]
+    UnknownParameter(String),
+    #[error("the query needs domain=<domain>")]
+    NoDomain,
+    #[error("the query needs descriptor=<key=value,...> (or bucket=<key=value,...>)")]
+    NoDescriptor,
+    #[error("{0} descriptors, more than the {1} a request may carry")]
+    TooManyDescriptors(usize, usize),
+    #[error("a descriptor of {0} entries, more than the {1} a request's may carry")]
+    TooManyEntries(usize, usize),
+}
+
 /// `domain` and every `descriptor` of a query string, within the request bounds.
 fn parse_query(
     query: Option<&str>,
     limits: &RequestLimits,
-) -> Result<(String, Vec<Descriptor>), String> {
+) -> Result<(String, Vec<Descriptor>), BadQuery> {
     let mut domain = None;
     let mut descriptors = Vec::new();
     for (k, v) in form_urlencoded::parse(query.unwrap_or_default().as_bytes()) {
         match &*k {
             "domain" => domain = Some(v.into_owned()),
-            "descriptor" => descriptors.push(parse_descriptor(&v)?),
+            "descriptor" => descriptors.push(parse_descriptor(&v).map_err(BadQuery::Descriptor)?),
             // An RLQS BucketId, as a quota stream maps it: entries sorted by key.
-            "bucket" => descriptors.push(parse_bucket(&v)?),
-            other => {
-                return Err(format!(
-                    "unknown query parameter '{other}' (use domain and descriptor or bucket)"
-                ));
-            }
+            "bucket" => descriptors.push(parse_bucket(&v).map_err(BadQuery::Descriptor)?),
+            other => return Err(BadQuery::UnknownParameter(other.to_owned())),
         }
     }
-    let domain = domain
-        .filter(|d| !d.is_empty())
-        .ok_or("the query needs domain=<domain>")?;
+    let domain = domain.filter(|d| !d.is_empty()).ok_or(BadQuery::NoDomain)?;
     if descriptors.is_empty() {
-        return Err(
-            "the query needs descriptor=<key=value,...> (or bucket=<key=value,...>)".to_owned(),
-        );
+        return Err(BadQuery::NoDescriptor);
     }
     // The bounds of a request (--max-descriptors, --max-entries) hold here too.
     if descriptors.len() > limits.max_descriptors {
-        return Err(format!(
-            "{} descriptors, more than the {} a request may carry",
+        return Err(BadQuery::TooManyDescriptors(
             descriptors.len(),
-            limits.max_descriptors
+            limits.max_descriptors,
         ));
     }
     if let Some(d) = descriptors.iter().find(|d| d.0.len() > limits.max_entries) {
-        return Err(format!(
-            "a descriptor of {} entries, more than the {} a request's may carry",
-            d.0.len(),
-            limits.max_entries
-        ));
+        return Err(BadQuery::TooManyEntries(d.0.len(), limits.max_entries));
     }
     Ok((domain, descriptors))
 }
@@ -134,7 +139,7 @@ impl RateLimitService {
     pub fn explain_query(&self, query: Option<&str>) -> Reply {
         let (domain, descriptors) = match parse_query(query, &self.settings.limits) {
             Ok(q) => q,
-            Err(e) => return error(Status::BadRequest, e),
+            Err(e) => return error(Status::BadRequest, e.to_string()),
         };
         let active = self.config();
         let keys = KeyLayout {
@@ -150,7 +155,7 @@ impl RateLimitService {
     pub async fn state_query(&self, query: Option<&str>, reset: bool) -> Reply {
         let (domain, mut descriptors) = match parse_query(query, &self.settings.limits) {
             Ok(q) => q,
-            Err(e) => return error(Status::BadRequest, e),
+            Err(e) => return error(Status::BadRequest, e.to_string()),
         };
         let (Some(entries), true) = (descriptors.pop(), descriptors.is_empty()) else {
             return error(Status::BadRequest, "the query needs exactly one descriptor");

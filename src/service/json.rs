@@ -70,10 +70,32 @@ pub async fn handle(service: &RateLimitService, body: &[u8]) -> Reply {
     }
 }
 
+/// Why a `/json` body is not a request: the text after `Bad Request: `.
+#[derive(Debug, thiserror::Error)]
+pub enum BadBody {
+    #[error("invalid JSON: {0}")]
+    Json(#[from] serde_json::Error),
+    #[error("request must be a JSON object")]
+    NotAnObject,
+    #[error("descriptors[{0}]: {1}")]
+    Descriptor(usize, #[source] Box<BadBody>),
+    /// A field no message has, at the top or in a descriptor.
+    #[error("unknown field '{0}'")]
+    UnknownField(String),
+    /// A field `entry` or `limit` does not have.
+    #[error("{0}: unknown field '{1}'")]
+    UnknownFieldOf(&'static str, String),
+    /// A field whose value has the wrong type or range: the field, and what is wrong.
+    #[error("{0}: {1}")]
+    Value(String, &'static str),
+    #[error("unit: unknown unit '{0}'")]
+    UnknownUnit(String),
+}
+
 /// Parse a JSON request. The error text is returned to the client.
-pub fn parse_request(body: &[u8]) -> Result<RateLimitRequest, String> {
-    let v: Value = serde_json::from_slice(body).map_err(|e| format!("invalid JSON: {e}"))?;
-    let o = v.as_object().ok_or("request must be a JSON object")?;
+pub fn parse_request(body: &[u8]) -> Result<RateLimitRequest, BadBody> {
+    let v: Value = serde_json::from_slice(body)?;
+    let o = v.as_object().ok_or(BadBody::NotAnObject)?;
     let mut req = RateLimitRequest::default();
     for (k, v) in o {
         match k.as_str() {
@@ -82,20 +104,17 @@ pub fn parse_request(body: &[u8]) -> Result<RateLimitRequest, String> {
                 req.descriptors = array(v, k)?
                     .iter()
                     .enumerate()
-                    .map(|(i, d)| descriptor(d).map_err(|e| format!("descriptors[{i}]: {e}")))
+                    .map(|(i, d)| descriptor(d).map_err(|e| BadBody::Descriptor(i, Box::new(e))))
                     .collect::<Result<_, _>>()?
             }
-            "hitsAddend" | "hits_addend" => {
-                req.hits_addend = u32::try_from(uint(v, k)?)
-                    .map_err(|_| format!("{k}: out of range for uint32"))?
-            }
-            other => return Err(format!("unknown field '{other}'")),
+            "hitsAddend" | "hits_addend" => req.hits_addend = uint32(v, k)?,
+            other => return Err(BadBody::UnknownField(other.to_owned())),
         }
     }
     Ok(req)
 }
 
-fn descriptor(v: &Value) -> Result<RateLimitDescriptor, String> {
+fn descriptor(v: &Value) -> Result<RateLimitDescriptor, BadBody> {
     let o = object(v, "descriptor")?;
     let mut d = RateLimitDescriptor::default();
     for (k, v) in o {
@@ -108,73 +127,79 @@ fn descriptor(v: &Value) -> Result<RateLimitDescriptor, String> {
                 }
             }
             "isNegativeHits" | "is_negative_hits" => {
-                d.is_negative_hits = v.as_bool().ok_or(format!("{k}: expected a boolean"))?
+                d.is_negative_hits = v.as_bool().ok_or_else(|| wrong(k, "expected a boolean"))?
             }
-            other => return Err(format!("unknown field '{other}'")),
+            other => return Err(BadBody::UnknownField(other.to_owned())),
         }
     }
     Ok(d)
 }
 
-fn entry(v: &Value) -> Result<Entry, String> {
+fn entry(v: &Value) -> Result<Entry, BadBody> {
     let mut e = Entry::default();
     for (k, v) in object(v, "entry")? {
         match k.as_str() {
             "key" => e.key = string(v, k)?.into_bytes(),
             "value" => e.value = string(v, k)?.into_bytes(),
-            other => return Err(format!("entry: unknown field '{other}'")),
+            other => return Err(BadBody::UnknownFieldOf("entry", other.to_owned())),
         }
     }
     Ok(e)
 }
 
-fn limit_override(v: &Value) -> Result<RateLimitOverride, String> {
+fn limit_override(v: &Value) -> Result<RateLimitOverride, BadBody> {
     let mut l = RateLimitOverride::default();
     for (k, v) in object(v, "limit")? {
         match k.as_str() {
-            "requestsPerUnit" | "requests_per_unit" => {
-                l.requests_per_unit = u32::try_from(uint(v, k)?)
-                    .map_err(|_| format!("{k}: out of range for uint32"))?
-            }
+            "requestsPerUnit" | "requests_per_unit" => l.requests_per_unit = uint32(v, k)?,
             "unit" => {
                 l.unit = match v {
-                    Value::String(s) => {
-                        PbUnit::from_str_name(s).ok_or(format!("unit: unknown unit '{s}'"))? as i32
-                    }
+                    Value::String(s) => PbUnit::from_str_name(s)
+                        .ok_or_else(|| BadBody::UnknownUnit(s.clone()))?
+                        as i32,
                     Value::Number(_) => {
-                        i32::try_from(uint(v, k)?).map_err(|_| "unit: out of range".to_string())?
+                        i32::try_from(uint(v, k)?).map_err(|_| wrong("unit", "out of range"))?
                     }
-                    _ => return Err("unit: expected a unit name".into()),
+                    _ => return Err(wrong("unit", "expected a unit name")),
                 }
             }
-            other => return Err(format!("limit: unknown field '{other}'")),
+            other => return Err(BadBody::UnknownFieldOf("limit", other.to_owned())),
         }
     }
     Ok(l)
 }
 
-fn object<'a>(v: &'a Value, what: &str) -> Result<&'a Obj, String> {
-    v.as_object().ok_or(format!("{what}: expected an object"))
+fn wrong(field: &str, problem: &'static str) -> BadBody {
+    BadBody::Value(field.to_owned(), problem)
 }
 
-fn array<'a>(v: &'a Value, what: &str) -> Result<&'a Vec<Value>, String> {
-    v.as_array().ok_or(format!("{what}: expected an array"))
+fn object<'a>(v: &'a Value, what: &str) -> Result<&'a Obj, BadBody> {
+    v.as_object()
+        .ok_or_else(|| wrong(what, "expected an object"))
 }
 
-fn string(v: &Value, what: &str) -> Result<String, String> {
+fn array<'a>(v: &'a Value, what: &str) -> Result<&'a Vec<Value>, BadBody> {
+    v.as_array().ok_or_else(|| wrong(what, "expected an array"))
+}
+
+fn string(v: &Value, what: &str) -> Result<String, BadBody> {
     v.as_str()
         .map(String::from)
-        .ok_or(format!("{what}: expected a string"))
+        .ok_or_else(|| wrong(what, "expected a string"))
 }
 
 /// Proto3 JSON integers may be numbers or decimal strings.
-fn uint(v: &Value, what: &str) -> Result<u64, String> {
+fn uint(v: &Value, what: &str) -> Result<u64, BadBody> {
     match v {
         Value::Number(n) => n.as_u64(),
         Value::String(s) => s.parse().ok(),
         _ => None,
     }
-    .ok_or(format!("{what}: expected a non-negative integer"))
+    .ok_or_else(|| wrong(what, "expected a non-negative integer"))
+}
+
+fn uint32(v: &Value, what: &str) -> Result<u32, BadBody> {
+    u32::try_from(uint(v, what)?).map_err(|_| wrong(what, "out of range for uint32"))
 }
 
 /// Render a response as proto3 JSON.
@@ -292,7 +317,7 @@ mod tests {
                 "unknown unit",
             ),
         ] {
-            let e = parse_request(body).unwrap_err();
+            let e = parse_request(body).unwrap_err().to_string();
             assert!(e.contains(want), "{e}");
         }
     }

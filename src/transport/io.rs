@@ -22,18 +22,37 @@ pub(super) enum Stream {
     UnixTls(Box<TlsStream<UnixStream>>),
 }
 
+/// `$body` with `$s` the pinned stream inside, whichever it is (one branch per call).
+macro_rules! pinned {
+    ($stream:expr, $s:ident => $body:expr) => {
+        match $stream.get_mut() {
+            Stream::Plain(s) => {
+                let $s = Pin::new(s);
+                $body
+            }
+            Stream::Tls(s) => {
+                let $s = Pin::new(s.as_mut());
+                $body
+            }
+            Stream::Unix(s) => {
+                let $s = Pin::new(s);
+                $body
+            }
+            Stream::UnixTls(s) => {
+                let $s = Pin::new(s.as_mut());
+                $body
+            }
+        }
+    };
+}
+
 impl AsyncRead for Stream {
     fn poll_read(
         self: Pin<&mut Self>,
         cx: &mut Context<'_>,
         buf: &mut ReadBuf<'_>,
     ) -> Poll<std::io::Result<()>> {
-        match self.get_mut() {
-            Stream::Plain(s) => Pin::new(s).poll_read(cx, buf),
-            Stream::Tls(s) => Pin::new(s.as_mut()).poll_read(cx, buf),
-            Stream::Unix(s) => Pin::new(s).poll_read(cx, buf),
-            Stream::UnixTls(s) => Pin::new(s.as_mut()).poll_read(cx, buf),
-        }
+        pinned!(self, s => s.poll_read(cx, buf))
     }
 }
 
@@ -43,12 +62,7 @@ impl AsyncWrite for Stream {
         cx: &mut Context<'_>,
         buf: &[u8],
     ) -> Poll<std::io::Result<usize>> {
-        match self.get_mut() {
-            Stream::Plain(s) => Pin::new(s).poll_write(cx, buf),
-            Stream::Tls(s) => Pin::new(s.as_mut()).poll_write(cx, buf),
-            Stream::Unix(s) => Pin::new(s).poll_write(cx, buf),
-            Stream::UnixTls(s) => Pin::new(s.as_mut()).poll_write(cx, buf),
-        }
+        pinned!(self, s => s.poll_write(cx, buf))
     }
 
     fn poll_write_vectored(
@@ -56,12 +70,7 @@ impl AsyncWrite for Stream {
         cx: &mut Context<'_>,
         bufs: &[IoSlice<'_>],
     ) -> Poll<std::io::Result<usize>> {
-        match self.get_mut() {
-            Stream::Plain(s) => Pin::new(s).poll_write_vectored(cx, bufs),
-            Stream::Tls(s) => Pin::new(s.as_mut()).poll_write_vectored(cx, bufs),
-            Stream::Unix(s) => Pin::new(s).poll_write_vectored(cx, bufs),
-            Stream::UnixTls(s) => Pin::new(s.as_mut()).poll_write_vectored(cx, bufs),
-        }
+        pinned!(self, s => s.poll_write_vectored(cx, bufs))
     }
 
     fn is_write_vectored(&self) -> bool {
@@ -74,23 +83,54 @@ impl AsyncWrite for Stream {
     }
 
     fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
-        match self.get_mut() {
-            Stream::Plain(s) => Pin::new(s).poll_flush(cx),
-            Stream::Tls(s) => Pin::new(s.as_mut()).poll_flush(cx),
-            Stream::Unix(s) => Pin::new(s).poll_flush(cx),
-            Stream::UnixTls(s) => Pin::new(s.as_mut()).poll_flush(cx),
-        }
+        pinned!(self, s => s.poll_flush(cx))
     }
 
     fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
-        match self.get_mut() {
-            Stream::Plain(s) => Pin::new(s).poll_shutdown(cx),
-            Stream::Tls(s) => Pin::new(s.as_mut()).poll_shutdown(cx),
-            Stream::Unix(s) => Pin::new(s).poll_shutdown(cx),
-            Stream::UnixTls(s) => Pin::new(s.as_mut()).poll_shutdown(cx),
-        }
+        pinned!(self, s => s.poll_shutdown(cx))
     }
 }
+
+/// `AsyncWrite` for a wrapper that changes only what is read (its field `inner` is the
+/// stream): every write, vectored or not, goes straight through. Where it is used,
+/// `AsyncWrite`, `Pin`, `Context` and `Poll` are in scope.
+macro_rules! write_through {
+    ($wrapper:ident) => {
+        impl<T: AsyncWrite + Unpin> AsyncWrite for $wrapper<T> {
+            fn poll_write(
+                self: Pin<&mut Self>,
+                cx: &mut Context<'_>,
+                buf: &[u8],
+            ) -> Poll<std::io::Result<usize>> {
+                Pin::new(&mut self.get_mut().inner).poll_write(cx, buf)
+            }
+
+            fn poll_write_vectored(
+                self: Pin<&mut Self>,
+                cx: &mut Context<'_>,
+                bufs: &[std::io::IoSlice<'_>],
+            ) -> Poll<std::io::Result<usize>> {
+                Pin::new(&mut self.get_mut().inner).poll_write_vectored(cx, bufs)
+            }
+
+            fn is_write_vectored(&self) -> bool {
+                self.inner.is_write_vectored()
+            }
+
+            fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+                Pin::new(&mut self.get_mut().inner).poll_flush(cx)
+            }
+
+            fn poll_shutdown(
+                self: Pin<&mut Self>,
+                cx: &mut Context<'_>,
+            ) -> Poll<std::io::Result<()>> {
+                Pin::new(&mut self.get_mut().inner).poll_shutdown(cx)
+            }
+        }
+    };
+}
+pub(super) use write_through;
 
 pub(super) struct Prefixed<T> {
     prefix: Vec<u8>,
@@ -131,35 +171,7 @@ impl<T: AsyncRead + Unpin> AsyncRead for Prefixed<T> {
     }
 }
 
-impl<T: AsyncWrite + Unpin> AsyncWrite for Prefixed<T> {
-    fn poll_write(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &[u8],
-    ) -> Poll<std::io::Result<usize>> {
-        Pin::new(&mut self.get_mut().inner).poll_write(cx, buf)
-    }
-
-    fn poll_write_vectored(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        bufs: &[IoSlice<'_>],
-    ) -> Poll<std::io::Result<usize>> {
-        Pin::new(&mut self.get_mut().inner).poll_write_vectored(cx, bufs)
-    }
-
-    fn is_write_vectored(&self) -> bool {
-        self.inner.is_write_vectored()
-    }
-
-    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
-        Pin::new(&mut self.get_mut().inner).poll_flush(cx)
-    }
-
-    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
-        Pin::new(&mut self.get_mut().inner).poll_shutdown(cx)
-    }
-}
+write_through!(Prefixed);
 
 #[cfg(test)]
 mod tests {

@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use super::*;
 use crate::limit::{Algorithm, ManualClock, Unit};
-use crate::limiter::{Decision, LimitSet, Metered, Modes, Outcome, Plan, Sources, decide};
+use crate::limiter::{Decision, Metered, Modes, Outcome, Plan, Sources, decide};
 use crate::store::memory::MemoryStore;
 
 const T0: u64 = 1_700_000_000_000 - 1_700_000_000_000 % 3_600_000;
@@ -25,25 +25,11 @@ fn lab() -> Lab {
     }
 }
 
-fn spec(algorithm: Algorithm, rpu: u64, unit: Unit) -> LimitSpec {
-    LimitSpec {
-        algorithm,
-        burst: rpu,
-        overdraft: algorithm.default_overdraft(),
-        ..LimitSpec::fixed_window(rpu, unit)
-    }
-}
-
 impl Lab {
     async fn hit(&self, limits: &[LimitSpec], cost: u64, refund: bool) -> Decision {
         let plans = [Plan::Metered(Metered {
-            limits: LimitSet::Rule(limits),
-            tag: StateTag(7),
-            cost,
             refund,
-            shadow: false,
-            quota: false,
-            reference_key: None,
+            ..Metered::charge(limits, 7, cost)
         })];
         let sources = Sources {
             cache: Some(&self.cache),
@@ -71,7 +57,7 @@ fn verdict(d: &Decision) -> (bool, bool) {
 #[tokio::test]
 async fn a_fixed_window_denial_is_answered_from_memory_until_the_window_ends() {
     let lab = lab();
-    let l = [spec(Algorithm::FixedWindow, 2, Unit::Second)];
+    let l = [LimitSpec::new(Algorithm::FixedWindow, 2, Unit::Second)];
     lab.at(100);
     assert_eq!(verdict(&lab.hit(&l, 1, false).await), (true, false));
     assert_eq!(verdict(&lab.hit(&l, 1, false).await), (true, false));
@@ -99,7 +85,7 @@ async fn a_fixed_window_denial_is_answered_from_memory_until_the_window_ends() {
 async fn until_is_the_exact_retry_not_the_window_end() {
     let lab = lab();
     // 10/s: one token per 100 ms.
-    let l = [spec(Algorithm::TokenBucket, 10, Unit::Second)];
+    let l = [LimitSpec::new(Algorithm::TokenBucket, 10, Unit::Second)];
     lab.at(0).hit(&l, 10, false).await;
     let d = lab.at(50).hit(&l, 1, false).await;
     assert_eq!(verdict(&d), (false, false));
@@ -112,14 +98,14 @@ async fn until_is_the_exact_retry_not_the_window_end() {
 #[tokio::test]
 async fn smaller_costs_refunds_and_changed_limits_go_to_the_store() {
     let lab = lab();
-    let l = [spec(Algorithm::TokenBucket, 10, Unit::Second)];
+    let l = [LimitSpec::new(Algorithm::TokenBucket, 10, Unit::Second)];
     lab.at(0).hit(&l, 8, false).await;
     // Cost 5 denied (2 tokens left): cached for costs >= 5 only.
     assert_eq!(verdict(&lab.hit(&l, 5, false).await), (false, false));
     assert_eq!(verdict(&lab.hit(&l, 6, false).await), (false, true));
     assert_eq!(verdict(&lab.hit(&l, 1, false).await), (true, false));
     // A changed limit (a reload) misses.
-    let raised = [spec(Algorithm::TokenBucket, 100, Unit::Second)];
+    let raised = [LimitSpec::new(Algorithm::TokenBucket, 100, Unit::Second)];
     lab.hit(&l, 5, false).await;
     assert!(!verdict(&lab.hit(&raised, 5, false).await).1);
     // A refund drops the entry: its denial may end early.
@@ -140,8 +126,8 @@ fn what_must_not_be_cached() {
         allowed: true,
         ..Default::default()
     };
-    let fw = spec(Algorithm::FixedWindow, 5, Unit::Second);
-    let tb = spec(Algorithm::TokenBucket, 5, Unit::Second);
+    let fw = LimitSpec::new(Algorithm::FixedWindow, 5, Unit::Second);
+    let tb = LimitSpec::new(Algorithm::TokenBucket, 5, Unit::Second);
     // A fixed window (overdraft, their default) denied until its window end: cached.
     assert_eq!(
         cacheable_for(std::slice::from_ref(&fw), &[denied(Some(300))]),
@@ -191,7 +177,7 @@ fn what_must_not_be_cached() {
 fn bounded_by_bytes() {
     let clock = Arc::new(ManualClock::new(T0));
     let cache = OverLimitCache::new(64 * 1024, clock.clone()).expect("enabled");
-    let l = [spec(Algorithm::TokenBucket, 5, Unit::Second)];
+    let l = [LimitSpec::new(Algorithm::TokenBucket, 5, Unit::Second)];
     let r = [LimitResult {
         allowed: false,
         retry_ms: Some(500),
@@ -213,7 +199,7 @@ async fn a_calendar_month_denial_of_a_big_budget_lasts_until_the_local_month_end
     let lab = lab();
     let l = [LimitSpec {
         calendar: crate::limit::Calendar::new("Asia/Kolkata"),
-        ..spec(Algorithm::FixedWindow, 30_000_000_000, Unit::Month)
+        ..LimitSpec::new(Algorithm::FixedWindow, 30_000_000_000, Unit::Month)
     }];
     let p = l[0].periods(T0).expect("a calendar");
     let end = p.bounds[2] - T0;

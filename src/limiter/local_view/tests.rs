@@ -13,7 +13,7 @@ use parking_lot::Mutex;
 
 use super::*;
 use crate::limit::{Calendar, ManualClock, Unit};
-use crate::limiter::{LimitSet, Metered, Modes, Outcome, Plan, Sources, decide};
+use crate::limiter::{Metered, Modes, Outcome, Plan, Sources, decide};
 use stalling::Stalling;
 
 const T0: u64 = 1_700_000_000_000 - 1_700_000_000_000 % 3_600_000;
@@ -80,15 +80,7 @@ impl Lab {
         cost: u64,
         deadline: Option<Instant>,
     ) -> Result<bool, StoreError> {
-        let plans = [Plan::Metered(Metered {
-            limits: LimitSet::Rule(limits),
-            tag: StateTag(tag),
-            cost,
-            refund: false,
-            shadow: false,
-            quota: false,
-            reference_key: None,
-        })];
+        let plans = [Plan::Metered(Metered::charge(limits, tag, cost))];
         let sources = Sources {
             cache: None,
             view: Some(&self.view),

@@ -9,16 +9,6 @@ use crate::limit::{Algorithm, Check, LimitResult, LimitSpec, ManualClock, StateT
 
 const T0: u64 = 1_700_000_040_000;
 
-fn limit(algorithm: Algorithm, rpu: u64, unit: Unit) -> LimitSpec {
-    let mut s = LimitSpec::fixed_window(rpu, unit);
-    s.algorithm = algorithm;
-    s.overdraft = algorithm.default_overdraft();
-    if algorithm == Algorithm::SlidingWindow {
-        s.buckets = 10;
-    }
-    s
-}
-
 fn store(shards: usize, min_sweep_len: usize) -> (MemoryStore, Arc<ManualClock>) {
     let clock = Arc::new(ManualClock::new(T0));
     let opts = MemoryOptions {
@@ -50,7 +40,7 @@ fn hit(
 #[test]
 fn memory_stays_bounded_under_many_distinct_keys() {
     let (store, _) = store(4, 64);
-    let limits = [limit(Algorithm::FixedWindow, 5, Unit::Second)];
+    let limits = [LimitSpec::new(Algorithm::FixedWindow, 5, Unit::Second)];
     let mut peak = 0;
     // 200k distinct descriptors, one per ms: about 1000 are live at any time.
     for i in 0..200_000u64 {
@@ -72,8 +62,8 @@ fn memory_stays_bounded_under_many_distinct_keys() {
 #[test]
 fn sweep_evicts_everything_expired() {
     let (store, clock) = store(64, 1024);
-    let limits = [limit(Algorithm::SlidingLog, 5, Unit::Second), {
-        let mut s = limit(Algorithm::Gcra, 5, Unit::Minute);
+    let limits = [LimitSpec::new(Algorithm::SlidingLog, 5, Unit::Second), {
+        let mut s = LimitSpec::new(Algorithm::Gcra, 5, Unit::Minute);
         s.slot = 1;
         s
     }];
@@ -92,7 +82,7 @@ fn sweep_evicts_everything_expired() {
 #[test]
 fn empty_state_is_not_kept() {
     let (store, _) = store(64, 1024);
-    let tb = [limit(Algorithm::TokenBucket, 5, Unit::Second)];
+    let tb = [LimitSpec::new(Algorithm::TokenBucket, 5, Unit::Second)];
     // Peeks and denied hits on missing state write nothing.
     hit(&store, T0, 1, &tb, 0);
     hit(&store, T0, 1, &tb, 6);
@@ -114,7 +104,7 @@ fn expired_state_reads_as_missing() {
     // A leaky bucket written at 10/s keeps its level after R drops to 1/s, but once its TTL
     // (computed at the write) has passed it is gone, as the Redis key would be.
     let (store, _) = store(64, 1024);
-    let mut lb = [limit(Algorithm::LeakyBucket, 10, Unit::Second)];
+    let mut lb = [LimitSpec::new(Algorithm::LeakyBucket, 10, Unit::Second)];
     hit(&store, T0, 9, &lb, 10);
     lb[0].requests_per_unit = 1;
     assert_eq!(hit(&store, T0 + 999, 9, &lb, 0)[0].used_before, 10);
@@ -128,7 +118,7 @@ fn limits_of_one_check_share_a_shard_and_keep_separate_state() {
         .into_iter()
         .enumerate()
         .map(|(i, a)| {
-            let mut s = limit(a, 3, Unit::Minute);
+            let mut s = LimitSpec::new(a, 3, Unit::Minute);
             s.slot = i as u8;
             s
         })
@@ -147,7 +137,7 @@ fn limits_of_one_check_share_a_shard_and_keep_separate_state() {
 #[test]
 fn a_fixed_window_refunded_to_zero_is_removed() {
     let (store, _) = store(64, 1024);
-    let fw = [limit(Algorithm::FixedWindow, 5, Unit::Minute)];
+    let fw = [LimitSpec::new(Algorithm::FixedWindow, 5, Unit::Minute)];
     hit(&store, T0, 3, &fw, 2);
     assert_eq!(store.len(), 1);
     let check = Check {
@@ -178,10 +168,10 @@ fn two_million_keys_from_one_client_stay_under_the_cap() {
         ..MemoryOptions::default()
     };
     let store = MemoryStore::with_options(clock.clone(), opts);
-    let strict = [limit(Algorithm::FixedWindow, 5, Unit::Hour)];
-    let mut locked = [limit(Algorithm::SlidingLog, 1, Unit::Minute)];
+    let strict = [LimitSpec::new(Algorithm::FixedWindow, 5, Unit::Hour)];
+    let mut locked = [LimitSpec::new(Algorithm::SlidingLog, 1, Unit::Minute)];
     locked[0].penalty_ms = 3_600_000;
-    let flood = [limit(Algorithm::TokenBucket, 1000, Unit::Hour)];
+    let flood = [LimitSpec::new(Algorithm::TokenBucket, 1000, Unit::Hour)];
     let victims = 1u128..=200;
     for tag in victims.clone() {
         for _ in 0..6 {
@@ -236,7 +226,7 @@ fn a_full_shard_evicts_expired_then_least_used_state() {
         ..MemoryOptions::default()
     };
     let store = MemoryStore::with_options(clock, opts);
-    let hour = [limit(Algorithm::Gcra, 100, Unit::Hour)];
+    let hour = [LimitSpec::new(Algorithm::Gcra, 100, Unit::Hour)];
     // Half used, then a flood of keys used 1%: the half-used ones stay.
     for tag in 0..100u128 {
         hit(&store, T0, tag, &hour, 50);
@@ -259,7 +249,7 @@ fn what_states_hold_on_the_heap_counts_against_the_cap() {
         ..MemoryOptions::default()
     };
     let store = MemoryStore::with_options(Arc::new(ManualClock::new(T0)), opts);
-    let log = [limit(Algorithm::SlidingLog, 10_000, Unit::Hour)];
+    let log = [LimitSpec::new(Algorithm::SlidingLog, 10_000, Unit::Hour)];
     let mut peak = 0;
     for i in 0..200_000u64 {
         hit(&store, T0 + i, u128::from(i % 500), &log, 1);

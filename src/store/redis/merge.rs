@@ -143,22 +143,10 @@ mod tests {
     use crate::store::redis::script::CallContext;
 
     fn spec(algorithm: Algorithm, requests_per_unit: u64, penalty_ms: u64) -> LimitSpec {
+        let unit = crate::limit::Unit::Second;
         LimitSpec {
-            requests_per_unit,
-            unit: crate::limit::Unit::Second,
-            unit_multiplier: 1,
-            algorithm,
-            burst: requests_per_unit,
-            buckets: if algorithm == Algorithm::SlidingWindow {
-                4
-            } else {
-                0
-            },
-            overdraft: algorithm == Algorithm::FixedWindow,
             penalty_ms,
-            name: None,
-            slot: 0,
-            calendar: None,
+            ..LimitSpec::new(algorithm, requests_per_unit, unit)
         }
     }
 

@@ -14,7 +14,7 @@ const BUCKETS: [Algorithm; 3] = [
 
 /// 10 per second, capacity `burst`: one request = 1000 units, 10 units/ms (1 per 100 ms).
 fn bucket(algorithm: Algorithm, burst_: u64) -> Lab {
-    Lab::one(burst(spec(algorithm, 10, Unit::Second), burst_))
+    Lab::one(burst(LimitSpec::new(algorithm, 10, Unit::Second), burst_))
 }
 
 #[test]
@@ -86,7 +86,10 @@ fn refunds_never_go_below_empty() {
 #[test]
 fn overdraft_charges_denied_hits_up_to_the_cap() {
     for alg in BUCKETS {
-        let mut lab = Lab::one(overdraft(burst(spec(alg, 10, Unit::Second), 10), true));
+        let mut lab = Lab::one(overdraft(
+            burst(LimitSpec::new(alg, 10, Unit::Second), 10),
+            true,
+        ));
         lab.hit(10);
         assert_eq!(lab.hit(5), denied(1_500, Some(1_000), 10), "{alg}");
         lab.assert_retry_exact(5, 1_000);
@@ -109,7 +112,10 @@ fn overdraft_charges_denied_hits_up_to_the_cap() {
 #[test]
 fn rpu_zero_holds_nothing() {
     for alg in BUCKETS {
-        let mut lab = Lab::one(overdraft(burst(spec(alg, 0, Unit::Second), 5), true));
+        let mut lab = Lab::one(overdraft(
+            burst(LimitSpec::new(alg, 0, Unit::Second), 5),
+            true,
+        ));
         assert_eq!(lab.hit(1), denied(0, None, 0), "{alg}");
         assert_eq!(lab.peek(), ok(0, 0, 0), "{alg}");
         assert_eq!(lab.refund(3), ok(0, 0, 0), "{alg}");
@@ -179,8 +185,8 @@ fn a_burst_change_keeps_tokens_or_level() {
 #[test]
 fn a_rate_change_keeps_level_or_tat() {
     // 3/s, burst 3: one hit leaves level 1000, TAT = T0 + 333⅓.
-    let mut leaky = Lab::one(spec(Algorithm::LeakyBucket, 3, Unit::Second));
-    let mut gcra = Lab::one(spec(Algorithm::Gcra, 3, Unit::Second));
+    let mut leaky = Lab::one(LimitSpec::new(Algorithm::LeakyBucket, 3, Unit::Second));
+    let mut gcra = Lab::one(LimitSpec::new(Algorithm::Gcra, 3, Unit::Second));
     leaky.hit(1);
     gcra.hit(1);
     leaky.limits[0].requests_per_unit = 4;
@@ -199,7 +205,7 @@ fn a_rate_change_keeps_level_or_tat() {
         })
     );
     // A denied (uncharged) hit writes nothing: the token bucket refills from its last write.
-    let mut tb = Lab::one(spec(Algorithm::TokenBucket, 10, Unit::Second));
+    let mut tb = Lab::one(LimitSpec::new(Algorithm::TokenBucket, 10, Unit::Second));
     tb.hit(10);
     let written = tb.states[0].clone();
     assert!(!tb.at(T0 + 50).hit(1).allowed);
@@ -244,7 +250,10 @@ fn overdraft_saturates_at_lmax_with_rate_one() {
     let used = lmax.div_ceil(1_000);
     for alg in BUCKETS {
         // 1 per second, burst 1: Cs = 1000, 1 unit/ms.
-        let mut lab = Lab::one(overdraft(burst(spec(alg, 1, Unit::Second), 1), true));
+        let mut lab = Lab::one(overdraft(
+            burst(LimitSpec::new(alg, 1, Unit::Second), 1),
+            true,
+        ));
         assert_eq!(lab.hit(u64::MAX), denied(lmax, None, 0), "{alg}");
         assert_eq!(lab.hit(1), denied(lmax, Some(lmax), used), "{alg}");
         lab.assert_retry_exact(1, lmax);
@@ -286,7 +295,10 @@ fn overdraft_saturates_at_lmax_with_rate_one() {
 fn a_lowered_rate_lowers_the_cap_on_load() {
     let lmax: u64 = 1 << 52;
     for alg in BUCKETS {
-        let mut lab = Lab::one(overdraft(burst(spec(alg, 2, Unit::Second), 1), true));
+        let mut lab = Lab::one(overdraft(
+            burst(LimitSpec::new(alg, 2, Unit::Second), 1),
+            true,
+        ));
         assert_eq!(lab.hit(u64::MAX), denied(lmax, None, 0), "{alg}");
         assert_eq!(
             lab.peek_pure().used_before,

@@ -5,7 +5,7 @@ use super::*;
 use crate::limit::algorithm::{FixedWindow, State};
 
 fn second(rpu: u64) -> Lab {
-    Lab::one(spec(Algorithm::FixedWindow, rpu, Unit::Second))
+    Lab::one(LimitSpec::new(Algorithm::FixedWindow, rpu, Unit::Second))
 }
 
 #[test]
@@ -39,13 +39,13 @@ fn a_cost_counts_whole_and_over_limit_means_after_exceeds() {
 
 #[test]
 fn windows_are_epoch_aligned() {
-    let mut lab = Lab::one(spec(Algorithm::FixedWindow, 5, Unit::Minute));
+    let mut lab = Lab::one(LimitSpec::new(Algorithm::FixedWindow, 5, Unit::Minute));
     lab.at(T0 + 59_999);
     assert_eq!(lab.hit(5), ok(0, 1, 0));
     assert_eq!(lab.hit(1), denied(1, Some(1), 5));
     // The next window starts exactly at the boundary, empty.
     assert_eq!(lab.advance(1).hit(1), ok(4, 60_000, 0));
-    let mut hour = Lab::one(spec(Algorithm::FixedWindow, 5, Unit::Hour));
+    let mut hour = Lab::one(LimitSpec::new(Algorithm::FixedWindow, 5, Unit::Hour));
     let ws = T0 - T0 % 3_600_000;
     assert_eq!(hour.at(ws + 1_000).hit(1), ok(4, 3_599_000, 0));
 }
@@ -62,7 +62,7 @@ fn admits_twice_the_limit_across_a_boundary() {
 #[test]
 fn retry_is_exact_to_the_millisecond() {
     let mut lab = Lab::one(overdraft(
-        spec(Algorithm::FixedWindow, 2, Unit::Second),
+        LimitSpec::new(Algorithm::FixedWindow, 2, Unit::Second),
         false,
     ));
     lab.at(T0 + 123);
@@ -78,7 +78,7 @@ fn cost_above_capacity_still_answers_the_window_end() {
     lab.at(T0 + 400);
     assert_eq!(lab.hit(11), denied(600, Some(600), 0));
     let mut lab = Lab::one(overdraft(
-        spec(Algorithm::FixedWindow, 10, Unit::Second),
+        LimitSpec::new(Algorithm::FixedWindow, 10, Unit::Second),
         false,
     ));
     lab.at(T0 + 400);
@@ -89,7 +89,7 @@ fn cost_above_capacity_still_answers_the_window_end() {
 #[test]
 fn without_overdraft_denied_hits_do_not_count() {
     let mut lab = Lab::one(overdraft(
-        spec(Algorithm::FixedWindow, 2, Unit::Second),
+        LimitSpec::new(Algorithm::FixedWindow, 2, Unit::Second),
         false,
     ));
     lab.burst(5);
@@ -122,7 +122,10 @@ fn a_count_refunded_to_zero_is_deleted() {
     assert_eq!(lab.states[0], LimitState::default());
     // With a penalty lock alive, only the lock is kept.
     let mut lab = Lab::one(penalty(
-        overdraft(spec(Algorithm::FixedWindow, 1, Unit::Second), false),
+        overdraft(
+            LimitSpec::new(Algorithm::FixedWindow, 1, Unit::Second),
+            false,
+        ),
         5_000,
     ));
     lab.hit(1);

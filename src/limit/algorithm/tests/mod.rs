@@ -16,27 +16,6 @@ use crate::limit::{Algorithm, Check, LimitResult, LimitSpec, StateTag, Unit};
 /// A minute-aligned instant (so second and minute windows start here).
 pub(super) const T0: u64 = 1_700_000_040_000;
 
-/// A limit with the defaults config would give it.
-pub(super) fn spec(algorithm: Algorithm, rpu: u64, unit: Unit) -> LimitSpec {
-    LimitSpec {
-        requests_per_unit: rpu,
-        unit,
-        unit_multiplier: 1,
-        algorithm,
-        burst: rpu,
-        buckets: if algorithm == Algorithm::SlidingWindow {
-            10
-        } else {
-            0
-        },
-        overdraft: algorithm.default_overdraft(),
-        penalty_ms: 0,
-        name: None,
-        slot: 0,
-        calendar: None,
-    }
-}
-
 pub(super) fn burst(mut s: LimitSpec, burst: u64) -> LimitSpec {
     s.burst = burst;
     s

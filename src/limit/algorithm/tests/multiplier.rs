@@ -7,7 +7,7 @@ use super::*;
 fn minutes(algorithm: Algorithm, rpu: u64, m: u32) -> LimitSpec {
     LimitSpec {
         unit_multiplier: m,
-        ..spec(algorithm, rpu, Unit::Minute)
+        ..LimitSpec::new(algorithm, rpu, Unit::Minute)
     }
 }
 

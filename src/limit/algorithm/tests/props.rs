@@ -70,7 +70,7 @@ proptest! {
     ) {
         let mut labs: Vec<Lab> = [Algorithm::TokenBucket, Algorithm::LeakyBucket, Algorithm::Gcra]
             .into_iter()
-            .map(|a| Lab::one(penalty(overdraft(burst(spec(a, rpu, unit), burst_), od), pen)))
+            .map(|a| Lab::one(penalty(overdraft(burst(LimitSpec::new(a, rpu, unit), burst_), od), pen)))
             .collect();
         for op in ops {
             let results: Vec<_> = labs.iter_mut().map(|lab| apply(lab, op)).collect();
@@ -88,7 +88,7 @@ proptest! {
         (rpu, unit, ops) in (0u64..40, unit())
             .prop_flat_map(|(r, u)| (Just(r), Just(u), trace(r + 2)))
     ) {
-        let mut lab = Lab::one(spec(Algorithm::SlidingLog, rpu, unit));
+        let mut lab = Lab::one(LimitSpec::new(Algorithm::SlidingLog, rpu, unit));
         let (c, w) = (rpu, unit.millis());
         let mut model: Vec<u64> = Vec::new();
         for op in ops {
@@ -128,7 +128,7 @@ proptest! {
         (rpu, buckets, unit, ops) in (0u64..40, 2u32..20, unit())
             .prop_flat_map(|(r, b, u)| (Just(r), Just(b), Just(u), trace(r + 2)))
     ) {
-        let mut s = spec(Algorithm::SlidingWindow, rpu, unit);
+        let mut s = LimitSpec::new(Algorithm::SlidingWindow, rpu, unit);
         s.buckets = buckets;
         let mut lab = Lab::one(s);
         let (w, b) = (unit.millis(), u64::from(buckets));
@@ -165,7 +165,7 @@ proptest! {
                 prop::collection::vec(0u64..5_000, 1..8)))
     ) {
         let od = od && alg != Algorithm::SlidingLog;
-        let mut lab = Lab::one(overdraft(spec(alg, rpu, Unit::Second), od));
+        let mut lab = Lab::one(overdraft(LimitSpec::new(alg, rpu, Unit::Second), od));
         for op in ops {
             if let Some(r) = apply(&mut lab, op) {
                 check_retry(&lab, op, &r);

@@ -20,7 +20,7 @@ fn penalized(reset_ms: u64, retry_ms: u64, used_before: u64) -> LimitResult {
 #[test]
 fn penalty_denies_without_touching_counters() {
     let mut lab = Lab::one(penalty(
-        spec(Algorithm::FixedWindow, 2, Unit::Minute),
+        LimitSpec::new(Algorithm::FixedWindow, 2, Unit::Minute),
         5_000,
     ));
     lab.burst(2);
@@ -41,7 +41,7 @@ fn penalty_denies_without_touching_counters() {
 fn penalty_expires_exactly_and_stretches_retry() {
     // 1/s, burst 1: after one hit, the next needs 999 ms; the penalty says 3000.
     let mut lab = Lab::one(penalty(
-        spec(Algorithm::TokenBucket, 1, Unit::Second),
+        LimitSpec::new(Algorithm::TokenBucket, 1, Unit::Second),
         3_000,
     ));
     assert_eq!(lab.hit(1), ok(0, 1_000, 0));
@@ -53,7 +53,10 @@ fn penalty_expires_exactly_and_stretches_retry() {
 #[test]
 fn peeks_and_refunds_never_lock_and_refunds_ignore_locks() {
     let spec_ = penalty(
-        overdraft(spec(Algorithm::FixedWindow, 1, Unit::Minute), false),
+        overdraft(
+            LimitSpec::new(Algorithm::FixedWindow, 1, Unit::Minute),
+            false,
+        ),
         5_000,
     );
     let mut lab = Lab::one(spec_);
@@ -65,7 +68,7 @@ fn peeks_and_refunds_never_lock_and_refunds_ignore_locks() {
     assert_eq!(lab.states[0].lock_until_ms, T0 + 5_000);
     assert_eq!(lab.hit(1), penalized(60_000, 5_000, 0));
     // A denied peek does not lock.
-    let mut lab = Lab::one(spec(Algorithm::FixedWindow, 1, Unit::Minute));
+    let mut lab = Lab::one(LimitSpec::new(Algorithm::FixedWindow, 1, Unit::Minute));
     lab.hit(2);
     lab.limits[0].penalty_ms = 5_000;
     let before = lab.states.clone();
@@ -75,7 +78,10 @@ fn peeks_and_refunds_never_lock_and_refunds_ignore_locks() {
 
 #[test]
 fn a_never_fitting_cost_locks_but_retry_stays_none() {
-    let mut lab = Lab::one(penalty(spec(Algorithm::Gcra, 5, Unit::Second), 2_000));
+    let mut lab = Lab::one(penalty(
+        LimitSpec::new(Algorithm::Gcra, 5, Unit::Second),
+        2_000,
+    ));
     assert_eq!(lab.hit(6), denied(0, None, 0));
     assert_eq!(lab.states[0].lock_until_ms, T0 + 2_000);
     assert_eq!(lab.hit(1), penalized(0, 2_000, 0));
@@ -84,10 +90,10 @@ fn a_never_fitting_cost_locks_but_retry_stays_none() {
 /// gcra 5/s (no overdraft) and a 7/min fixed window, overdraft as given.
 fn pair(fixed_overdraft: bool) -> Lab {
     Lab::new(vec![
-        spec(Algorithm::Gcra, 5, Unit::Second),
+        LimitSpec::new(Algorithm::Gcra, 5, Unit::Second),
         slot(
             overdraft(
-                spec(Algorithm::FixedWindow, 7, Unit::Minute),
+                LimitSpec::new(Algorithm::FixedWindow, 7, Unit::Minute),
                 fixed_overdraft,
             ),
             1,
@@ -133,8 +139,11 @@ fn overdraft_limits_are_charged_anyway() {
 #[test]
 fn a_penalized_limit_stops_every_charge() {
     let mut lab = Lab::new(vec![
-        penalty(spec(Algorithm::FixedWindow, 1, Unit::Minute), 10_000),
-        slot(spec(Algorithm::FixedWindow, 100, Unit::Minute), 1),
+        penalty(
+            LimitSpec::new(Algorithm::FixedWindow, 1, Unit::Minute),
+            10_000,
+        ),
+        slot(LimitSpec::new(Algorithm::FixedWindow, 100, Unit::Minute), 1),
     ]);
     lab.run(1, false);
     // Denied by limit 0 (which locks); limit 1 has overdraft: charged.
@@ -162,7 +171,12 @@ fn several_algorithms_in_one_check() {
     let limits: Vec<LimitSpec> = Algorithm::ALL
         .into_iter()
         .enumerate()
-        .map(|(i, a)| slot(overdraft(spec(a, 3, Unit::Second), false), i as u8))
+        .map(|(i, a)| {
+            slot(
+                overdraft(LimitSpec::new(a, 3, Unit::Second), false),
+                i as u8,
+            )
+        })
         .collect();
     let mut lab = Lab::new(limits);
     for _ in 0..3 {
@@ -191,7 +205,7 @@ fn no_input_panics() {
     {
         for unit in units {
             for rpu in [0, 1, 7, u64::from(u32::MAX), 1 << 53, u64::MAX] {
-                let mut s = spec(alg, rpu, unit);
+                let mut s = LimitSpec::new(alg, rpu, unit);
                 s.burst = if rpu == 7 { u64::MAX } else { rpu };
                 s.buckets = if rpu == 1 { 0 } else { s.buckets };
                 s.penalty_ms = if rpu == 7 { u64::MAX } else { 1 };

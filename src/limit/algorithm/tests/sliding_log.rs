@@ -5,7 +5,7 @@ use super::*;
 use crate::limit::algorithm::State;
 
 fn log(rpu: u64) -> Lab {
-    Lab::one(spec(Algorithm::SlidingLog, rpu, Unit::Second))
+    Lab::one(LimitSpec::new(Algorithm::SlidingLog, rpu, Unit::Second))
 }
 
 fn runs(lab: &Lab) -> Vec<(u64, u64)> {

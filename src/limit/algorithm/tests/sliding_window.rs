@@ -9,7 +9,7 @@ use crate::limit::algorithm::State;
 const I0: u64 = T0 / 100;
 
 fn sw(rpu: u64, buckets: u32) -> Lab {
-    let mut s = spec(Algorithm::SlidingWindow, rpu, Unit::Second);
+    let mut s = LimitSpec::new(Algorithm::SlidingWindow, rpu, Unit::Second);
     s.buckets = buckets;
     Lab::one(s)
 }
@@ -99,7 +99,7 @@ fn peek_never_writes_even_dropping() {
 #[test]
 fn overdraft_saturates_at_the_usage_cap() {
     let mut lab = Lab::one(overdraft(
-        spec(Algorithm::SlidingWindow, 10, Unit::Second),
+        LimitSpec::new(Algorithm::SlidingWindow, 10, Unit::Second),
         true,
     ));
     assert_eq!(lab.hit(u64::MAX), denied(1_100, None, 0));

@@ -9,8 +9,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use super::super::tests::{Lab, hourly, lab};
-use crate::limit::StateTag;
-use crate::limiter::{LimitSet, Metered, Modes, Outcome, Plan, Sources, decide};
+use crate::limiter::{Metered, Modes, Outcome, Plan, Sources, decide};
 
 impl Lab {
     async fn hits(&self, tag: u128, limits: &[crate::limit::LimitSpec], n: usize) {
@@ -191,17 +190,7 @@ async fn chaos(seed: u64, run_late: bool) {
         let (l, ok, limits) = (l.clone(), ok.clone(), limits.clone());
         tasks.push(tokio::spawn(async move {
             for _ in 0..300 {
-                let plans = [1u128, 2].map(|tag| {
-                    Plan::Metered(Metered {
-                        limits: LimitSet::Rule(&limits),
-                        tag: StateTag(tag),
-                        cost: 1,
-                        refund: false,
-                        shadow: false,
-                        quota: false,
-                        reference_key: None,
-                    })
-                });
+                let plans = [1, 2].map(|tag| Plan::Metered(Metered::charge(&limits, tag, 1)));
                 let sources = Sources {
                     cache: None,
                     view: Some(&l.view),
