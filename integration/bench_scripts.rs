@@ -506,13 +506,13 @@ fn envoy_overhead_runs_no_filter_and_sluice_through_one_envoy() {
 }
 
 /// `scripts/envoy-overload.sh` in a tiny mode: the memory store and strict Redis, each's
-/// capacity and then 2× it through a real Envoy with the overload guide's settings and with
-/// Envoy's defaults, unconfined (no quota or pinning: the suite need not run as root).
+/// capacity and then 2× it through a real Envoy with the overload guide's settings, with them
+/// sized to the instance's capacity and with Envoy's defaults, unconfined (no quota or pinning: the suite need not run as root).
 /// Speeds are not asserted (a debug build under a parallel suite); that every row and column
-/// of both tables is filled is, and that with the guide's settings Envoy kept to the guide's
-/// connections.
+/// of both tables is filled is, and that with the guide's settings (sized or not) Envoy kept
+/// to the guide's connections.
 #[test]
-fn envoy_overload_runs_both_settings_and_prints_its_tables() {
+fn envoy_overload_runs_every_setting_and_prints_its_tables() {
     let stdout = envoy_script(
         "scripts/envoy-overload.sh",
         &[
@@ -525,7 +525,7 @@ fn envoy_overload_runs_both_settings_and_prints_its_tables() {
         ],
     );
     for setup in ["memory", "redis"] {
-        for envoy in ["guide", "default"] {
+        for envoy in ["guide", "sized", "default"] {
             let prefix = format!("| {setup} | {envoy} | 2× | ");
             let row = stdout
                 .lines()
@@ -545,7 +545,7 @@ fn envoy_overload_runs_both_settings_and_prints_its_tables() {
             // Breaker overflow and timeouts are failed checks.
             let failed = num(&row[7], &row, &stdout);
             assert!(num(&row[8], &row, &stdout) <= failed, "{row:?}");
-            if envoy == "guide" {
+            if envoy != "default" {
                 // examples/envoy.yaml's max_connections (one Envoy worker, so no more).
                 assert!(num(&row[13], &row, &stdout) <= 4.0, "{row:?}: {stdout}");
             }
@@ -555,10 +555,10 @@ fn envoy_overload_runs_both_settings_and_prints_its_tables() {
             .lines()
             .filter(|l| l.starts_with(&prefix))
             .map(cells)
-            .find(|r| r.len() == 6)
+            .find(|r| r.len() == 7)
             .unwrap_or_else(|| panic!("no summary row for {setup}:\n{stdout}"));
         assert!(num(&summary[1], &summary, &stdout) > 0.0, "{summary:?}");
-        for cell in &summary[2..4] {
+        for cell in &summary[2..5] {
             num(cell, &summary, &stdout);
         }
     }

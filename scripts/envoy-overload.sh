@@ -32,7 +32,7 @@
 # core) is marked under the tables. The shortest period the kernel allows keeps the quota's
 # own stalls short (its quota 1 ms, so 10 ms at 10%: stalls of 9 ms, under the 20 ms deadline).
 #
-#   scripts/envoy-overload.sh                              # redis, 2×, guide and defaults: ~1 min
+#   scripts/envoy-overload.sh                              # redis, 2×, guide, sized and defaults: ~1.5 min
 #   SETUPS="memory redis" QUOTA=10 scripts/envoy-overload.sh
 #   MULTIPLES="1 2 4" scripts/envoy-overload.sh
 #
@@ -43,7 +43,10 @@
 #
 # Settings (environment):
 #   SETUPS       any of "memory redis local" (as scripts/overload.sh's) [redis]
-#   ENVOYS       Envoy's rate limit cluster: any of "guide default" [guide default]
+#   ENVOYS       Envoy's rate limit cluster: any of "guide sized default" [guide sized
+#                default]; sized: the guide's, with max_requests + max_pending_requests cut
+#                to capacity × TIMEOUT (the guide's rule for an instance slower than
+#                (max_requests + max_pending_requests) / TIMEOUT, as this quota makes it)
 #   MULTIPLES    offered load as multiples of capacity [2]
 #   DURATION, WARMUP   per run [10s, 2s]
 #   TIMEOUT      the filter's timeout [20ms]
@@ -68,7 +71,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 SETUPS=${SETUPS:-redis}
-ENVOYS=${ENVOYS:-guide default}
+ENVOYS=${ENVOYS:-guide sized default}
 MULTIPLES=${MULTIPLES:-2}
 DURATION=${DURATION:-10s}
 WARMUP=${WARMUP:-2s}
@@ -89,7 +92,7 @@ for s in $SETUPS; do
     case "$s" in memory | redis | local) ;; *) die "SETUPS: '$s' is not memory, redis or local" ;; esac
 done
 for e in $ENVOYS; do
-    case "$e" in guide | default) ;; *) die "ENVOYS: '$e' is neither guide nor default" ;; esac
+    case "$e" in guide | sized | default) ;; *) die "ENVOYS: '$e' is neither guide, sized nor default" ;; esac
 done
 command -v curl >/dev/null || die "curl not found: apt-get install -y curl"
 if [ "$SETUPS" != memory ]; then # redis and local need a redis-server
@@ -193,7 +196,9 @@ print(int(r.get("answered_per_second") or 0), json.dumps((r.get("latency_ms") or
         for m in $MULTIPLES; do
             rate=$(python3 -c "print(max(1, round($capacity * $m)))")
             log "$setup: ${m}x = $rate req/s through Envoy ($envoy settings)"
-            envoy_write "$WORK/envoy.json" "$GRPC_PORT" "$TIMEOUT" allow "$envoy" none
+            breakers=$envoy
+            [ "$envoy" = sized ] && breakers="sized:$capacity"
+            envoy_write "$WORK/envoy.json" "$GRPC_PORT" "$TIMEOUT" allow "$breakers" none
             envoy_start "$WORK/envoy.json"
             h2load_run "$WORK/warm.log" "$rate" "$WARMUP" "$KEYS" "$STREAMS"
             snapshot "$WORK/before"

@@ -33,8 +33,10 @@ print(os.path.join(os.path.dirname(spec.origin), "_bin", "envoy") if spec else "
 # grpc-timeout). FAILURE: deny (failure_mode_deny: a failed check is a 500) or allow.
 # BREAKERS: guide (the RLS cluster of examples/envoy.yaml, which
 # docs/how-to/overload-and-tuning.md explains: its max_concurrent_streams and circuit
-# breakers, read from that file) or default (Envoy's: 1024 connections, requests and
-# pending requests). UPSTREAM: listener (the second listener answers 200) or none (the
+# breakers, read from that file), sized:CAPACITY (the guide's, with max_requests and
+# max_pending_requests cut to what an instance answering CAPACITY checks per second answers
+# within TIMEOUT, the guide's rule for a small instance) or default (Envoy's: 1024
+# connections, requests and pending requests). UPSTREAM: listener (the second listener answers 200) or none (the
 # route's cluster has no endpoint: after the check Envoy answers 503 itself, so its CPU goes
 # to the checks and not to proxying).
 envoy_write() {
@@ -100,11 +102,19 @@ if rls:
                                "transport_api_version": "V3"}}})
     http2 = {}
     extra = {}
-    if breakers == "guide":
+    if breakers == "guide" or breakers.startswith("sized:"):
         streams, extra["circuit_breakers"] = guide()
         http2["max_concurrent_streams"] = streams
+        if breakers.startswith("sized:"):
+            # The guide's rule for an instance slower than (max_requests +
+            # max_pending_requests) / timeout: no more calls outstanding than it answers
+            # within the timeout (capacity × timeout), a quarter of them at most pending.
+            t = extra["circuit_breakers"]["thresholds"][0]
+            fits = int(float(breakers.split(":", 1)[1]) * float(timeout[:-1]))
+            t["max_pending_requests"] = max(1, min(t["max_pending_requests"], fits // 4))
+            t["max_requests"] = max(t["max_connections"], fits - t["max_pending_requests"])
     elif breakers != "default":
-        sys.exit(f"breakers: {breakers!r} is neither guide nor default")
+        sys.exit(f"breakers: {breakers!r} is neither guide, sized:CAPACITY nor default")
     extra["typed_extension_protocol_options"] = {
         "envoy.extensions.upstreams.http.v3.HttpProtocolOptions": {
             "@type": "type.googleapis.com/envoy.extensions.upstreams.http.v3.HttpProtocolOptions",
