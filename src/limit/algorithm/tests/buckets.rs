@@ -235,7 +235,10 @@ fn a_write_behind_the_stored_time_keeps_it() {
         // Refund 1 request at T0: nothing may refill before T0 + 1000 (lag 1000 ms).
         let expected = match alg {
             Algorithm::Gcra => ok(0, 1_900, 20),
-            _ => ok(1, 1_900, 10),
+            Algorithm::TokenBucket | Algorithm::LeakyBucket => ok(1, 1_900, 10),
+            Algorithm::FixedWindow | Algorithm::SlidingWindow | Algorithm::SlidingLog => {
+                unreachable!("not a bucket")
+            }
         };
         assert_eq!(lab.at(T0).refund(1), expected, "{alg}");
         assert_eq!(lab.at(T0 + 1_000).peek_pure(), ok(1, 900, 9), "{alg}");
@@ -271,11 +274,14 @@ fn overdraft_saturates_at_lmax_with_rate_one() {
                 level: lmax,
                 ts: T0,
             }),
-            _ => State::Gcra(Gcra {
+            Algorithm::Gcra => State::Gcra(Gcra {
                 a: T0 + lmax,
                 b: 0,
                 r: 1,
             }),
+            Algorithm::FixedWindow | Algorithm::SlidingWindow | Algorithm::SlidingLog => {
+                unreachable!("not a bucket")
+            }
         };
         assert_eq!(lab.states[0].state, stored, "{alg}");
         assert_eq!(lab.states[0].state_expires_ms, T0 + lmax, "{alg}");
@@ -317,7 +323,12 @@ fn a_lowered_rate_lowers_the_cap_on_load() {
         lab.advance(10);
         let expected = match alg {
             Algorithm::Gcra => denied(lmax - 10, Some(lmax - 1_010), used),
-            _ => denied(lmax, Some(lmax - 1_000), used),
+            Algorithm::TokenBucket | Algorithm::LeakyBucket => {
+                denied(lmax, Some(lmax - 1_000), used)
+            }
+            Algorithm::FixedWindow | Algorithm::SlidingWindow | Algorithm::SlidingLog => {
+                unreachable!("not a bucket")
+            }
         };
         assert_eq!(lab.peek_pure(), expected, "{alg}");
     }
