@@ -8,7 +8,7 @@
 # direct_response makes no rate limit call, so the filter needs a real upstream cluster).
 # Without a rate limit service it is the same bootstrap without the filter and its cluster.
 #
-#   in:   WORK (the caller's scratch directory), die and log (functions), free_port,
+#   in:   WORK (the caller's scratch directory), die, log and free_port (lib/prelude.sh),
 #         client_cmd (the prefix Envoy and h2load start with: pinned, in the client's cgroup)
 #   out:  envoy_find, envoy_write, envoy_start, envoy_stop, envoy_stats, cpu_ns, h2load_run,
 #         h2load_summary; E_ADMIN, E_FRONT (ports) and EPID once started; GEN_CPU (seconds)
