@@ -111,8 +111,7 @@ stop_pid() {
 }
 stop_server() { if [ -n "$SPID" ]; then stop_pid "$SPID"; SPID=""; fi; }
 cleanup() {
-    [ -z "$H2LOAD_PID" ] || kill "$H2LOAD_PID" 2>/dev/null || true
-    envoy_stop
+    envoy_cleanup
     stop_server
     stop_redis
     for g in $CGROUP $CLIENT_CGROUP; do rmdir "$g" 2>/dev/null || true; done

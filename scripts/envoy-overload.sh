@@ -105,8 +105,7 @@ SLUICE_PID="" REDIS_PID="" CGROUP="" CLIENT_CGROUP=""
 # shellcheck source=lib/envoy.sh
 . scripts/lib/envoy.sh
 cleanup() {
-    [ -z "$H2LOAD_PID" ] || kill "$H2LOAD_PID" 2>/dev/null || true
-    envoy_stop
+    envoy_cleanup
     for p in $SLUICE_PID $REDIS_PID; do kill "$p" 2>/dev/null || true; done
     for p in $SLUICE_PID $REDIS_PID; do wait "$p" 2>/dev/null || true; done
     for g in $CGROUP $CLIENT_CGROUP; do rmdir "$g" 2>/dev/null || true; done
