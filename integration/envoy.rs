@@ -15,6 +15,7 @@ mod responses;
 mod rlqs;
 mod rls;
 mod rolling_restart;
+mod setup;
 mod shadow;
 mod tokens;
 mod transports;

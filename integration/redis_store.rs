@@ -197,6 +197,13 @@ impl Env {
     }
 }
 
+/// One call of `checks` on `store`: its results (a failed call panics, saying `what`).
+pub async fn run_on(store: &RedisStore, checks: &[Check<'_>], what: &str) -> Vec<LimitResult> {
+    let mut out = Vec::new();
+    store.run(&Call::new(checks), &mut out).await.expect(what);
+    out
+}
+
 /// An allowed result.
 pub fn allow(remaining: u64, reset_ms: u64, used_before: u64) -> LimitResult {
     LimitResult {

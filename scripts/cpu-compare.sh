@@ -74,24 +74,12 @@ LOADGEN=${LOADGEN:-target/release/examples/loadgen}
 LIMITADOR=${LIMITADOR:-}
 FORMAT=${FORMAT:-md}
 
-die() {
-    echo "cpu-compare: $*" >&2
-    exit 1
-}
-say() { echo "cpu-compare: $*" >&2; }
-need() { command -v "$1" >/dev/null 2>&1 || die "$1 not found: $2"; }
-need python3 "apt-get install -y python3"
-need curl "apt-get install -y curl"
-case " $STORES " in *" redis "*)
-    need redis-server "apt-get install -y redis-server"
-    need redis-cli "apt-get install -y redis-tools"
-    ;;
-esac
-case "$ROUNDS" in '' | *[!0-9]* | 0) die "ROUNDS must be a positive integer (got '$ROUNDS')" ;; esac
+# shellcheck source=lib/prelude.sh
+. scripts/lib/prelude.sh
+need_store_tools "$STORES"
+positive ROUNDS
 case "$FORMAT" in md | text) ;; *) die "FORMAT must be md or text (got '$FORMAT')" ;; esac
-for s in $STORES; do
-    case "$s" in memory | redis) ;; *) die "STORES: '$s' is neither memory nor redis" ;; esac
-done
+known_stores
 BUILDS=${SLUICES:-=$SLUICE}
 for b in $BUILDS; do
     case "$b" in *=*) ;; *) die "SLUICES: '$b' is not label=path" ;; esac
@@ -102,7 +90,7 @@ done
 if [ -n "$LIMITADOR" ]; then
     [ -x "$LIMITADOR" ] || die "LIMITADOR: no executable at $LIMITADOR"
 else
-    say "LIMITADOR unset: limitador is not measured (see this script's header to build it)"
+    log "LIMITADOR unset: limitador is not measured (see this script's header to build it)"
 fi
 
 PIN=${PIN:-auto}
@@ -150,11 +138,8 @@ cleanup() {
     stop_redis
     rm -rf "$OUT"
 }
-trap cleanup EXIT
-trap 'exit 130' INT
-trap 'exit 143' TERM
+on_exit cleanup
 
-free_port() { python3 scripts/free-port.py; } # below the ephemeral range: see the script
 listening() { python3 -c 'import socket, sys; socket.create_connection(("127.0.0.1", int(sys.argv[1])), 0.5)' "$1" 2>/dev/null; }
 
 start_redis() {
@@ -241,7 +226,7 @@ HZ=$(getconf CLK_TCK)
 measure() {
     local round=$1 name=$2 kind=$3 bin=$4 store=$5 t0 t1 r0 r1 loaded=() warm=() unloaded=()
     NAME=$name STORE=$store
-    say "round $round: $name, $store"
+    log "round $round: $name, $store"
     [ -n "$RPID" ] && redis-cli -p "$RPORT" flushall >/dev/null
     start_server "$kind" "$bin" "$store"
     if [ -n "$N" ]; then
@@ -297,7 +282,7 @@ servers() {
     return 0
 }
 
-say "$PINNED"
+log "$PINNED"
 STARTED=$(date +%s)
 LOAD_BEFORE=$(cut -d' ' -f1-3 /proc/loadavg)
 for round in $(seq "$ROUNDS"); do

@@ -83,24 +83,12 @@ SLUICE=${SLUICE:-target/release/sluice}
 LIMITADOR=${LIMITADOR:-}
 QUOTA=0 # no quota: every part is measured at a rate it can answer
 
-die() {
-    echo "envoy-overhead: $*" >&2
-    exit 1
-}
-log() { echo "envoy-overhead: $*" >&2; }
-need() { command -v "$1" >/dev/null 2>&1 || die "$1 not found: $2"; }
-need python3 "apt-get install -y python3"
-need curl "apt-get install -y curl"
-case " $STORES " in *" redis "*)
-    need redis-server "apt-get install -y redis-server"
-    need redis-cli "apt-get install -y redis-tools"
-    ;;
-esac
-case "$ROUNDS" in '' | *[!0-9]* | 0) die "ROUNDS must be a positive integer (got '$ROUNDS')" ;; esac
-case "$RATE" in '' | *[!0-9]* | 0) die "RATE must be a positive integer (got '$RATE')" ;; esac
-for s in $STORES; do
-    case "$s" in memory | redis) ;; *) die "STORES: '$s' is neither memory nor redis" ;; esac
-done
+# shellcheck source=lib/prelude.sh
+. scripts/lib/prelude.sh
+need_store_tools "$STORES"
+positive ROUNDS
+positive RATE
+known_stores
 [ -x "$SLUICE" ] || die "no sluice binary at $SLUICE (cargo build --release --bin sluice)"
 if [ -n "$LIMITADOR" ]; then
     [ -x "$LIMITADOR" ] || die "LIMITADOR: no executable at $LIMITADOR"
@@ -108,7 +96,6 @@ else
     log "LIMITADOR unset: limitador is not measured (scripts/cpu-compare.sh's header says how to build it)"
 fi
 
-free_port() { python3 scripts/free-port.py; } # below the ephemeral range: see the script
 WORK=$(mktemp -d)
 SPID="" CGROUP="" CLIENT_CGROUP=""
 # shellcheck source=lib/envoy.sh
@@ -124,16 +111,13 @@ stop_pid() {
 }
 stop_server() { if [ -n "$SPID" ]; then stop_pid "$SPID"; SPID=""; fi; }
 cleanup() {
-    [ -z "$H2LOAD_PID" ] || kill "$H2LOAD_PID" 2>/dev/null || true
-    envoy_stop
+    envoy_cleanup
     stop_server
     stop_redis
     for g in $CGROUP $CLIENT_CGROUP; do rmdir "$g" 2>/dev/null || true; done
     rm -rf "$WORK"
 }
-trap cleanup EXIT
-trap 'exit 130' INT
-trap 'exit 143' TERM
+on_exit cleanup
 envoy_find
 
 SERVER_SIDE="the rate limit server" CLIENT_SIDE="Envoy and h2load"

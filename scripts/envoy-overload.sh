@@ -83,47 +83,35 @@ STREAMS=${STREAMS:-1024}
 QUOTA=${QUOTA:-10}
 EXTRA=${EXTRA:-}
 
-die() {
-    echo "envoy-overload: $*" >&2
-    exit 1
-}
-log() { echo "envoy-overload: $*" >&2; }
+# shellcheck source=lib/prelude.sh
+. scripts/lib/prelude.sh
 for s in $SETUPS; do
     case "$s" in memory | redis | local) ;; *) die "SETUPS: '$s' is not memory, redis or local" ;; esac
 done
 for e in $ENVOYS; do
     case "$e" in guide | sized | default) ;; *) die "ENVOYS: '$e' is neither guide, sized nor default" ;; esac
 done
-command -v curl >/dev/null || die "curl not found: apt-get install -y curl"
+need curl "apt-get install -y curl"
 if [ "$SETUPS" != memory ]; then # redis and local need a redis-server
-    command -v redis-server >/dev/null || die "redis-server not found: apt-get install -y redis-server"
-    command -v redis-cli >/dev/null || die "redis-cli not found: apt-get install -y redis-tools"
+    need_redis
 fi
 
-if [ -z "${SLUICE:-}" ] && [ -z "${LOADGEN:-}" ]; then
-    cargo build --release --locked --quiet --bin sluice --example loadgen
-fi
-SLUICE=${SLUICE:-target/release/sluice}
-LOADGEN=${LOADGEN:-target/release/examples/loadgen}
+build_sluice_and_loadgen
 [ -x "$SLUICE" ] || die "no sluice binary at $SLUICE"
 [ -x "$LOADGEN" ] || die "no load generator at $LOADGEN"
 
-free_port() { python3 scripts/free-port.py; } # below the ephemeral range: see the script
 WORK=$(mktemp -d)
 SLUICE_PID="" REDIS_PID="" CGROUP="" CLIENT_CGROUP=""
 # shellcheck source=lib/envoy.sh
 . scripts/lib/envoy.sh
 cleanup() {
-    [ -z "$H2LOAD_PID" ] || kill "$H2LOAD_PID" 2>/dev/null || true
-    envoy_stop
+    envoy_cleanup
     for p in $SLUICE_PID $REDIS_PID; do kill "$p" 2>/dev/null || true; done
     for p in $SLUICE_PID $REDIS_PID; do wait "$p" 2>/dev/null || true; done
     for g in $CGROUP $CLIENT_CGROUP; do rmdir "$g" 2>/dev/null || true; done
     rm -rf "$WORK"
 }
-trap cleanup EXIT
-trap 'exit 130' INT
-trap 'exit 143' TERM
+on_exit cleanup
 envoy_find
 
 SERVER_SIDE="sluice and redis-server" CLIENT_SIDE="Envoy and h2load"

@@ -71,15 +71,9 @@ OUTSTANDING=${OUTSTANDING:-$((CONNECTIONS * 16 + 16))}
 QUOTA=${QUOTA:-25}
 EXTRA=${EXTRA:-}
 
-if [ -z "${SLUICE:-}" ] && [ -z "${LOADGEN:-}" ]; then
-    cargo build --release --locked --quiet --bin sluice --example loadgen
-fi
-SLUICE=${SLUICE:-target/release/sluice}
-LOADGEN=${LOADGEN:-target/release/examples/loadgen}
-
-log() { echo "overload: $*" >&2; }
-die() { log "$*"; exit 1; }
-free_port() { python3 scripts/free-port.py; } # below the ephemeral range: see the script
+# shellcheck source=lib/prelude.sh
+. scripts/lib/prelude.sh
+build_sluice_and_loadgen
 
 WORK=$(mktemp -d)
 SLUICE_PID= REDIS_PID= CGROUP= CLIENT_CGROUP=

@@ -4,23 +4,18 @@
 
 use serde_json::json;
 
-use crate::support::envoy::{Front, Rls};
-use crate::support::sluice::*;
+use super::setup;
 
-const RULES: &str = "\
-domain: front
-descriptors:
-  - key: generic_key
-    value: front
-    rate_limit: {unit: minute, requests_per_unit: 100}
-";
+fn rules() -> String {
+    setup::rules("unit: minute, requests_per_unit: 100")
+}
 
 /// The route's limit override from dynamic metadata (set here by Envoy's `set_metadata`
 /// filter, as an auth filter would per client) replaces the rule's 100 per minute.
 #[tokio::test]
 async fn the_limit_override_from_dynamic_metadata_applies() {
-    let s = sluice().file("front.yaml", RULES).start_healthy().await;
-    let mut f = Front::new("front", Rls::Tcp(vec![s.grpc]));
+    let s = setup::serving(&rules()).start_healthy().await;
+    let mut f = setup::front_asking(&s);
     f.filters_before = vec![json!({
         "name": "envoy.filters.http.set_metadata",
         "typed_config": {
@@ -53,23 +48,15 @@ async fn the_limit_override_from_dynamic_metadata_applies() {
 /// route's): each request costs N.
 #[tokio::test]
 async fn hits_addend_number_is_the_cost() {
-    let s = sluice().file("front.yaml", RULES).start_healthy().await;
-    let front = Front::new("front", Rls::Tcp(vec![s.grpc]))
+    let s = setup::serving(&rules()).start_healthy().await;
+    let front = setup::front_asking(&s)
         .filter_rate_limits_yaml(
             "- actions: [{generic_key: {descriptor_value: front}}]\n  hits_addend: {number: 40}\n",
         )
         .start()
         .await;
-    let mut got = Vec::new();
-    for _ in 0..3 {
-        let r = front.get("/", &[]).await;
-        got.push((
-            r.status,
-            r.header("x-ratelimit-remaining").map(String::from),
-        ));
-    }
     assert_eq!(
-        got,
+        front.statuses_and_remaining(3).await,
         [
             (200, Some("60".into())),
             (200, Some("20".into())),
@@ -83,8 +70,8 @@ async fn hits_addend_number_is_the_cost() {
 /// `hits_addend: {format: ...}`: the cost read from the request (a header here).
 #[tokio::test]
 async fn hits_addend_format_reads_the_cost_per_request() {
-    let s = sluice().file("front.yaml", RULES).start_healthy().await;
-    let front = Front::new("front", Rls::Tcp(vec![s.grpc]))
+    let s = setup::serving(&rules()).start_healthy().await;
+    let front = setup::front_asking(&s)
         .filter_rate_limits_yaml(
             "- actions: [{generic_key: {descriptor_value: front}}]\n  hits_addend: {format: \"%REQ(x-cost)%\"}\n",
         )

@@ -4,25 +4,17 @@
 
 use std::time::Duration;
 
-use crate::support::envoy::{Front, Rls};
-use crate::support::sluice::*;
+use crate::support::envoy::Front;
 
-const RULES: &str = "\
-domain: front
-descriptors:
-  - key: generic_key
-    value: front
-    rate_limit: {unit: minute, requests_per_unit: 100}
-";
+use super::setup;
+
+fn rules() -> String {
+    setup::rules("unit: minute, requests_per_unit: 100")
+}
 
 async fn with_sluice_stopped(deny: bool, google: bool) {
-    let s = sluice().file("front.yaml", RULES).start_healthy().await;
-    let rls = if google {
-        Rls::Google(s.grpc.to_string())
-    } else {
-        Rls::Tcp(vec![s.grpc])
-    };
-    let mut f = Front::new("front", rls);
+    let s = setup::serving(&rules()).start_healthy().await;
+    let mut f = Front::new("front", setup::rls(&s, google));
     f.failure_mode_deny = deny;
     let front = f.start().await;
     assert_eq!(front.get("/", &[]).await.status, 200, "served while up");

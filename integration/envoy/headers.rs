@@ -3,21 +3,16 @@
 //! `Retry-After` (`--retry-after-header`), and the request headers sluice has Envoy add for
 //! the upstream (`--request-headers`, their `LIMIT_REQUEST_HEADERS_ENABLED`).
 
-use crate::support::envoy::{Front, Rls};
-use crate::support::sluice::*;
+use super::setup;
 
-const RULES: &str = "\
-domain: front
-descriptors:
-  - key: generic_key
-    value: front
-    rate_limit: {unit: minute, requests_per_unit: 2, name: two_per_minute}
-";
+fn rules() -> String {
+    setup::rules("unit: minute, requests_per_unit: 2, name: two_per_minute")
+}
 
 #[tokio::test]
 async fn x_ratelimit_headers_on_every_answer() {
-    let s = sluice().file("front.yaml", RULES).start_healthy().await;
-    let front = Front::new("front", Rls::Tcp(vec![s.grpc])).start().await;
+    let s = setup::serving(&rules()).start_healthy().await;
+    let front = setup::front_asking(&s).start().await;
     let mut seen = Vec::new();
     for _ in 0..3 {
         let r = front.get("/", &[]).await;
@@ -42,12 +37,11 @@ async fn x_ratelimit_headers_on_every_answer() {
 
 #[tokio::test]
 async fn response_headers_and_retry_after_reach_the_client() {
-    let s = sluice()
-        .file("front.yaml", RULES)
+    let s = setup::serving(&rules())
         .args(["--response-headers", "--retry-after-header"])
         .start_healthy()
         .await;
-    let front = Front::new("front", Rls::Tcp(vec![s.grpc])).start().await;
+    let front = setup::front_asking(&s).start().await;
     let first = front.get("/", &[]).await;
     assert_eq!(first.status, 200);
     assert_eq!(first.header("ratelimit-limit"), Some("2"), "{first:?}");
@@ -67,12 +61,11 @@ async fn response_headers_and_retry_after_reach_the_client() {
 
 #[tokio::test]
 async fn ietf_style_response_headers_reach_the_client() {
-    let s = sluice()
-        .file("front.yaml", RULES)
+    let s = setup::serving(&rules())
         .args(["--response-headers", "--response-headers-style", "ietf"])
         .start_healthy()
         .await;
-    let front = Front::new("front", Rls::Tcp(vec![s.grpc])).start().await;
+    let front = setup::front_asking(&s).start().await;
     let r = front.get("/", &[]).await;
     assert_eq!(
         r.header("ratelimit-policy"),
@@ -90,12 +83,11 @@ async fn ietf_style_response_headers_reach_the_client() {
 /// upstream echoes them back as `upstream-saw-*`); the client's response does not carry them.
 #[tokio::test]
 async fn request_headers_reach_the_upstream() {
-    let s = sluice()
-        .file("front.yaml", RULES)
+    let s = setup::serving(&rules())
         .env("LIMIT_REQUEST_HEADERS_ENABLED", "true")
         .start_healthy()
         .await;
-    let mut f = Front::new("front", Rls::Tcp(vec![s.grpc]));
+    let mut f = setup::front_asking(&s);
     f.upstream_echo = ["ratelimit-limit", "ratelimit-remaining", "ratelimit-reset"]
         .map(String::from)
         .to_vec();

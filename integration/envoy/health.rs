@@ -4,29 +4,22 @@
 
 use std::time::Duration;
 
-use crate::support::envoy::{Front, Rls};
 use crate::support::redis::RedisServer;
-use crate::support::sluice::*;
 
-const RULES: &str = "\
-domain: front
-descriptors:
-  - key: generic_key
-    value: front
-    rate_limit: {unit: minute, requests_per_unit: 100}
-";
+use super::setup::{self, WITHIN};
 
-const WITHIN: Duration = Duration::from_secs(20);
+fn rules() -> String {
+    setup::rules("unit: minute, requests_per_unit: 100")
+}
 
 #[tokio::test]
 async fn healthy_while_serving_failed_while_not_serving() {
     let mut redis = RedisServer::start();
-    let s = sluice()
-        .file("front.yaml", RULES)
+    let s = setup::serving(&rules())
         .redis(redis.url())
         .start_healthy()
         .await;
-    let front = Front::new("front", Rls::Tcp(vec![s.grpc]))
+    let front = setup::front_asking(&s)
         .health_check(Duration::from_millis(200))
         .start()
         .await;

@@ -3,25 +3,19 @@
 
 use std::time::Duration;
 
-use crate::support::envoy::{Front, Rls};
-use crate::support::sluice::*;
+use super::setup;
 
-const RULES: &str = "\
-domain: front
-descriptors:
-  - key: generic_key
-    value: front
-    rate_limit: {unit: minute, requests_per_unit: 1, name: one_per_minute}
-";
+fn rules() -> String {
+    setup::rules("unit: minute, requests_per_unit: 1, name: one_per_minute")
+}
 
 #[tokio::test]
 async fn the_decision_is_in_envoys_access_log() {
-    let s = sluice()
-        .file("front.yaml", RULES)
+    let s = setup::serving(&rules())
         .arg("--decision-metadata")
         .start_healthy()
         .await;
-    let front = Front::new("front", Rls::Tcp(vec![s.grpc])).start().await;
+    let front = setup::front_asking(&s).start().await;
     assert_eq!(front.get("/ok", &[]).await.status, 200);
     assert_eq!(front.get("/denied", &[]).await.status, 429);
     let log = front.wait_access_log(2, Duration::from_secs(20)).await;

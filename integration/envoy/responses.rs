@@ -4,8 +4,7 @@
 
 use serde_json::json;
 
-use crate::support::envoy::{Front, Rls};
-use crate::support::sluice::*;
+use super::setup;
 
 #[tokio::test]
 async fn raw_body_content_type_and_headers_go_with_the_rules_429() {
@@ -20,8 +19,8 @@ descriptors:
       content_type: application/json
       headers: {x-ratelimit-rule: per-front}
 "#;
-    let s = sluice().file("front.yaml", rules).start_healthy().await;
-    let front = Front::new("front", Rls::Tcp(vec![s.grpc])).start().await;
+    let s = setup::serving(rules).start_healthy().await;
+    let front = setup::front_asking(&s).start().await;
     let ok = front.get("/", &[]).await;
     assert_eq!(ok.status, 200);
     assert_eq!(ok.header("x-ratelimit-rule"), None, "only on the denial");
@@ -48,12 +47,11 @@ descriptors:
       hidden: true
       hide_current_limit: true
 "#;
-    let s = sluice()
-        .file("front.yaml", rules)
+    let s = setup::serving(rules)
         .args(["--response-headers", "--retry-after-header"])
         .start_healthy()
         .await;
-    let mut f = Front::new("front", Rls::Tcp(vec![s.grpc]));
+    let mut f = setup::front_asking(&s);
     f.route_rate_limits = json!([
         { "actions": [{ "generic_key": { "descriptor_value": "visible" } }] },
         { "actions": [{ "generic_key": { "descriptor_value": "hidden" } }] },

@@ -12,6 +12,7 @@
 //! shares the replicas recorded never add up to more than the limit.
 
 use std::net::SocketAddr;
+use std::ops::RangeInclusive;
 use std::time::{Duration, Instant};
 
 use crate::support::redis::RedisServer;
@@ -187,28 +188,37 @@ async fn one_envoy_is_held_to_the_rule() {
     assert!(got >= 2, "{got} in {span} s");
 }
 
+/// Envoys opening the bucket `shared` together, each offering its rate (requests a second)
+/// until [`END`], held to the rule: what passed at each in all, and once converged.
+async fn shared(replicas: usize, rates: &[u32]) -> (Vec<u64>, Vec<u64>) {
+    let s = Sluices::start(replicas, RULES, &[]).await;
+    let envoys = s.envoys("fair", rates.len()).await;
+    let t0 = open(&envoys, "shared").await;
+    let answers = load(&envoys, "shared", rates, t0).await;
+    assert_within_the_rule(&s, "fair", &answers, LIMIT_PER_MINUTE, t0).await;
+    let all = answers.iter().map(Answers::all_passed).collect();
+    (all, converged(&answers, t0))
+}
+
+/// Envoys offering the same load (`rates`): none gets less than one `starved`th of what
+/// passes, and once converged each one's part of what passes is within `part`.
+async fn equal_demand(replicas: usize, rates: &[u32], starved: u64, part: RangeInclusive<f64>) {
+    let (all, c) = shared(replicas, rates).await;
+    let total: u64 = all.iter().sum();
+    for &n in &all {
+        assert!(starved * n >= total, "{all:?}: one of them starved");
+    }
+    let sum: u64 = c.iter().sum();
+    for &n in &c {
+        assert!(part.contains(&(n as f64 / sum as f64)), "converged: {c:?}");
+    }
+}
+
 /// Two Envoys opening the bucket together and offering the same load: neither gets less
 /// than a quarter of what passes (the first one no longer takes the limit before the
 /// second one's demand is known), and once converged each gets about half.
 async fn two_envoys_with_equal_demand(replicas: usize) {
-    let s = Sluices::start(replicas, RULES, &[]).await;
-    let envoys = s.envoys("fair", 2).await;
-    let t0 = open(&envoys, "shared").await;
-    let answers = load(&envoys, "shared", &[15, 15], t0).await;
-    assert_within_the_rule(&s, "fair", &answers, LIMIT_PER_MINUTE, t0).await;
-    let all: Vec<u64> = answers.iter().map(Answers::all_passed).collect();
-    let total: u64 = all.iter().sum();
-    for &n in &all {
-        assert!(4 * n >= total, "{all:?}: one of them starved");
-    }
-    let c = converged(&answers, t0);
-    let sum: u64 = c.iter().sum();
-    for &n in &c {
-        assert!(
-            (0.35..=0.65).contains(&(n as f64 / sum as f64)),
-            "converged: {c:?}"
-        );
-    }
+    equal_demand(replicas, &[15, 15], 4, 0.35..=0.65).await;
 }
 
 #[tokio::test]
@@ -224,12 +234,7 @@ async fn two_envoys_with_equal_demand_share_equally_across_replicas() {
 /// Two Envoys offering 3:1: once converged, what passes is 3:1 within 15 %, with the default
 /// floor (a minimum, so it does not bend a split where both demands are above it).
 async fn three_to_one(replicas: usize) {
-    let s = Sluices::start(replicas, RULES, &[]).await;
-    let envoys = s.envoys("fair", 2).await;
-    let t0 = open(&envoys, "shared").await;
-    let answers = load(&envoys, "shared", &[24, 8], t0).await;
-    assert_within_the_rule(&s, "fair", &answers, LIMIT_PER_MINUTE, t0).await;
-    let c = converged(&answers, t0);
+    let (_, c) = shared(replicas, &[24, 8]).await;
     let ratio = c[0] as f64 / c[1].max(1) as f64;
     assert!((2.55..=3.45).contains(&ratio), "converged: {c:?}");
 }
@@ -244,26 +249,10 @@ async fn shares_follow_demand_three_to_one_across_replicas() {
     three_to_one(2).await;
 }
 
-/// Three Envoys offering the same load: each about a third once converged, none starved.
+/// Three Envoys offering the same load: each about a third once converged, none starved
+/// (none below a fifth of what passes).
 async fn three_envoys(replicas: usize) {
-    let s = Sluices::start(replicas, RULES, &[]).await;
-    let envoys = s.envoys("fair", 3).await;
-    let t0 = open(&envoys, "shared").await;
-    let answers = load(&envoys, "shared", &[10, 10, 10], t0).await;
-    assert_within_the_rule(&s, "fair", &answers, LIMIT_PER_MINUTE, t0).await;
-    let all: Vec<u64> = answers.iter().map(Answers::all_passed).collect();
-    let total: u64 = all.iter().sum();
-    for &n in &all {
-        assert!(5 * n >= total, "{all:?}: one of them starved");
-    }
-    let c = converged(&answers, t0);
-    let sum: u64 = c.iter().sum();
-    for &n in &c {
-        assert!(
-            (0.25..=0.42).contains(&(n as f64 / sum as f64)),
-            "converged: {c:?}"
-        );
-    }
+    equal_demand(replicas, &[10, 10, 10], 5, 0.25..=0.42).await;
 }
 
 #[tokio::test]
@@ -290,8 +279,14 @@ descriptors:
         rate_limit: {unit: minute, requests_per_unit: 0}
 ";
 
-/// The Envoy's bucket holds sluice's DENY_ALL (sent at its first report).
-async fn denied_by_sluice(s: &Sluice) -> QuotaEnvoy {
+/// sluice serving [`CLOSED`] with `args`, and an Envoy whose bucket holds sluice's DENY_ALL
+/// (sent at its first report).
+async fn denied_by_sluice(args: &[&str]) -> (Sluice, QuotaEnvoy) {
+    let s = sluice()
+        .file("rules.yaml", CLOSED)
+        .args(args.iter().copied())
+        .start_healthy()
+        .await;
     let e = QuotaFront::new("fair", s.grpc)
         .allow_all_when_expired()
         .start()
@@ -306,7 +301,7 @@ async fn denied_by_sluice(s: &Sluice) -> QuotaEnvoy {
         assert!(Instant::now() < deadline, "no assignment sent");
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
-    e
+    (s, e)
 }
 
 /// Wait until requests in `tier=closed` pass (the assignment expired); how many were denied
@@ -328,12 +323,7 @@ async fn denied_until_expired(e: &QuotaEnvoy) -> u32 {
 /// runs out; then it applies its `expired_assignment_behavior`.
 #[tokio::test]
 async fn an_assignment_outlives_a_killed_sluice_until_its_ttl() {
-    let s = sluice()
-        .file("rules.yaml", CLOSED)
-        .args(["--rlqs-assignment-ttl", "6s"])
-        .start_healthy()
-        .await;
-    let e = denied_by_sluice(&s).await;
+    let (s, e) = denied_by_sluice(&["--rlqs-assignment-ttl", "6s"]).await;
     s.signal("KILL");
     // At least 3 s of the TTL are left (an unchanged assignment is sent again at half of
     // it): requests go on being denied, then pass.
@@ -345,12 +335,7 @@ async fn an_assignment_outlives_a_killed_sluice_until_its_ttl() {
 /// 0, and the Envoy falls back at once, long before the TTL (60 s).
 #[tokio::test]
 async fn a_draining_sluice_expires_assignments_at_once() {
-    let s = sluice()
-        .file("rules.yaml", CLOSED)
-        .args(["--shutdown-delay", "0s"])
-        .start_healthy()
-        .await;
-    let e = denied_by_sluice(&s).await;
+    let (s, e) = denied_by_sluice(&["--shutdown-delay", "0s"]).await;
     s.signal("TERM");
     denied_until_expired(&e).await;
 }

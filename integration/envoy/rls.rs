@@ -2,24 +2,16 @@
 
 use std::time::Duration;
 
-use crate::support::envoy::{Front, Rls};
-use crate::support::sluice::*;
+use super::setup;
 
-const RULES: &str = "\
-domain: front
-descriptors:
-  - key: generic_key
-    value: front
-    rate_limit: {unit: minute, requests_per_unit: 2}
-";
+fn rules() -> String {
+    setup::rules("unit: minute, requests_per_unit: 2")
+}
 
 #[tokio::test]
 async fn envoy_grpc_over_tcp_limits_with_429_and_headers() {
-    let s = sluice().file("front.yaml", RULES).start_healthy().await;
-    let front = Front::new("front", Rls::Tcp(vec![s.grpc]))
-        .deny_on_failure()
-        .start()
-        .await;
+    let s = setup::serving(&rules()).start_healthy().await;
+    let front = setup::front_asking(&s).deny_on_failure().start().await;
     let first = front.get("/", &[]).await;
     assert_eq!(first.status, 200, "{first:?}\n{}", front.envoy.log());
     assert_eq!(first.header("x-ratelimit-limit"), Some("2, 2;w=60"));

@@ -15,20 +15,14 @@ use crate::support::delay_proxy::DelayProxy;
 use crate::support::envoy::{Front, Rls, RunningFront};
 use crate::support::example_bootstrap;
 use crate::support::redis::RedisServer;
-use crate::support::sluice::*;
+
+use super::setup::{self, WITHIN};
 
 /// A limit no test reaches: every check goes to Redis and answers OK, so anything but a 200
 /// is a failed check (`failure_mode_deny`: Envoy answers 500 when sluice does not).
-const RULES: &str = "\
-domain: front
-descriptors:
-  - key: generic_key
-    value: front
-    rate_limit: {unit: second, requests_per_unit: 1000000}
-";
-
-/// How long a step that waits on Envoy or sluice may take on a loaded machine.
-const WITHIN: Duration = Duration::from_secs(20);
+fn rules() -> String {
+    setup::rules("unit: second, requests_per_unit: 1000000")
+}
 
 /// `examples/envoy.yaml`'s cluster for sluice, without its endpoints: its health check,
 /// circuit breakers, HTTP/2 options and load balancing, as a user copies them.
@@ -124,8 +118,7 @@ impl Clients {
 async fn sigterm_to_one_of_two_instances_fails_no_check() {
     let redis = RedisServer::start();
     let start = || {
-        sluice()
-            .file("front.yaml", RULES)
+        setup::serving(&rules())
             .args(["--redis-url", &redis.url()])
             .start_healthy()
     };
@@ -209,12 +202,11 @@ async fn checks_in_flight_when_the_listener_closes_are_answered() {
     const CHECKS: u64 = 6;
     let redis = RedisServer::start();
     let slow = DelayProxy::start(format!("127.0.0.1:{}", redis.port())).await;
-    let mut s = sluice()
-        .file("front.yaml", RULES)
+    let mut s = setup::serving(&rules())
         .args(["--redis-url", &slow.url(), "--shutdown-delay", "0s"])
         .start_healthy()
         .await;
-    let mut front = Front::new("front", Rls::Tcp(vec![s.grpc])).deny_on_failure();
+    let mut front = setup::front_asking(&s).deny_on_failure();
     // Envoy's deadline (its grpc-timeout) well past the held replies.
     front.timeout = Duration::from_secs(10);
     let front = Arc::new(front.start().await);

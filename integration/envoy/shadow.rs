@@ -4,20 +4,13 @@
 
 use std::time::Duration;
 
-use crate::support::envoy::{Front, Rls, RunningFront};
-use crate::support::sluice::*;
+use crate::support::envoy::RunningFront;
+
+use super::setup;
 
 async fn all_pass_while_spent(front: &RunningFront) {
-    let mut got = Vec::new();
-    for _ in 0..3 {
-        let r = front.get("/", &[]).await;
-        got.push((
-            r.status,
-            r.header("x-ratelimit-remaining").map(String::from),
-        ));
-    }
     assert_eq!(
-        got,
+        front.statuses_and_remaining(3).await,
         [
             (200, Some("0".into())),
             (200, Some("0".into())),
@@ -40,20 +33,12 @@ async fn all_pass_while_spent(front: &RunningFront) {
 
 #[tokio::test]
 async fn a_shadow_rule_lets_everything_through() {
-    let rules = "\
-domain: front
-descriptors:
-  - key: generic_key
-    value: front
-    shadow_mode: true
-    rate_limit: {unit: minute, requests_per_unit: 1}
-";
-    let s = sluice()
-        .file("front.yaml", rules)
+    let rules = setup::rules("unit: minute, requests_per_unit: 1") + "    shadow_mode: true\n";
+    let s = setup::serving(&rules)
         .arg("--decision-metadata")
         .start_healthy()
         .await;
-    let front = Front::new("front", Rls::Tcp(vec![s.grpc])).start().await;
+    let front = setup::front_asking(&s).start().await;
     all_pass_while_spent(&front).await;
     // The access log tells which passes were shadowed: all but the first.
     let log = front.wait_access_log(3, Duration::from_secs(20)).await;
@@ -66,18 +51,10 @@ descriptors:
 
 #[tokio::test]
 async fn global_shadow_mode_lets_everything_through() {
-    let rules = "\
-domain: front
-descriptors:
-  - key: generic_key
-    value: front
-    rate_limit: {unit: minute, requests_per_unit: 1}
-";
-    let s = sluice()
-        .file("front.yaml", rules)
+    let s = setup::serving(&setup::rules("unit: minute, requests_per_unit: 1"))
         .env("SHADOW_MODE", "true")
         .start_healthy()
         .await;
-    let front = Front::new("front", Rls::Tcp(vec![s.grpc])).start().await;
+    let front = setup::front_asking(&s).start().await;
     all_pass_while_spent(&front).await;
 }

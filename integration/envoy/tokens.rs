@@ -7,8 +7,10 @@
 
 use std::time::{Duration, Instant};
 
-use crate::support::envoy::{Front, Rls, RunningFront};
+use crate::support::envoy::RunningFront;
 use crate::support::sluice::*;
+
+use super::setup;
 
 const FILTER_RATE_LIMITS: &str = r#"
 - actions: [{generic_key: {descriptor_value: tokens}}]
@@ -48,8 +50,8 @@ async fn spent_by_reports(algorithm: &str) {
          \x20   value: tokens\n\
          \x20   rate_limit: {{unit: hour, requests_per_unit: 10, algorithm: {algorithm}, overdraft: true}}\n"
     );
-    let s = sluice().file("front.yaml", &rules).start_healthy().await;
-    let front: RunningFront = Front::new("front", Rls::Tcp(vec![s.grpc]))
+    let s = setup::serving(&rules).start_healthy().await;
+    let front: RunningFront = setup::front_asking(&s)
         .filter_rate_limits_yaml(FILTER_RATE_LIMITS)
         .start()
         .await;

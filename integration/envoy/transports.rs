@@ -9,13 +9,11 @@ use crate::support::certs::{Ca, Usage, write};
 use crate::support::envoy::{Front, Rls, RlsTls, RunningFront};
 use crate::support::sluice::*;
 
-const RULES: &str = "\
-domain: front
-descriptors:
-  - key: generic_key
-    value: front
-    rate_limit: {unit: minute, requests_per_unit: 2}
-";
+use super::setup;
+
+fn rules() -> String {
+    setup::rules("unit: minute, requests_per_unit: 2")
+}
 
 /// Three requests through `front`: the first two pass, the third is limited.
 async fn limited_on_the_third(front: &RunningFront) {
@@ -27,19 +25,13 @@ async fn limited_on_the_third(front: &RunningFront) {
 }
 
 fn on_tcp(google: bool, s: &Sluice) -> Front {
-    let rls = if google {
-        Rls::Google(s.grpc.to_string())
-    } else {
-        Rls::Tcp(vec![s.grpc])
-    };
-    Front::new("front", rls).deny_on_failure()
+    Front::new("front", setup::rls(s, google)).deny_on_failure()
 }
 
 /// Rules on a unix socket in `dir`.
 async fn sluice_on_socket(dir: &tempfile::TempDir) -> (Sluice, PathBuf) {
     let path = dir.path().join("rls.sock");
-    let s = sluice()
-        .file("front.yaml", RULES)
+    let s = setup::serving(&rules())
         .arg("--grpc-uds")
         .arg(path.display().to_string())
         .start_healthy()
@@ -49,13 +41,13 @@ async fn sluice_on_socket(dir: &tempfile::TempDir) -> (Sluice, PathBuf) {
 
 #[tokio::test]
 async fn envoy_grpc_over_tcp() {
-    let s = sluice().file("front.yaml", RULES).start_healthy().await;
+    let s = setup::serving(&rules()).start_healthy().await;
     limited_on_the_third(&on_tcp(false, &s).start().await).await;
 }
 
 #[tokio::test]
 async fn google_grpc_over_tcp() {
-    let s = sluice().file("front.yaml", RULES).start_healthy().await;
+    let s = setup::serving(&rules()).start_healthy().await;
     limited_on_the_third(&on_tcp(true, &s).start().await).await;
 }
 
@@ -93,8 +85,7 @@ async fn tls_pair(dir: &tempfile::TempDir, mutual: bool) -> (Sluice, RlsTls) {
     let p = dir.path();
     let ca_file = ca.write(p, "ca.crt");
     let server = ca.leaf(&["localhost", "127.0.0.1"], Usage::Server);
-    let mut b = sluice()
-        .file("front.yaml", RULES)
+    let mut b = setup::serving(&rules())
         .arg("--grpc-tls-cert")
         .arg(write(p, "server.crt", &server.cert).display().to_string())
         .arg("--grpc-tls-key")

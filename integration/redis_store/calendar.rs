@@ -13,7 +13,7 @@ use sluice::store::redis::{RedisConfig, RedisStore, TimeSource};
 use sluice::store::{Call, Store};
 
 use super::ops::checks;
-use super::{Env, local_config, spec, tag};
+use super::{Env, local_config, run_on, spec, tag};
 use crate::support::redis::{RedisCluster, RedisServer};
 
 const HOUR: u64 = 3_600_000;
@@ -75,18 +75,13 @@ async fn instances_with_skewed_clocks_count_one_calendar_day() {
         let t = tag(algorithm.name());
         let mut allowed = 0;
         for i in 0..9 {
-            let mut out = Vec::new();
             let checks = [sluice::limit::Check {
                 tag: t,
                 limits: std::slice::from_ref(&l),
                 cost: 1,
                 refund: false,
             }];
-            stores[i % 3]
-                .run(&Call::new(&checks), &mut out)
-                .await
-                .expect("a check");
-            let r = out[0];
+            let r = run_on(&stores[i % 3], &checks, "a check").await[0];
             assert_eq!(r.used_before, allowed, "{algorithm}, hit {i}: {r:?}");
             allowed += u64::from(r.allowed);
             if algorithm == Algorithm::FixedWindow {
@@ -139,10 +134,7 @@ async fn a_clock_a_period_or_more_away_is_refused() {
         limits: std::slice::from_ref(&plain),
         ..checks[0]
     }];
-    store
-        .run(&Call::new(&checks), &mut out)
-        .await
-        .expect("no calendar");
+    run_on(&store, &checks, "no calendar").await;
 }
 
 #[tokio::test]
@@ -167,14 +159,7 @@ async fn cluster_counts_calendar_months_and_big_budgets_on_every_slot() {
             .into_iter()
             .map(|c| sluice::limit::Check { cost, ..c })
             .collect();
-        async move {
-            let mut out = Vec::new();
-            store
-                .run(&Call::new(&checks), &mut out)
-                .await
-                .expect("cluster run");
-            out
-        }
+        async move { run_on(store, &checks, "cluster run").await }
     };
     let first = run(BUDGET - 3).await;
     assert_eq!(first.len(), 48);
@@ -197,11 +182,7 @@ async fn cluster_counts_calendar_months_and_big_budgets_on_every_slot() {
             "{pair:?}"
         );
     }
-    let holding = cluster
-        .nodes
-        .iter()
-        .filter(|n| n.query::<i64>(&["DBSIZE"]) > 0)
-        .count();
+    let holding = cluster.nodes_holding_keys();
     assert!(holding >= 2, "keys on {holding} node(s)");
 }
 

@@ -4,10 +4,9 @@ use std::time::Duration;
 
 use sluice::limit::{Algorithm, Clock, LimitSpec, StateTag, SystemClock, Unit};
 use sluice::store::redis::{RedisConfig, TimeSource};
-use sluice::store::{Call, Store};
 
 use super::ops::checks;
-use super::{Env, local_config, spec, tag};
+use super::{Env, local_config, run_on, spec, tag};
 use crate::support::redis::{RedisCluster, RedisServer};
 
 #[tokio::test]
@@ -74,11 +73,7 @@ async fn cluster_checks_on_different_slots_in_one_run() {
         let store = &store;
         let checks = checks(&tags, &limits);
         async move {
-            let mut out = Vec::new();
-            store
-                .run(&Call::new(&checks), &mut out)
-                .await
-                .expect("cluster run");
+            let out = run_on(store, &checks, "cluster run").await;
             assert_eq!(out.len(), 48);
             assert!(
                 out.iter()
@@ -89,11 +84,7 @@ async fn cluster_checks_on_different_slots_in_one_run() {
     };
     run(0).await;
     // The checks really spread over the nodes, and each check's keys share one slot.
-    let holding = cluster
-        .nodes
-        .iter()
-        .filter(|n| n.query::<i64>(&["DBSIZE"]) > 0)
-        .count();
+    let holding = cluster.nodes_holding_keys();
     assert!(holding >= 2, "keys on {holding} node(s)");
     for t in &tags {
         let keys: Vec<String> = limits.iter().map(|l| store.state_key(*t, l)).collect();

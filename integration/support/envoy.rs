@@ -478,30 +478,13 @@ impl Front {
 
     fn rls_cluster(&self) -> Option<Value> {
         let endpoints: Vec<Value> = match &self.rls {
-            Rls::Tcp(addrs) => addrs
-                .iter()
-                .map(|a| {
-                    json!({ "endpoint": { "address": { "socket_address": {
-                    "address": a.ip().to_string(), "port_value": a.port() } } } })
-                })
-                .collect(),
+            Rls::Tcp(addrs) => addrs.iter().map(|&a| endpoint(a)).collect(),
             Rls::Uds(path) => {
                 vec![json!({ "endpoint": { "address": { "pipe": { "path": path } } } })]
             }
             Rls::Google(_) => return None,
         };
-        let mut c = json!({
-            "name": "rls",
-            "type": "STATIC",
-            "connect_timeout": "1s",
-            "typed_extension_protocol_options": {
-                "envoy.extensions.upstreams.http.v3.HttpProtocolOptions": {
-                    "@type": "type.googleapis.com/envoy.extensions.upstreams.http.v3.HttpProtocolOptions",
-                    "explicit_http_config": { "http2_protocol_options": {} }
-                }
-            },
-            "load_assignment": { "cluster_name": "rls", "endpoints": [{ "lb_endpoints": endpoints }] },
-        });
+        let mut c = grpc_cluster("rls", endpoints);
         if let Some(interval) = self.health_check {
             c["health_checks"] = json!([{
                 "timeout": "1s",
@@ -569,6 +552,19 @@ impl RunningFront {
             .unwrap_or_else(|e| panic!("GET {path} through envoy: {e}\n{}", self.envoy.log()))
     }
 
+    /// `n` GETs of `/`, one after the other: each answer's status and `x-ratelimit-remaining`.
+    pub async fn statuses_and_remaining(&self, n: usize) -> Vec<(u16, Option<String>)> {
+        let mut got = Vec::new();
+        for _ in 0..n {
+            let r = self.get("/", &[]).await;
+            got.push((
+                r.status,
+                r.header("x-ratelimit-remaining").map(String::from),
+            ));
+        }
+        got
+    }
+
     /// The access log so far: one JSON object per request (Envoy flushes it about every
     /// second; [`RunningFront::wait_access_log`] waits for it).
     pub fn access_log(&self) -> Vec<Value> {
@@ -590,6 +586,29 @@ impl RunningFront {
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
     }
+}
+
+/// A STATIC cluster `name` of these `lb_endpoints` that Envoy speaks HTTP/2 to, as gRPC
+/// needs (sluice's RLS and RLQS).
+pub fn grpc_cluster(name: &str, endpoints: Vec<Value>) -> Value {
+    json!({
+        "name": name,
+        "type": "STATIC",
+        "connect_timeout": "1s",
+        "typed_extension_protocol_options": {
+            "envoy.extensions.upstreams.http.v3.HttpProtocolOptions": {
+                "@type": "type.googleapis.com/envoy.extensions.upstreams.http.v3.HttpProtocolOptions",
+                "explicit_http_config": { "http2_protocol_options": {} }
+            }
+        },
+        "load_assignment": { "cluster_name": name, "endpoints": [{ "lb_endpoints": endpoints }] },
+    })
+}
+
+/// An `lb_endpoints` entry for a TCP address.
+pub fn endpoint(a: SocketAddr) -> Value {
+    json!({ "endpoint": { "address": { "socket_address": {
+        "address": a.ip().to_string(), "port_value": a.port() } } } })
 }
 
 /// A loopback `socket_address` on `port`.
@@ -708,7 +727,7 @@ pub async fn http1(
         .iter()
         .any(|(k, v)| k == "transfer-encoding" && v.contains("chunked"));
     let body = if chunked {
-        dechunk(rest)
+        super::http::dechunk(rest)
     } else {
         rest.to_string()
     };
@@ -717,19 +736,4 @@ pub async fn http1(
         headers,
         body,
     })
-}
-
-fn dechunk(mut b: &str) -> String {
-    let mut out = String::new();
-    while let Some((size, rest)) = b.split_once("\r\n") {
-        let Ok(n) = usize::from_str_radix(size.trim(), 16) else {
-            break;
-        };
-        if n == 0 || rest.len() < n {
-            break;
-        }
-        out.push_str(&rest[..n]);
-        b = rest[n..].trim_start_matches("\r\n");
-    }
-    out
 }

@@ -47,7 +47,9 @@ pub async fn http_request(addr: SocketAddr, method: &str, path: &str, body: &str
     (status, body)
 }
 
-fn dechunk(mut b: &str) -> String {
+/// A chunked body's data (`Transfer-Encoding: chunked`), up to its last chunk or the first
+/// malformed size line.
+pub fn dechunk(mut b: &str) -> String {
     let mut out = String::new();
     while let Some((size, rest)) = b.split_once("\r\n") {
         let Ok(n) = usize::from_str_radix(size.trim(), 16) else {

@@ -301,6 +301,14 @@ impl RedisCluster {
         self.nodes.iter().map(|s| s.url()).collect()
     }
 
+    /// How many nodes hold any key (whether keys spread over the cluster).
+    pub fn nodes_holding_keys(&self) -> usize {
+        self.nodes
+            .iter()
+            .filter(|n| n.query::<i64>(&["DBSIZE"]) > 0)
+            .count()
+    }
+
     /// The node serving `key`'s slot.
     pub fn node_for(&self, key: &str) -> &RedisServer {
         let slot: i64 = self.nodes[0].query(&["CLUSTER", "KEYSLOT", key]);

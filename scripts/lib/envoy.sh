@@ -8,11 +8,11 @@
 # direct_response makes no rate limit call, so the filter needs a real upstream cluster).
 # Without a rate limit service it is the same bootstrap without the filter and its cluster.
 #
-#   in:   WORK (the caller's scratch directory), die and log (functions), free_port,
+#   in:   WORK (the caller's scratch directory), die, log and free_port (lib/prelude.sh),
 #         client_cmd (the prefix Envoy and h2load start with: pinned, in the client's cgroup)
-#   out:  envoy_find, envoy_write, envoy_start, envoy_stop, envoy_stats, cpu_ns, h2load_run,
-#         h2load_summary; E_ADMIN, E_FRONT (ports) and EPID once started; GEN_CPU (seconds)
-#         after h2load_run
+#   out:  envoy_find, envoy_write, envoy_start, envoy_stop, envoy_cleanup, envoy_stats,
+#         cpu_ns, h2load_run, h2load_summary; E_ADMIN, E_FRONT (ports) and EPID once
+#         started; GEN_CPU (seconds) after h2load_run
 
 E_ADMIN="" E_FRONT="" EPID="" GEN_CPU=0 H2LOAD_PID=""
 
@@ -154,6 +154,12 @@ envoy_stop() {
         wait "$EPID" 2>/dev/null || true
         EPID=""
     fi
+}
+
+# For the caller's exit trap: h2load (a run cut short) and Envoy stopped.
+envoy_cleanup() {
+    [ -z "$H2LOAD_PID" ] || kill "$H2LOAD_PID" 2>/dev/null || true
+    envoy_stop
 }
 
 # envoy_stats FILE: every counter and gauge of Envoy's /stats, "name: value" a line.

@@ -1,7 +1,7 @@
 # Sourced by the benchmark scripts that start their own redis-server (scripts/overload.sh,
 # scripts/envoy-overhead.sh, scripts/envoy-overload.sh).
 #
-#   in:   WORK (the caller's scratch directory), die (a function), free_port
+#   in:   WORK (the caller's scratch directory), die and free_port (lib/prelude.sh)
 #   out:  start_redis PREFIX…: a redis-server on a free loopback port (RPORT), no
 #         persistence, started with the command prefix given (e.g. taskset -c 1; none for
 #         none), answering PING; REDIS_PID its process. stop_redis: SHUTDOWN NOSAVE, then

@@ -14,7 +14,7 @@ use std::net::SocketAddr;
 
 use serde_json::{Value, json};
 
-use crate::support::envoy::{hcm, socket};
+use crate::support::envoy::{endpoint, grpc_cluster, hcm, socket};
 
 /// Where the proxy listens and its two upstream services do.
 pub struct Ports {
@@ -205,21 +205,7 @@ fn upstream(name: &str, port: u16, body: &str) -> Value {
 
 /// sluice's gRPC port, over HTTP/2.
 fn ratelimit_cluster(rls: SocketAddr) -> Value {
-    json!({
-        "name": "ratelimit",
-        "type": "STATIC",
-        "connect_timeout": "1s",
-        "typed_extension_protocol_options": {
-            "envoy.extensions.upstreams.http.v3.HttpProtocolOptions": {
-                "@type": "type.googleapis.com/envoy.extensions.upstreams.http.v3.HttpProtocolOptions",
-                "explicit_http_config": { "http2_protocol_options": {} },
-            }
-        },
-        "load_assignment": { "cluster_name": "ratelimit", "endpoints": [{ "lb_endpoints": [
-            { "endpoint": { "address": { "socket_address": {
-                "address": rls.ip().to_string(), "port_value": rls.port() } } } }
-        ]}]},
-    })
+    grpc_cluster("ratelimit", vec![endpoint(rls)])
 }
 
 /// Service 1, for the routes with plain limits.

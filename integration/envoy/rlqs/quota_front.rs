@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-use crate::support::envoy::{Envoy, hcm, http1};
+use crate::support::envoy::{Envoy, endpoint, grpc_cluster, hcm, http1, socket};
 use crate::support::redis::free_port;
 
 /// How an Envoy's filter is configured, beyond its bucket matchers.
@@ -93,16 +93,7 @@ impl QuotaFront {
             }
         });
         let routes = |route: Value| json!({ "virtual_hosts": [{ "name": "all", "domains": ["*"], "routes": [route] }] });
-        let socket =
-            |port: u16| json!({ "socket_address": { "address": "127.0.0.1", "port_value": port } });
-        let endpoints: Vec<Value> = self
-            .sluice
-            .iter()
-            .map(|a| {
-                json!({ "endpoint": { "address": { "socket_address": {
-                    "address": a.ip().to_string(), "port_value": a.port() } } } })
-            })
-            .collect();
+        let endpoints: Vec<Value> = self.sluice.iter().map(|&a| endpoint(a)).collect();
         json!({
             "static_resources": {
                 "listeners": [
@@ -132,19 +123,8 @@ impl QuotaFront {
                             "lb_endpoints": [{ "endpoint": { "address": socket(upstream) } }]
                         }]},
                     },
-                    {
-                        "name": "sluice",
-                        "type": "STATIC",
-                        "connect_timeout": "1s",
-                        // RLQS is a gRPC stream: HTTP/2.
-                        "typed_extension_protocol_options": {
-                            "envoy.extensions.upstreams.http.v3.HttpProtocolOptions": {
-                                "@type": "type.googleapis.com/envoy.extensions.upstreams.http.v3.HttpProtocolOptions",
-                                "explicit_http_config": { "http2_protocol_options": {} }
-                            }
-                        },
-                        "load_assignment": { "cluster_name": "sluice", "endpoints": [{ "lb_endpoints": endpoints }] },
-                    }
+                    // RLQS is a gRPC stream: HTTP/2.
+                    grpc_cluster("sluice", endpoints),
                 ]
             }
         })
