@@ -408,6 +408,23 @@ fn envoy_access_log_reads_what_the_demo_sluice_reports() {
     );
 }
 
+/// Envoy keeps on sluice no more checks than the overload guide allows, with the compose
+/// demo's settings, the Kubernetes Deployment's and sluice's defaults.
+#[test]
+fn envoy_bounds_the_checks_it_keeps_on_sluice() {
+    let defaults = super::binary::resolve(&["serve".into()], &BTreeMap::new(), "defaults");
+    for (settings, whose) in [
+        (sluice_settings(), "docker-compose.yml"),
+        (
+            &super::kubernetes::sluice_pod().settings,
+            "examples/kubernetes",
+        ),
+        (&defaults, "sluice's defaults"),
+    ] {
+        super::envoy::assert_rls_checks_bounded_as_the_guide(settings, whose);
+    }
+}
+
 /// Envoy notices a stopping sluice before it stops answering: with the compose demo's
 /// settings, the Kubernetes Deployment's (this file runs unchanged beside it) and sluice's
 /// defaults.

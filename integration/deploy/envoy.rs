@@ -107,6 +107,14 @@ pub fn health_check_notices_within(cluster: &Value, what: &str) -> Duration {
     (interval + duration("timeout", "")) * threshold
 }
 
+/// [`assert_checks_bounded_as_the_guide`] for the rate limit cluster of `examples/envoy.yaml`,
+/// with `whose` settings.
+pub fn assert_rls_checks_bounded_as_the_guide(settings: &Settings, whose: &str) {
+    let boot = envoy_bootstrap();
+    let cluster = &boot.clusters[&boot.rls_cluster];
+    assert_checks_bounded_as_the_guide(cluster, settings, &format!("{ENVOY_YAML} with {whose}"));
+}
+
 /// A rolling restart fails no check: Envoy takes an instance out (`health_checks` of
 /// [`assert_health_check_within_shutdown_delay`] for the rate limit cluster of
 /// `examples/envoy.yaml`, with `whose` settings.
@@ -125,6 +133,60 @@ pub fn assert_health_check_within_shutdown_delay(cluster: &Value, settings: &Set
         "{what}: Envoy's health check takes up to {notices:?} to notice a stopping sluice, \
          which closes its listener after {:?} (--shutdown-delay): checks sent in between fail",
         settings.shutdown_delay
+    );
+}
+
+/// The overload guide's bound on the checks one Envoy keeps on sluice
+/// (docs/how-to/overload-and-tuning.md): the cluster's HTTP/2 `max_concurrent_streams` no
+/// more than sluice's stream limit (`settings`), and its circuit breakers set. Envoy's
+/// defaults (1 024 each) queue the checks an overloaded sluice cannot take until they are
+/// late: goodput 0.02–0.09 of capacity at 2× through a real Envoy (RELIABILITY.md,
+/// "Overload through Envoy"). `max_requests` at most `max_connections` × the streams, and
+/// `max_pending_requests` at most a quarter of all the calls outstanding.
+pub fn assert_checks_bounded_as_the_guide(cluster: &Value, settings: &Settings, what: &str) {
+    let streams = cluster
+        .get("typed_extension_protocol_options")
+        .and_then(|o| o.get("envoy.extensions.upstreams.http.v3.HttpProtocolOptions"))
+        .and_then(|o| o.get("explicit_http_config"))
+        .and_then(|c| c.get("http2_protocol_options"))
+        .and_then(|h| h.get("max_concurrent_streams"))
+        .and_then(Value::as_u64)
+        .unwrap_or_else(|| {
+            panic!("{what}: the sluice cluster's http2_protocol_options must set max_concurrent_streams")
+        });
+    let limit = u64::from(settings.listen.grpc_max_concurrent_streams);
+    assert!(
+        streams <= limit,
+        "{what}: max_concurrent_streams {streams} is past sluice's --grpc-max-concurrent-streams {limit}"
+    );
+    let thresholds = seq_at(cluster, "circuit_breakers.thresholds");
+    let default = thresholds
+        .iter()
+        .find(|t| t.get("priority").and_then(Value::as_str).unwrap_or("DEFAULT") == "DEFAULT")
+        .unwrap_or_else(|| {
+            panic!("{what}: the sluice cluster needs circuit_breakers (Envoy's defaults queue checks until they are late)")
+        });
+    let n = |field: &str| {
+        default
+            .get(field)
+            .and_then(Value::as_u64)
+            .unwrap_or_else(|| {
+                panic!("{what}: say the circuit breakers' {field} (Envoy's default is 1024)")
+            })
+    };
+    let (connections, requests, pending) = (
+        n("max_connections"),
+        n("max_requests"),
+        n("max_pending_requests"),
+    );
+    assert!(
+        requests <= connections * streams,
+        "{what}: max_requests {requests} is past max_connections {connections} × {streams} streams"
+    );
+    assert!(
+        pending * 4 <= requests + pending,
+        "{what}: max_pending_requests {pending} is over a quarter of the {} calls outstanding",
+        requests + pending
     );
 }
 

@@ -9,10 +9,10 @@ use serde_yaml::Value;
 
 use super::binary::assert_rules_cover;
 use super::envoy::{
-    RATELIMIT_FILTER, assert_health_check_within_shutdown_delay,
-    assert_ratelimit_filter_fails_open, assert_ratelimit_filter_sends_draft_03_headers,
-    assert_ratelimit_filter_speaks_v3, cluster_endpoints, descriptors, ratelimit_filter_target,
-    speaks_http2,
+    RATELIMIT_FILTER, assert_checks_bounded_as_the_guide,
+    assert_health_check_within_shutdown_delay, assert_ratelimit_filter_fails_open,
+    assert_ratelimit_filter_sends_draft_03_headers, assert_ratelimit_filter_speaks_v3,
+    cluster_endpoints, descriptors, ratelimit_filter_target, speaks_http2,
 };
 use super::files::{at, seq_at, str_at, yaml};
 use super::kubernetes::{k8s_rules, service_port, sluice_pod};
@@ -115,4 +115,12 @@ fn istio_rules_limit_every_descriptor_the_filter_sends() {
 fn istio_health_check_notices_a_stopping_sluice_within_its_shutdown_delay() {
     let (cluster, _) = rls_cluster();
     assert_health_check_within_shutdown_delay(cluster, &sluice_pod().settings, FILE);
+}
+
+/// Under overload the gateway keeps no more checks on sluice than the overload guide allows
+/// (Envoy's defaults queue them until they are late).
+#[test]
+fn istio_gateway_bounds_the_checks_it_keeps_on_sluice() {
+    let (cluster, _) = rls_cluster();
+    assert_checks_bounded_as_the_guide(cluster, &sluice_pod().settings, FILE);
 }
