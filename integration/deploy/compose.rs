@@ -408,19 +408,27 @@ fn envoy_access_log_reads_what_the_demo_sluice_reports() {
     );
 }
 
-/// Envoy keeps on sluice no more checks than the overload guide allows, with the compose
-/// demo's settings, the Kubernetes Deployment's and sluice's defaults.
-#[test]
-fn envoy_bounds_the_checks_it_keeps_on_sluice() {
-    let defaults = super::binary::resolve(&["serve".into()], &BTreeMap::new(), "defaults");
-    for (settings, whose) in [
+/// The sluices `examples/envoy.yaml` fronts, and whose they are: the compose demo's, the
+/// Kubernetes Deployment's (the file runs unchanged beside it) and sluice's defaults.
+fn sluices_behind_envoy_yaml() -> [(&'static Settings, &'static str); 3] {
+    static DEFAULTS: OnceLock<Settings> = OnceLock::new();
+    let defaults =
+        DEFAULTS.get_or_init(|| resolve(&["serve".into()], &BTreeMap::new(), "defaults"));
+    [
         (sluice_settings(), "docker-compose.yml"),
         (
             &super::kubernetes::sluice_pod().settings,
             "examples/kubernetes",
         ),
-        (&defaults, "sluice's defaults"),
-    ] {
+        (defaults, "sluice's defaults"),
+    ]
+}
+
+/// Envoy keeps on sluice no more checks than the overload guide allows, with the compose
+/// demo's settings, the Kubernetes Deployment's and sluice's defaults.
+#[test]
+fn envoy_bounds_the_checks_it_keeps_on_sluice() {
+    for (settings, whose) in sluices_behind_envoy_yaml() {
         super::envoy::assert_rls_checks_bounded_as_the_guide(settings, whose);
     }
 }
@@ -430,15 +438,7 @@ fn envoy_bounds_the_checks_it_keeps_on_sluice() {
 /// defaults.
 #[test]
 fn envoy_health_check_notices_a_stopping_sluice_within_its_shutdown_delay() {
-    let defaults = super::binary::resolve(&["serve".into()], &BTreeMap::new(), "defaults");
-    for (settings, whose) in [
-        (sluice_settings(), "docker-compose.yml"),
-        (
-            &super::kubernetes::sluice_pod().settings,
-            "examples/kubernetes",
-        ),
-        (&defaults, "sluice's defaults"),
-    ] {
+    for (settings, whose) in sluices_behind_envoy_yaml() {
         super::envoy::assert_rls_health_check_within_shutdown_delay(settings, whose);
     }
 }

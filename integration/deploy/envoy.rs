@@ -71,14 +71,18 @@ pub fn cluster_endpoints(cluster: &Value) -> Vec<(String, u16)> {
     out
 }
 
-pub fn speaks_http2(cluster: &Value) -> bool {
+/// A cluster's `http2_protocol_options` under its typed `HttpProtocolOptions`.
+fn http2_options(cluster: &Value) -> Option<&Value> {
     // (Extension names contain dots, so no `at` here.)
     cluster
         .get("typed_extension_protocol_options")
         .and_then(|o| o.get("envoy.extensions.upstreams.http.v3.HttpProtocolOptions"))
         .and_then(|o| o.get("explicit_http_config"))
         .and_then(|c| c.get("http2_protocol_options"))
-        .is_some()
+}
+
+pub fn speaks_http2(cluster: &Value) -> bool {
+    http2_options(cluster).is_some()
         // The deprecated cluster-level field (the istio.io sample still uses it).
         || cluster.get("http2_protocol_options").is_some()
 }
@@ -144,11 +148,7 @@ pub fn assert_health_check_within_shutdown_delay(cluster: &Value, settings: &Set
 /// "Overload through Envoy"). `max_requests` at most `max_connections` × the streams, and
 /// `max_pending_requests` at most a quarter of all the calls outstanding.
 pub fn assert_checks_bounded_as_the_guide(cluster: &Value, settings: &Settings, what: &str) {
-    let streams = cluster
-        .get("typed_extension_protocol_options")
-        .and_then(|o| o.get("envoy.extensions.upstreams.http.v3.HttpProtocolOptions"))
-        .and_then(|o| o.get("explicit_http_config"))
-        .and_then(|c| c.get("http2_protocol_options"))
+    let streams = http2_options(cluster)
         .and_then(|h| h.get("max_concurrent_streams"))
         .and_then(Value::as_u64)
         .unwrap_or_else(|| {
